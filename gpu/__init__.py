@@ -1,0 +1,1 @@
+"""gpu package (placeholder; see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""hdl package (placeholder; see DESIGN.md)."""

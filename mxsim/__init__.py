@@ -1,0 +1,14 @@
+"""mxsim: bit-exact models of block-scaled (OCP MX, NVFP4) tensor-core dot-product units.
+
+``import mxsim`` needs only numpy and ml_dtypes; amaranth, cocotb and torch are imported by the
+verbs that use them.
+"""
+
+from . import formats, units, vectors
+from .api import matmul
+from .errors import FormatError, MxsimError, UnitError, VectorFileError
+
+__version__ = "0.1.0"
+
+__all__ = ["formats", "units", "vectors", "matmul",
+           "MxsimError", "FormatError", "VectorFileError", "UnitError", "__version__"]

@@ -1,0 +1,284 @@
+"""The ``mxsim`` command line: one sub-command per verb, each a thin call into the library.
+
+Exit codes: 0 success or agreement, 1 mismatches found, 2 bad input (one line, no traceback),
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import __version__, formats, units, vectors
+from .errors import MxsimError
+
+__all__ = ["main", "build_parser"]
+
+
+def _out(args: argparse.Namespace, text: str, data: Any) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        print(text)
+
+
+# -- formats --------------------------------------------------------------------------------
+
+def cmd_formats(args: argparse.Namespace) -> int:
+    rows = []
+    for f in formats.FORMATS.values():
+        row = {
+            "name": f.name, "bits": f.bits, "kind": f.kind,
+            "layout": (f"{int(f.signed)}.{f.exp_bits}.{f.man_bits}" if f.kind == "float"
+                       else "int8/64"),
+            "bias": f.bias, "max": f.max,
+            "min_subnormal": f.min_subnormal,
+            "inf": f"{f.code_of_inf:#x}" if f.has_inf else None,
+            "nan": f"{f.code_of_nan:#x}" if f.has_nan else None,
+            "ml_dtypes": f.ml_dtypes_name, "description": f.description,
+        }
+        rows.append(row)
+    head = f"{'name':6} {'bits':>4} {'layout':8} {'bias':>4} {'max':>12} {'min>0':>12} " \
+           f"{'Inf':>10} {'NaN':>10}  description"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['name']:6} {r['bits']:>4} {r['layout']:8} {r['bias']:>4} "
+                     f"{r['max']:>12.6g} {r['min_subnormal']:>12.6g} {r['inf'] or '-':>10} "
+                     f"{r['nan'] or '-':>10}  {r['description']}")
+    _out(args, "\n".join(lines), rows)
+    return 0
+
+
+# -- units ----------------------------------------------------------------------------------
+
+def cmd_units(args: argparse.Namespace) -> int:
+    rows = [{"name": u.name, "summary": u.summary, "provenance": u.provenance,
+             "d_format": u.d_format} for u in units.UNITS.values()]
+    lines = []
+    for r in rows:
+        lines += [f"{r['name']}", f"  {r['summary']}", f"  output: {r['d_format']}",
+                  f"  provenance: {r['provenance']}"]
+    _out(args, "\n".join(lines), rows)
+    return 0
+
+
+# -- vectors --------------------------------------------------------------------------------
+
+def _describe(vs: vectors.VectorSet) -> dict[str, Any]:
+    return {"a_format": vs.a_format, "b_format": vs.b_format, "batch": list(vs.batch_shape),
+            "m": vs.m, "n": vs.n, "k": vs.k, "dots": vs.num_dots,
+            "scale_format": vs.scale_format, "block": vs.block,
+            "c": vs.c is not None, "d": vs.d is not None, "d_format": vs.d_format,
+            "producer": vs.producer, **{k: v for k, v in vs.extra.items() if k != "families"},
+            **({"families": sorted(set(vs.extra["families"]))} if "families" in vs.extra
+               else {})}
+
+
+def cmd_vectors_gen(args: argparse.Namespace) -> int:
+    fams = list(vectors.FAMILIES) if args.family == "all" else args.family.split(",")
+    kwargs = dict(a_format=args.a_format, b_format=args.b_format, m=args.m, n=args.n, k=args.k,
+                  scale_format=args.scale_format, block=args.block,
+                  scale_granularity=args.scale_granularity, with_c=not args.no_c,
+                  seed=args.seed)
+    if len(fams) == 1:
+        vs = vectors.generate(fams[0], batch=(args.count,) if args.count > 1 else (), **kwargs)
+    else:
+        vs = vectors.generate_suite(fams, count=args.count, **kwargs)
+    vectors.save(vs, args.output)
+    info = _describe(vs)
+    _out(args, f"wrote {args.output}: {info['dots']} dot products of K={vs.k} "
+               f"({vs.a_format} x {vs.b_format}"
+               f"{', ' + vs.scale_format + ' scales' if vs.scale_format else ''})", info)
+    return 0
+
+
+def cmd_vectors_info(args: argparse.Namespace) -> int:
+    vs = vectors.load(args.input)
+    info = _describe(vs)
+    _out(args, "\n".join(f"{k:13} {v}" for k, v in info.items()), info)
+    return 0
+
+
+# -- run ------------------------------------------------------------------------------------
+
+def cmd_run(args: argparse.Namespace) -> int:
+    unit = units.get(args.unit)
+    vs = vectors.load(args.input)
+    t0 = time.perf_counter()
+    out = unit.run(vs, engine=args.engine)
+    dt = time.perf_counter() - t0
+    vectors.save(out, args.output)
+    info = {"unit": unit.name, "engine": args.engine, "dots": vs.num_dots, "seconds": dt,
+            "dots_per_second": vs.num_dots / dt if dt else None, "output": str(args.output)}
+    _out(args, f"wrote {args.output}: {vs.num_dots} dot products through {unit.name} "
+               f"({args.engine} engine) in {dt:.3f} s", info)
+    return 0
+
+
+# -- compare --------------------------------------------------------------------------------
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import compare
+
+    result = vectors.load(args.result)
+    if (args.other is None) == (args.unit is None):
+        raise MxsimError("compare needs either OTHER.npz or --unit NAME (not both)")
+    if args.other is not None:
+        other = vectors.load(args.other)
+        if not result.inputs_equal(other):
+            raise MxsimError(f"{args.result} and {args.other} hold different inputs; compare "
+                             f"results of the same vector set")
+        if other.d is None:
+            raise MxsimError(f"{args.other} has no result 'd'; produce one with `mxsim run`")
+        expected, expected_format, name = other.d, other.d_format, str(args.other)
+    else:
+        unit = units.get(args.unit)
+        expected = unit.compute(result, engine=args.engine)
+        expected_format, name = unit.d_format, f"unit {unit.name}"
+    report = compare(result, expected, expected_format=expected_format,
+                     actual_name=str(args.result), expected_name=name, show=args.show)
+    _out(args, report.format(), report.to_json())
+    return 0 if report.agree else 1
+
+
+# -- demo -----------------------------------------------------------------------------------
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Generate an MXFP8 vector set of every family, run it through ``exact``, check, report."""
+    from .compare import compare
+
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    unit = units.get("exact")
+    kwargs = dict(a_format="e4m3", b_format="e4m3", m=16, n=16, k=args.k,
+                  scale_format="e8m0", block=32, seed=args.seed)
+    t0 = time.perf_counter()
+    vs = vectors.generate_suite(vectors.FAMILIES, count=2, **kwargs)
+    vectors.save(vs, out_dir / "demo_in.npz")
+    t1 = time.perf_counter()
+    res = unit.run(vs)
+    t2 = time.perf_counter()
+    vectors.save(res, out_dir / "demo_exact.npz")
+    # Cross-check the fast engine against the fraction reference on a slice of every family.
+    sub = res.subset(slice(0, 2), slice(0, 2))
+    report = compare(sub, unit.compute(sub, engine="reference"), actual_name="fast engine",
+                     expected_name="fraction reference")
+    t3 = time.perf_counter()
+    d = res.d.view(np.float32)
+    cls = formats.get("fp32").classify(res.d)
+    counts = {c.name.lower(): int((cls == c).sum()) for c in formats.Class}
+    lines = [
+        "mxsim demo: MXFP8 (e4m3 x e4m3, E8M0 scales, block 32) through the `exact` unit",
+        f"  vector set   {out_dir / 'demo_in.npz'}: {vs.num_dots} dot products, K={vs.k}, "
+        f"{len(set(vs.extra['families']))} generator families ({t1 - t0:.2f} s)",
+        f"  exact unit   {out_dir / 'demo_exact.npz'}: {vs.num_dots / (t2 - t1):,.0f} dots/s",
+        "  result class " + ", ".join(f"{k} {v}" for k, v in counts.items()),
+        f"  |d| range    {np.nanmin(np.abs(d[np.isfinite(d) & (d != 0)])):.3g} .. "
+        f"{np.nanmax(np.abs(d[np.isfinite(d)])):.3g}",
+        f"  check        fast engine vs fraction reference on {report.total} dots: "
+        f"{report.equal} bit-equal ({t3 - t2:.2f} s)",
+        "  next         mxsim compare " + str(out_dir / "demo_exact.npz") + " --unit exact",
+    ]
+    print("\n".join(lines))
+    if not report.agree:
+        print(report.format())
+        return 1
+    return 0
+
+
+# -- parser ---------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="mxsim", description="Bit-exact models of block-scaled (MX, NVFP4) dot-product "
+                                  "units: formats, vector sets, units, comparisons.")
+    p.add_argument("--version", action="version", version=f"mxsim {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add(name: str, func, help: str, json_flag: bool = True) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help, description=help)
+        sp.set_defaults(func=func)
+        if json_flag:
+            sp.add_argument("--json", action="store_true", help="print JSON instead of text")
+        return sp
+
+    add("formats", cmd_formats, "list the element, scale and output formats")
+    add("units", cmd_units, "list the units with their provenance")
+
+    vp = sub.add_parser("vectors", help="generate or inspect vector sets",
+                        description="generate or inspect vector sets (mxsim.vectors/1 .npz)")
+    vsub = vp.add_subparsers(dest="vectors_command", metavar="ACTION", required=True)
+    g = vsub.add_parser("gen", help="generate a seeded vector set",
+                        description="generate a seeded vector set; families: "
+                                    + ", ".join(vectors.FAMILIES))
+    g.set_defaults(func=cmd_vectors_gen)
+    g.add_argument("--family", default="all", metavar="NAME[,NAME]",
+                   help="generator family, a comma list, or 'all' (default: %(default)s)")
+    g.add_argument("--a-format", default="e4m3", metavar="FMT",
+                   help="element format of A (default: %(default)s)")
+    g.add_argument("--b-format", default=None, metavar="FMT",
+                   help="element format of B (default: the A format)")
+    g.add_argument("-m", type=int, default=16, help="rows of A (default: %(default)s)")
+    g.add_argument("-n", type=int, default=8, help="columns of B (default: %(default)s)")
+    g.add_argument("-k", type=int, default=32, help="reduction length (default: %(default)s)")
+    g.add_argument("--count", type=int, default=1, metavar="N",
+                   help="batch entries per family (default: %(default)s)")
+    g.add_argument("--scale-format", default=None, choices=vectors.SCALE_FORMATS,
+                   help="block scale format (default: no scales)")
+    g.add_argument("--block", type=int, default=None,
+                   help="scale block size (default: 32 for e8m0, 16 for ue4m3)")
+    g.add_argument("--scale-granularity", default="block", choices=("tensor", "row", "block"),
+                   help="fp32 scale granularity (default: %(default)s)")
+    g.add_argument("--no-c", action="store_true", help="leave out the accumulator C")
+    g.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    g.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
+    g.add_argument("--json", action="store_true", help="print JSON instead of text")
+    i = vsub.add_parser("info", help="describe a vector-set file")
+    i.set_defaults(func=cmd_vectors_info)
+    i.add_argument("input", metavar="IN.npz")
+    i.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    r = add("run", cmd_run, "compute d for a vector set with a unit")
+    r.add_argument("input", metavar="IN.npz")
+    r.add_argument("--unit", default="exact", metavar="NAME",
+                   help="unit name (see `mxsim units`) (default: %(default)s)")
+    r.add_argument("--engine", default="fast", choices=units.ENGINES,
+                   help="engine (default: %(default)s)")
+    r.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
+
+    c = add("compare", cmd_compare, "compare a result with another result or with a unit, "
+                                    "bit for bit")
+    c.add_argument("result", metavar="RESULT.npz")
+    c.add_argument("other", nargs="?", metavar="OTHER.npz", help="a result on the same inputs")
+    c.add_argument("--unit", metavar="NAME", help="compare with this unit's output instead")
+    c.add_argument("--engine", default="fast", choices=units.ENGINES,
+                   help="engine for --unit (default: %(default)s)")
+    c.add_argument("--show", type=int, default=5, metavar="N",
+                   help="mismatches to print (default: %(default)s)")
+
+    d = add("demo", cmd_demo, "the main job: generate vectors, run them, check and report",
+            json_flag=False)
+    d.add_argument("--out", default="out/demo", metavar="DIR",
+                   help="directory for the files (default: %(default)s)")
+    d.add_argument("-k", type=int, default=256, help="reduction length (default: %(default)s)")
+    d.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except MxsimError as exc:
+        print(f"mxsim: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("mxsim: interrupted", file=sys.stderr)
+        return 130

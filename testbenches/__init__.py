@@ -1,0 +1,1 @@
+"""testbenches package (placeholder; see DESIGN.md)."""
