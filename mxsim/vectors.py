@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 import zipfile
+import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -147,8 +148,14 @@ class VectorSet:
             x, y = getattr(self, name), getattr(other, name)
             if (x is None) != (y is None):
                 return False
-            if x is not None and (x.shape != y.shape or x.dtype != y.dtype
-                                  or not np.array_equal(x.view(np.uint8), y.view(np.uint8))):
+            if x is None:
+                continue
+            if x.shape != y.shape or x.dtype != y.dtype:
+                return False
+            # Same-width unsigned views compare bits (NaN payloads, -0) and, unlike a uint8
+            # view, work for 0-d scalars (tensor_scale) and strided arrays (after subset).
+            bits = np.dtype(f"u{x.dtype.itemsize}")
+            if not np.array_equal(x.view(bits), y.view(bits)):
                 return False
         return True
 
@@ -290,17 +297,27 @@ def load(path: str | os.PathLike) -> VectorSet:
     p = str(path)
     if not Path(p).is_file():
         raise _err(p, "no such file")
+    hint = "vector sets are written by `mxsim vectors gen` or `mxsim run`"
     try:
-        with np.load(p, allow_pickle=False) as z:
+        z = np.load(p, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):     # a bare .npy array
+            raise _err(p, f"not an .npz file; {hint}")
+        with z:
             arrays = {name: z[name] for name in z.files}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
+    # zlib.error: a member whose compressed stream is corrupt.
+    except (zipfile.BadZipFile, zlib.error, ValueError, OSError, EOFError) as exc:
+        if isinstance(exc, VectorFileError):
+            raise
         kind = "not an .npz file" if not zipfile.is_zipfile(p) else f"unreadable npz ({exc})"
-        raise _err(p, f"{kind}; vector sets are written by `mxsim vectors gen` or "
-                      f"`mxsim run`") from None
+        raise _err(p, f"{kind}; {hint}") from None
     unknown = sorted(set(arrays) - set(_ARRAYS))
     if unknown:
         raise _err(p, f"unknown array(s) {', '.join(map(repr, unknown))}; "
                       f"{SCHEMA} allows {', '.join(_ARRAYS)}")
+    # NpzFile hands back raw bytes for a member that lacks the .npy header.
+    raw = sorted(name for name, arr in arrays.items() if not isinstance(arr, np.ndarray))
+    if raw:
+        raise _err(p, f"member(s) {', '.join(map(repr, raw))} are not .npy arrays; {hint}")
     for name in ("meta", "a", "b"):
         if name not in arrays:
             raise _err(p, f"array {name!r} is missing")
@@ -346,13 +363,22 @@ def save(vs: VectorSet, path: str | os.PathLike) -> None:
     directory = p.parent if str(p.parent) else Path(".")
     if not directory.is_dir():
         raise _err(str(p), "directory does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".npz", dir=directory)
+    # Not tempfile.mkstemp: it makes the file 0600, and a vector set is shared (RTL host, GPU
+    # host), so the file gets the mode open() would give it, 0666 less the umask.
+    tmp = directory / f".{p.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                     0o666)
+    except OSError as exc:
+        raise _err(str(p), f"cannot write ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             np.savez_compressed(fh, **arrays)
         os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):    # disk full, or the target is a directory
+            raise _err(str(p), f"cannot write ({exc.strerror})") from None
         raise
 
 
@@ -511,15 +537,25 @@ def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None
                                   f"not {f.name!r}")
     if min(m, n, k) < 1:
         raise VectorFileError(f"M, N and K must be at least 1, not {m}, {n}, {k}")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise VectorFileError(f"Seed must be a non-negative integer, not {seed!r}")
     if family == "nan-scale" and scale_format is None:
         raise VectorFileError("Family 'nan-scale' needs block scales; pass a scale format")
     if scale_format == "fp32":
         if scale_granularity not in ("tensor", "row", "block"):
             raise VectorFileError(f"Scale granularity must be tensor, row or block, not "
                                   f"{scale_granularity!r}")
-        block = 128 if scale_granularity == "block" else None
+        implied = 128 if scale_granularity == "block" else None
+        if block not in (None, implied):
+            kind = {"tensor": "per-tensor", "row": "row-wise", "block": "block-wise"}
+            raise VectorFileError(f"Block must be {implied or 'None'} for "
+                                  f"{kind[scale_granularity]} fp32 scales, not {block!r}")
+        block = implied
     elif scale_format is not None and block is None:
         block = 16 if scale_format == "ue4m3" else 32
+    if scale_format in ("e8m0", "ue4m3") and block not in (16, 32):
+        raise VectorFileError(f"Block must be 16 or 32 for {scale_format} scales, "
+                              f"not {block!r}")
     batch = tuple(batch)
     shape_a, shape_b = batch + (m, k), batch + (k, n)
     rng = np.random.default_rng([seed, FAMILIES.index(family)])
@@ -538,8 +574,13 @@ def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None
         keep = rng.random(shape_b) < 0.05
         b = np.where(keep, _operand(rng, fb, "normal", shape_b), b).astype(np.uint8)
     elif family == "one-large":
-        tiny_a = fa.encode(rng.standard_normal(shape_a) * fa.min_subnormal * 4, "rne")
-        tiny_b = fb.encode(rng.standard_normal(shape_b) * fb.min_subnormal * 4, "rne")
+        # Tiny terms: about 4 smallest steps, but never above max/16, so that narrow formats
+        # (E2M1 spans only 0.5..6) still have one term that stands out.
+        def tiny(f: formats.Format, shape: tuple[int, ...]) -> npt.NDArray[np.uint8]:
+            x = rng.standard_normal(shape) * f.min_subnormal * 4
+            return f.encode(np.clip(x, -f.max / 16, f.max / 16), "rne")
+
+        tiny_a, tiny_b = tiny(fa, shape_a), tiny(fb, shape_b)
         a, b = tiny_a.astype(np.uint8), tiny_b.astype(np.uint8)
         idx = rng.integers(0, k, size=batch + (m,))
         big_a = _round_to_format(fa, np.full(shape_a[:-1], fa.max * 0.75))
@@ -567,7 +608,7 @@ def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None
     vs = VectorSet(a=np.ascontiguousarray(a, np.uint8), b=np.ascontiguousarray(b, np.uint8),
                    a_format=fa.name, b_format=fb.name, c=c, a_scale=a_scale, b_scale=b_scale,
                    scale_format=scale_format, block=block,
-                   extra={"family": family, "seed": seed})
+                   extra={"family": family, "seed": int(seed)})
     return vs.validate()
 
 
@@ -601,4 +642,4 @@ def generate_suite(families: tuple[str, ...] | list[str] = FAMILIES, *, count: i
     return replace(first, a=cat("a"), b=cat("b"), c=cat("c"), a_scale=cat("a_scale"),
                    b_scale=cat("b_scale"),
                    extra={"families": [f for f in families for _ in range(count)],
-                          "seed": seed}).validate()
+                          "seed": int(seed)}).validate()

@@ -1,0 +1,162 @@
+"""The command line: every verb, its JSON output, and its exit codes (0, 1, 2)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mxsim import formats, vectors
+from mxsim.cli import main
+
+
+def _run(capsys, *argv):
+    rc = main(list(map(str, argv)))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _one_line_error(err: str, text: str) -> None:
+    assert "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith("mxsim: error: "), err
+    assert text in err, err
+
+
+def test_cli_formats_lists_every_format(capsys):
+    rc, out, _ = _run(capsys, "formats")
+    assert rc == 0
+    for name in formats.names():
+        assert f"\n{name} " in out
+    rc, out, _ = _run(capsys, "formats", "--json")
+    rows = json.loads(out)
+    assert [r["name"] for r in rows] == formats.names()
+    assert {r["name"]: r["max"] for r in rows}["e4m3"] == 448.0
+
+
+def test_cli_units_lists_exact_with_provenance(capsys):
+    rc, out, _ = _run(capsys, "units", "--json")
+    assert rc == 0
+    (row,) = json.loads(out)
+    assert row["name"] == "exact" and row["provenance"] and row["d_format"] == "fp32"
+
+
+def test_cli_gen_run_compare_agree(capsys, tmp_path):
+    vin, vout = tmp_path / "in.npz", tmp_path / "out.npz"
+    rc, out, _ = _run(capsys, "vectors", "gen", "--family", "normal,specials", "--a-format",
+                      "e5m2", "--b-format", "e4m3", "--scale-format", "e8m0", "-k", "64",
+                      "--count", "2", "-o", vin, "--json")
+    assert rc == 0 and json.loads(out)["dots"] == 2 * 2 * 16 * 8
+    rc, out, _ = _run(capsys, "vectors", "info", vin, "--json")
+    info = json.loads(out)
+    assert rc == 0 and info["families"] == ["normal", "specials"] and info["k"] == 64
+    rc, out, _ = _run(capsys, "run", vin, "--unit", "exact", "-o", vout)
+    assert rc == 0 and "wrote" in out
+    res = vectors.load(vout)
+    assert res.producer == "mxsim unit exact" and res.extra["unit"] == "exact"
+    rc, out, _ = _run(capsys, "compare", vout, "--unit", "exact")
+    assert rc == 0 and "bit-equal 512 (100.0000%)" in out
+    # The reference engine through the CLI gives the same file contents.
+    vref = tmp_path / "ref.npz"
+    assert _run(capsys, "run", vin, "--engine", "reference", "-o", vref)[0] == 0
+    rc, out, _ = _run(capsys, "compare", vout, vref, "--json")
+    assert rc == 0 and json.loads(out)["agree"] is True
+
+
+def test_cli_compare_reports_mismatches(capsys, tmp_path):
+    vin, vout, bad = tmp_path / "in.npz", tmp_path / "out.npz", tmp_path / "bad.npz"
+    _run(capsys, "vectors", "gen", "--family", "normal", "-k", "32", "-o", vin)
+    _run(capsys, "run", vin, "-o", vout)
+    res = vectors.load(vout)
+    d = res.d.copy()
+    d[0, 1] ^= 1              # one ulp
+    d[2, 3] ^= 0x80000000     # sign flip
+    vectors.save(res.with_result(d, producer="tampered"), bad)
+    rc, out, _ = _run(capsys, "compare", bad, "--unit", "exact", "--show", "1")
+    assert rc == 1
+    assert "bit-equal 126 (98.4375%)" in out and "differ    2" in out
+    assert "d[0,1] = " in out and "1 ulp" in out and "a[0,:] (e4m3)" in out
+    assert "d[2,3]" not in out                         # --show 1
+    rc, out, _ = _run(capsys, "compare", bad, vout, "--json")
+    report = json.loads(out)
+    assert rc == 1 and report["equal"] == 126 and report["histogram"]["1"] == 1
+    assert report["mismatches"][1]["index"] == [2, 3]
+
+
+def test_cli_compare_rejects_different_inputs(capsys, tmp_path):
+    a, b = tmp_path / "a.npz", tmp_path / "b.npz"
+    _run(capsys, "vectors", "gen", "--family", "normal", "--seed", "1", "-o", a)
+    _run(capsys, "vectors", "gen", "--family", "normal", "--seed", "2", "-o", b)
+    _run(capsys, "run", a, "-o", a)
+    _run(capsys, "run", b, "-o", b)
+    rc, _, err = _run(capsys, "compare", a, b)
+    assert rc == 2
+    _one_line_error(err, "hold different inputs")
+    rc, _, err = _run(capsys, "compare", a)
+    assert rc == 2
+    _one_line_error(err, "either OTHER.npz or --unit NAME")
+    gen_only = tmp_path / "g.npz"
+    _run(capsys, "vectors", "gen", "--family", "normal", "-o", gen_only)
+    rc, _, err = _run(capsys, "compare", gen_only, "--unit", "exact")
+    assert rc == 2
+    _one_line_error(err, "has no result 'd'")
+
+
+@pytest.mark.parametrize("argv,text", [
+    (["run", "{tmp}/missing.npz", "-o", "{tmp}/o.npz"], "missing.npz: no such file"),
+    (["run", "{tmp}/text.npz", "-o", "{tmp}/o.npz"], "not an .npz file"),
+    (["run", "{tmp}/in.npz", "--unit", "nope", "-o", "{tmp}/o.npz"], "Unknown unit 'nope'"),
+    (["run", "{tmp}/in.npz", "-o", "{tmp}/no/such/dir/o.npz"], "directory does not exist"),
+    (["vectors", "gen", "--a-format", "e9m9", "-o", "{tmp}/o.npz"], "Unknown format 'e9m9'"),
+    (["vectors", "gen", "--a-format", "fp32", "-o", "{tmp}/o.npz"], "a_format must be one of"),
+    (["vectors", "gen", "--scale-format", "e8m0", "-k", "48", "-o", "{tmp}/o.npz"],
+     "K (48) must be a multiple of the block (32)"),
+    (["vectors", "gen", "--family", "nope", "-o", "{tmp}/o.npz"], "Family must be one of"),
+])
+def test_cli_bad_input_is_one_line_exit_2(capsys, tmp_path, argv, text):
+    (tmp_path / "text.npz").write_text("hello")
+    _run(capsys, "vectors", "gen", "--family", "normal", "-o", tmp_path / "in.npz")
+    rc, out, err = _run(capsys, *[a.format(tmp=tmp_path) for a in argv])
+    assert rc == 2
+    _one_line_error(err, text)
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_cli_demo_runs_and_checks(capsys, tmp_path):
+    rc, out, _ = _run(capsys, "demo", "--out", tmp_path, "-k", "64")
+    assert rc == 0
+    assert "fast engine vs fraction reference" in out and "bit-equal" in out
+    res = vectors.load(tmp_path / "demo_exact.npz")
+    assert res.d is not None and res.scale_format == "e8m0"
+
+
+def test_cli_python_dash_m_and_help():
+    for argv in (["--help"], ["run", "--help"], ["compare", "--help"], ["vectors", "gen",
+                                                                         "--help"]):
+        p = subprocess.run([sys.executable, "-m", "mxsim", *argv], capture_output=True,
+                           text=True, check=False)
+        assert p.returncode == 0 and "usage: mxsim" in p.stdout
+
+
+def test_import_mxsim_stays_light():
+    code = ("import sys, mxsim; heavy = [m for m in ('torch', 'amaranth', 'cocotb', 'numba') "
+            "if m in sys.modules]; print(heavy)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert p.stdout.strip() == "[]"
+
+
+def test_api_matmul_matches_unit():
+    vs = vectors.generate("normal", a_format="e4m3", b_format="e5m2", m=4, n=3, k=64,
+                          scale_format="e8m0", seed=3)
+    import mxsim
+    d = mxsim.matmul(vs.a, vs.b, vs.c, a_format="e4m3", b_format="e5m2", a_scale=vs.a_scale,
+                     b_scale=vs.b_scale)
+    from mxsim.engine import fast
+    np.testing.assert_array_equal(d, fast.matmul_exact(vs))
+    # float32 C values are taken bit for bit; block is inferred from the scale shape.
+    d2 = mxsim.matmul(vs.a, vs.b, vs.c.view(np.float32), a_format="e4m3", b_format="e5m2",
+                      a_scale=vs.a_scale, b_scale=vs.b_scale)
+    np.testing.assert_array_equal(d2, d)
+    with pytest.raises(mxsim.VectorFileError, match=r"^Pass both a_scale and b_scale, or "
+                                                    r"neither$"):
+        mxsim.matmul(vs.a, vs.b, a_scale=vs.a_scale)
