@@ -224,3 +224,12 @@ def test_exact_random_codes_property(a_format, b_format, scale, k_blocks, data):
     vs = VectorSet(a=a, b=b, a_format=a_format, b_format=b_format,
                    c=np.array(c_bits, np.uint32).reshape(2, 2), **kw).validate()
     _assert_twins(vs)
+
+
+@pytest.mark.slow
+def test_exact_every_family_at_k_4096_equals_reference():
+    """The K = 4096 chains of the issue, every family at once, scaled and unscaled."""
+    for scale_format in (None, "e8m0"):
+        vs = vectors.generate_suite(vectors.FAMILIES, a_format="e5m2", b_format="e4m3", m=1,
+                                    n=2, k=4096, scale_format=scale_format, seed=12)
+        _assert_twins(vs)
