@@ -299,11 +299,13 @@ def load(path: str | os.PathLike) -> VectorSet:
         raise _err(p, "no such file")
     hint = "vector sets are written by `mxsim vectors gen` or `mxsim run`"
     try:
-        z = np.load(p, allow_pickle=False)
-        if not isinstance(z, np.lib.npyio.NpzFile):     # a bare .npy array
-            raise _err(p, f"not an .npz file; {hint}")
-        with z:
-            arrays = {name: z[name] for name in z.files}
+        # Our own handle: np.load leaks the one it opens when the zip directory is unreadable.
+        with open(p, "rb") as fh:
+            z = np.load(fh, allow_pickle=False)
+            if not isinstance(z, np.lib.npyio.NpzFile):     # a bare .npy array
+                raise _err(p, f"not an .npz file; {hint}")
+            with z:
+                arrays = {name: z[name] for name in z.files}
     # zlib.error: a member whose compressed stream is corrupt.
     except (zipfile.BadZipFile, zlib.error, ValueError, OSError, EOFError) as exc:
         if isinstance(exc, VectorFileError):
