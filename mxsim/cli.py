@@ -85,11 +85,13 @@ def cmd_vectors_gen(args: argparse.Namespace) -> int:
     kwargs = dict(a_format=args.a_format, b_format=args.b_format, m=args.m, n=args.n, k=args.k,
                   scale_format=args.scale_format, block=args.block,
                   scale_granularity=args.scale_granularity, with_c=not args.no_c,
-                  seed=args.seed)
+                  tensor_scale=args.tensor_scale, seed=args.seed)
     if len(fams) == 1:
         vs = vectors.generate(fams[0], batch=(args.count,) if args.count > 1 else (), **kwargs)
     else:
-        vs = vectors.generate_suite(fams, count=args.count, **kwargs)
+        # 'all' leaves out what cannot apply; a family the user named must apply.
+        vs = vectors.generate_suite(fams, count=args.count,
+                                    skip_inapplicable=args.family == "all", **kwargs)
     vectors.save(vs, args.output)
     info = _describe(vs)
     _out(args, f"wrote {args.output}: {info['dots']} dot products of K={vs.k} "
@@ -235,6 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="scale block size (default: 32 for e8m0, 16 for ue4m3)")
     g.add_argument("--scale-granularity", default="block", choices=("tensor", "row", "block"),
                    help="fp32 scale granularity (default: %(default)s)")
+    g.add_argument("--tensor-scale", type=float, default=None, metavar="X",
+                   help="NVFP4 per-tensor FP32 scale (ue4m3 scales only) (default: none)")
     g.add_argument("--no-c", action="store_true", help="leave out the accumulator C")
     g.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     g.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")

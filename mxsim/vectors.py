@@ -192,8 +192,8 @@ class VectorSet:
         if self.a.shape[-1] != self.b.shape[-2]:
             raise fail(f"K of a ({self.a.shape[-1]}) and b ({self.b.shape[-2]}) differ: a is "
                        f"(..., M, K) and b is (..., K, N)")
-        if self.k == 0:
-            raise fail("K must be at least 1")
+        if min(self.m, self.n, self.k) == 0:
+            raise fail(f"M, N and K must be at least 1, not {self.m}, {self.n}, {self.k}")
         out_shape = self.batch_shape + (self.m, self.n)
         for name, fmt_name in (("c", self.c_format), ("d", self.d_format)):
             arr = getattr(self, name)
@@ -515,7 +515,7 @@ def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None
              m: int = 16, n: int = 8, k: int = 32, batch: tuple[int, ...] = (),
              scale_format: str | None = None, block: int | None = None,
              scale_granularity: str = "block", with_c: bool = True,
-             seed: int = 0) -> VectorSet:
+             tensor_scale: float | None = None, seed: int = 0) -> VectorSet:
     """A seeded vector set of one generator family.
 
     Random families: ``uniform`` (uniform over every finite code), ``normal`` (N(0, (max/8)^2)
@@ -528,6 +528,7 @@ def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None
     term among tiny ones), ``c-dominant`` and ``c-negligible`` (C 2^30 times larger or 2^40
     times smaller than a typical dot). The same arguments and seed give the same codes.
     ``scale_granularity`` picks FP32 scale shapes: ``tensor``, ``row`` or ``block`` (128).
+    ``tensor_scale`` (NVFP4, UE4M3 scales only) is stored as the float32 nearest to it.
     """
     if family not in FAMILIES:
         raise VectorFileError(f"Family must be one of {', '.join(FAMILIES)}, not {family!r}")
@@ -607,25 +608,29 @@ def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None
         typical = float(np.sqrt(k)) * (fa.max / 8) * (fb.max / 8)
         cv = _c_values(rng, family, batch + (m, n), typical)
         c = cv.astype(np.float32).view(np.uint32)
+    ts = None if tensor_scale is None else np.array(tensor_scale, np.float32)
     vs = VectorSet(a=np.ascontiguousarray(a, np.uint8), b=np.ascontiguousarray(b, np.uint8),
                    a_format=fa.name, b_format=fb.name, c=c, a_scale=a_scale, b_scale=b_scale,
-                   scale_format=scale_format, block=block,
+                   tensor_scale=ts, scale_format=scale_format, block=block,
                    extra={"family": family, "seed": int(seed)})
     return vs.validate()
 
 
 def generate_suite(families: tuple[str, ...] | list[str] = FAMILIES, *, count: int = 1,
-                   seed: int = 0, **kwargs: Any) -> VectorSet:
+                   seed: int = 0, skip_inapplicable: bool = True,
+                   **kwargs: Any) -> VectorSet:
     """Several families in one set: batch entry ``i`` is family ``families[i // count]``.
 
-    Families that need block scales (``nan-scale``) are skipped when ``scale_format`` is None.
-    ``meta['families']`` lists the family of every batch entry.
+    With ``skip_inapplicable``, families that cannot apply to the options are left out
+    (``nan-scale`` without a scale format, ``cancellation`` with an odd K); without it they
+    raise, as :func:`generate` does. ``meta['families']`` lists the family of every batch entry.
     """
     kwargs.pop("batch", None)
-    if kwargs.get("scale_format") is None:
-        families = [f for f in families if f != "nan-scale"]
-    if kwargs.get("k", 32) % 2:
-        families = [f for f in families if f != "cancellation"]
+    if skip_inapplicable:
+        if kwargs.get("scale_format") is None:
+            families = [f for f in families if f != "nan-scale"]
+        if kwargs.get("k", 32) % 2:
+            families = [f for f in families if f != "cancellation"]
     if not families:
         raise VectorFileError("No generator family applies to these options")
     parts = [generate(f, batch=(count,), seed=seed, **kwargs) for f in families]

@@ -112,6 +112,10 @@ def test_cli_compare_rejects_different_inputs(capsys, tmp_path):
     (["vectors", "gen", "--scale-format", "e8m0", "-k", "48", "-o", "{tmp}/o.npz"],
      "K (48) must be a multiple of the block (32)"),
     (["vectors", "gen", "--family", "nope", "-o", "{tmp}/o.npz"], "Family must be one of"),
+    (["vectors", "gen", "--family", "nan-scale,uniform", "-o", "{tmp}/o.npz"],
+     "Family 'nan-scale' needs block scales; pass a scale format"),
+    (["vectors", "gen", "--tensor-scale", "0.5", "-o", "{tmp}/o.npz"],
+     "tensor_scale is the NVFP4 per-tensor scale and needs scale_format ue4m3"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(capsys, tmp_path, argv, text):
     (tmp_path / "text.npz").write_text("hello")
@@ -120,6 +124,14 @@ def test_cli_bad_input_is_one_line_exit_2(capsys, tmp_path, argv, text):
     assert rc == 2
     _one_line_error(err, text)
     assert not (tmp_path / "o.npz").exists()
+
+
+def test_cli_gen_nvfp4_tensor_scale(capsys, tmp_path):
+    out = tmp_path / "nvfp4.npz"
+    rc, _, _ = _run(capsys, "vectors", "gen", "--family", "normal", "--a-format", "e2m1",
+                    "--scale-format", "ue4m3", "-k", "64", "--tensor-scale", "0.1", "-o", out)
+    vs = vectors.load(out)
+    assert rc == 0 and vs.block == 16 and vs.tensor_scale == np.float32(0.1)
 
 
 def test_cli_demo_runs_and_checks(capsys, tmp_path):
