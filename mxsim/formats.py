@@ -338,7 +338,10 @@ class Format:
         c = self._codes(codes)
         if self.bits <= 16:
             return self._table[c]
-        return c.astype(np.uint32).view(np.float32).astype(np.float64)   # fp32
+        # Signalling-NaN codes (quiet bit clear) make the float32 -> float64 cast raise
+        # FE_INVALID; they decode to NaN like every NaN code, so the flag means nothing here.
+        with np.errstate(invalid="ignore"):
+            return c.astype(np.uint32).view(np.float32).astype(np.float64)   # fp32
 
     # -- encode -----------------------------------------------------------------------------
 
@@ -406,6 +409,12 @@ class Format:
             rb = _random_bits(x.shape, seed, random_bits, sr_bits)
         codes = round_to(self, sign, lsb_exp, sig, False, rounding, saturate,
                          random_bits=rb, sr_bits=sr_bits)
+        if not saturate and inf.any():
+            # IEEE 754: an infinite operand converts exactly, to Inf (NaN where there is no
+            # Inf), in every rounding mode; it is not an overflow, which gives max under rz.
+            special = self.code_of_inf if self.has_inf else self.code_of_nan
+            codes[inf] = special | (sign[inf].astype(self.code_dtype) << self.sign_shift
+                                    if self.signed else 0)
         if nan.any():
             codes[nan] = self.code_of_nan | (sign[nan].astype(self.code_dtype) << self.sign_shift
                                              if self.signed else 0)
@@ -547,8 +556,7 @@ def round_to(fmt: Format, sign: Any, lsb_exp: Any, sig: Any, sticky: Any = False
     if fmt.kind == "int":
         mag = np.minimum(kept, np.uint64(fmt.max_sig)).astype(np.int64)
         ival = np.where(sign == 1, -mag, mag)
-        codes = (ival & 0xFF).astype(np.uint64)
-        sign = np.where(mag == 0, 0, sign).astype(np.uint8)
+        codes = (ival & 0xFF).astype(np.uint64)     # a zero magnitude gives +0: one zero
     else:
         normal = kept >> np.uint64(M) != 0
         exp_field = np.where(normal, target + M + fmt.bias, 0)
