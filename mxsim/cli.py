@@ -58,12 +58,22 @@ def cmd_formats(args: argparse.Namespace) -> int:
 # -- units ----------------------------------------------------------------------------------
 
 def cmd_units(args: argparse.Namespace) -> int:
-    rows = [{"name": u.name, "summary": u.summary, "provenance": u.provenance,
-             "d_format": u.d_format} for u in units.UNITS.values()]
+    from . import presets
+
+    rows = []
+    for p in presets.PRESETS.values():
+        rows.append({"name": p.name, "summary": p.summary, "provenance": p.provenance,
+                     "verified": p.verified, "pairs": [f"{a}x{b}" for a, b in p.pairs],
+                     "scales": [f"{s}/{b}" if s else "none" for s, b in p.scales],
+                     "c_d_formats": list(p.c_formats)})
     lines = []
     for r in rows:
-        lines += [f"{r['name']}", f"  {r['summary']}", f"  output: {r['d_format']}",
-                  f"  provenance: {r['provenance']}"]
+        pairs = r["pairs"] if len(r["pairs"]) <= 6 else r["pairs"][:5] + [
+            f"... ({len(r['pairs'])} pairs)"]
+        lines += [r["name"], f"  {r['summary']}",
+                  f"  operands:   {', '.join(pairs)}",
+                  f"  scales:     {', '.join(r['scales'])}; C/D: {', '.join(r['c_d_formats'])}",
+                  f"  provenance: {r['provenance']}", f"  verified:   {r['verified']}"]
     _out(args, "\n".join(lines), rows)
     return 0
 
@@ -142,7 +152,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     else:
         unit = units.get(args.unit)
         expected = unit.compute(result, engine=args.engine)
-        expected_format, name = unit.d_format, f"unit {unit.name}"
+        expected_format, name = unit.d_format(result), f"unit {unit.name}"
     report = compare(result, expected, expected_format=expected_format,
                      actual_name=str(args.result), expected_name=name, show=args.show)
     _out(args, report.format(), report.to_json())
@@ -250,8 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = add("run", cmd_run, "compute d for a vector set with a unit")
     r.add_argument("input", metavar="IN.npz")
-    r.add_argument("--unit", default="exact", metavar="NAME",
-                   help="unit name (see `mxsim units`) (default: %(default)s)")
+    r.add_argument("--unit", default="exact", metavar="NAME|SPEC",
+                   help="unit name (see `mxsim units`) or a spec file .toml/.json "
+                        "(default: %(default)s)")
     r.add_argument("--engine", default="fast", choices=units.ENGINES,
                    help="engine (default: %(default)s)")
     r.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
@@ -260,7 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "bit for bit")
     c.add_argument("result", metavar="RESULT.npz")
     c.add_argument("other", nargs="?", metavar="OTHER.npz", help="a result on the same inputs")
-    c.add_argument("--unit", metavar="NAME", help="compare with this unit's output instead")
+    c.add_argument("--unit", metavar="NAME|SPEC",
+                   help="compare with this unit's output instead (a name or a spec file)")
     c.add_argument("--engine", default="fast", choices=units.ENGINES,
                    help="engine for --unit (default: %(default)s)")
     c.add_argument("--show", type=int, default=5, metavar="N",

@@ -45,7 +45,7 @@ import numpy.typing as npt
 from .errors import FormatError
 
 __all__ = [
-    "Rounding", "Specials", "Class", "Format", "Fields",
+    "Rounding", "Overflow", "Specials", "Class", "Format", "Fields",
     "get", "names", "FORMATS",
     "round_to", "DEFAULT_SR_BITS",
     "pack_fp4", "unpack_fp4", "pack_fp6", "unpack_fp6",
@@ -71,6 +71,25 @@ class Rounding(enum.Enum):
         except ValueError:
             choices = ", ".join(m.value for m in cls)
             raise FormatError(f"Rounding must be one of {choices}, not {value!r}") from None
+
+
+class Overflow(enum.Enum):
+    """What a result beyond the largest finite value becomes."""
+    SATURATE = "saturate"   #: ±max (PTX .satfinite)
+    IEEE = "ieee"           #: IEEE 754 for the rounding mode (rz gives max, rne gives Inf ...)
+    INF = "inf"             #: ±Inf whatever the rounding mode (tensor-core accumulators)
+
+    @classmethod
+    def of(cls, value: Overflow | bool | str) -> Overflow:
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, bool):
+            return cls.SATURATE if value else cls.IEEE
+        try:
+            return cls(str(value).lower())
+        except ValueError:
+            choices = ", ".join(m.value for m in cls)
+            raise FormatError(f"Overflow must be one of {choices}, not {value!r}") from None
 
 
 class Specials(enum.Enum):
@@ -471,7 +490,7 @@ def _low_mask(n: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
 
 
 def round_to(fmt: Format, sign: Any, lsb_exp: Any, sig: Any, sticky: Any = False,
-             rounding: Rounding | str = "rne", saturate: bool = True, *,
+             rounding: Rounding | str = "rne", saturate: bool | Overflow = True, *,
              random_bits: Any = None, sr_bits: int = DEFAULT_SR_BITS) -> npt.NDArray:
     """Round ``(-1)**sign * (sig + s) * 2**lsb_exp`` to ``fmt`` and return its codes.
 
@@ -486,13 +505,15 @@ def round_to(fmt: Format, sign: Any, lsb_exp: Any, sig: Any, sticky: Any = False
     ``sticky`` are ignored), adds the element's random integer ``r`` in ``[0, 2**sr_bits)``,
     and rounds the magnitude up iff the sum reaches ``2**sr_bits``.
 
-    Overflow (a rounded magnitude above ``fmt.max``) gives ``±max`` when ``saturate``; otherwise
-    IEEE 754 rules for the mode, with NaN standing in for Inf in formats without Inf. Formats
+    Overflow (a rounded magnitude above ``fmt.max``) gives ``±max`` when ``saturate`` is true or
+    ``Overflow.SATURATE``; IEEE 754 rules for the mode when it is false or ``Overflow.IEEE``;
+    ±Inf in every mode for ``Overflow.INF``. NaN stands in for Inf in formats without Inf. Formats
     without a zero (E8M0) give their smallest value for results that round to zero. An exact
     zero gets the sign it was given (unsigned and integer formats: +0).
     """
     mode = Rounding.of(rounding)
-    if not saturate and not fmt.has_inf and not fmt.has_nan:
+    overflow = Overflow.of(saturate)
+    if overflow is not Overflow.SATURATE and not fmt.has_inf and not fmt.has_nan:
         raise FormatError(f"Format {fmt.name} has neither Inf nor NaN, so overflow must "
                           f"saturate; pass saturate=True")
     sign, lsb_exp, sig, sticky = np.broadcast_arrays(
@@ -509,7 +530,7 @@ def round_to(fmt: Format, sign: Any, lsb_exp: Any, sig: Any, sticky: Any = False
     msb_exp = lsb_exp + _bit_length(sig) - 1
     if fmt.kind == "int":
         target = np.full(sig.shape, -M, np.int64)
-        huge = msb_exp > 0                            # |value| >= 2 > max, before any shifting
+        huge = (msb_exp > 0) & (sig != 0)             # |value| >= 2 > max, before any shifting
         sig = np.where(huge, np.uint64(0), sig)
     else:
         target = np.maximum(msb_exp, fmt.emin) - M    # exponent of the kept LSB
@@ -552,6 +573,7 @@ def round_to(fmt: Format, sign: Any, lsb_exp: Any, sig: Any, sticky: Any = False
     else:
         top_exp = target + M
         over = (top_exp > fmt.emax) | ((top_exp == fmt.emax) & (kept > fmt.max_sig))
+        over &= kept != 0                             # a zero is never an overflow
     # Pack the in-range results.
     if fmt.kind == "int":
         mag = np.minimum(kept, np.uint64(fmt.max_sig)).astype(np.int64)
@@ -568,7 +590,11 @@ def round_to(fmt: Format, sign: Any, lsb_exp: Any, sig: Any, sticky: Any = False
             codes |= sign.astype(np.uint64) << np.uint64(fmt.sign_shift)
     if over.any():
         neg = sign == 1
-        if saturate or mode is Rounding.RZ:
+        if overflow is Overflow.SATURATE:
+            to_inf = np.zeros_like(over)
+        elif overflow is Overflow.INF:
+            to_inf = np.ones_like(over)
+        elif mode is Rounding.RZ:
             to_inf = np.zeros_like(over)
         elif mode is Rounding.RU:
             to_inf = ~neg
@@ -636,14 +662,34 @@ def names() -> list[str]:
     return list(FORMATS)
 
 
+_ACCUMULATORS: dict[str, Format] = {}
+
+
+def _accumulator(man_bits: int) -> Format:
+    """``e8m<man_bits>``: FP32's exponent range (bias 127, subnormals, IEEE Inf/NaN) with a
+    shorter mantissa, as tensor-core accumulators keep it (Hopper FP8: E8M13)."""
+    name = f"e8m{man_bits}"
+    if name not in _ACCUMULATORS:
+        _ACCUMULATORS[name] = Format(
+            name=name, exp_bits=8, man_bits=man_bits, bias=127, specials=Specials.IEEE,
+            description=f"accumulator: FP32 exponent range, {man_bits} mantissa bits")
+    return _ACCUMULATORS[name]
+
+
 def get(name: str | Format) -> Format:
-    """Look a format up by name (``e4m3``, ``e8m0``, ``fp32`` ...) or common alias."""
+    """Look a format up by name (``e4m3``, ``e8m0``, ``fp32`` ...) or common alias.
+
+    Besides the registered formats, ``e8m1`` .. ``e8m22`` name accumulator formats with FP32's
+    exponent range and a shorter mantissa (``e8m13`` is Hopper's FP8 accumulator).
+    """
     if isinstance(name, Format):
         return name
     if not isinstance(name, str):
         raise TypeError(f"Format name must be a string, not {name!r}")
     key = name.strip().lower()
     key = _ALIASES.get(key, key)
+    if key.startswith("e8m") and key[3:].isdigit() and 1 <= int(key[3:]) <= 22:
+        return _accumulator(int(key[3:]))
     try:
         return FORMATS[key]
     except KeyError:

@@ -1,67 +1,89 @@
-"""The unit registry: named dot-product units that compute ``d`` for a vector set.
+"""Units: a hardware preset (a family of specs) or a user's spec file, run by an engine.
 
-For now it holds ``exact``; the numerics-engine issue adds the hardware presets (as
-``UnitSpec`` families) behind the same ``get(name).run(vectors)`` interface.
+``get("hopper-wgmma")`` or ``get("my_unit.toml")`` gives a :class:`Unit`; its ``run(vectors)``
+picks the spec for the file's formats and computes ``d`` with the fast engine (or the
+reference engine, for checking).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
-import numpy as np
 import numpy.typing as npt
 
+from . import presets
+from . import spec as spec_mod
 from .engine import fast, reference
 from .errors import UnitError
+from .spec import UnitSpec
 from .vectors import VectorSet
 
-__all__ = ["Unit", "UNITS", "get", "names", "ENGINES"]
+__all__ = ["Unit", "get", "names", "all_units", "ENGINES"]
 
 ENGINES = ("fast", "reference")
 
 
 @dataclass(frozen=True)
 class Unit:
-    """A named unit: what it computes, where its definition comes from, and its engines."""
+    """A named unit: a preset family, or one fixed spec read from a file."""
     name: str
     summary: str
     provenance: str
-    d_format: str
-    fast: Callable[[VectorSet], npt.NDArray]
-    reference: Callable[[VectorSet], npt.NDArray]
+    verified: str
+    preset: presets.Preset | None = None
+    fixed: UnitSpec | None = None
 
-    def compute(self, vs: VectorSet, engine: str = "fast") -> npt.NDArray[np.uint32]:
-        """``d`` bit patterns of this unit on the inputs of ``vs``."""
+    def spec_for(self, vs: VectorSet) -> UnitSpec:
+        """The spec this unit applies to the vector set's formats."""
+        if self.preset is not None:
+            return self.preset.spec_for(vs)
+        self.fixed.check_operands(vs.a_format, vs.b_format, vs.scale_format, vs.block,
+                                  vs.c_format)
+        return self.fixed
+
+    def compute(self, vs: VectorSet, engine: str = "fast") -> npt.NDArray:
+        """``d`` codes of this unit on the inputs of ``vs``."""
         if engine not in ENGINES:
             raise UnitError(f"Engine must be one of {', '.join(ENGINES)}, not {engine!r}")
-        return getattr(self, engine)(vs)
+        spec = self.spec_for(vs)
+        return (fast if engine == "fast" else reference).dot(spec, vs)
+
+    def d_format(self, vs: VectorSet) -> str:
+        return self.spec_for(vs).d_format
 
     def run(self, vs: VectorSet, engine: str = "fast") -> VectorSet:
         """A copy of ``vs`` with ``d`` computed by this unit and the producer recorded."""
-        return vs.with_result(self.compute(vs, engine), d_format=self.d_format,
-                              producer=f"mxsim unit {self.name}", unit=self.name,
-                              engine=engine)
+        spec = self.spec_for(vs)
+        d = self.compute(vs, engine)
+        return vs.with_result(d, d_format=spec.d_format, producer=f"mxsim unit {self.name}",
+                              unit=self.name, instruction=spec.instruction, engine=engine)
 
 
-UNITS: dict[str, Unit] = {u.name: u for u in [
-    Unit(name="exact",
-         summary="infinitely precise A·B + C (scales applied exactly), rounded once to FP32 RNE",
-         provenance="definition (mathematically exact); no hardware computes it",
-         d_format="fp32", fast=fast.matmul_exact, reference=reference.matmul_exact),
-]}
+def _from_preset(p: presets.Preset) -> Unit:
+    return Unit(name=p.name, summary=p.summary, provenance=p.provenance, verified=p.verified,
+                preset=p)
 
 
 def names() -> list[str]:
-    return list(UNITS)
+    return presets.names()
+
+
+def all_units() -> list[Unit]:
+    return [_from_preset(p) for p in presets.PRESETS.values()]
 
 
 def get(name: str | Unit) -> Unit:
-    """Look a unit up by name."""
+    """A preset by name, or a spec file (``.toml`` / ``.json``)."""
     if isinstance(name, Unit):
         return name
-    try:
-        return UNITS[name]
-    except KeyError:
-        raise UnitError(f"Unknown unit {name!r}; choose one of {', '.join(UNITS)} "
-                        f"(see `mxsim units`)") from None
+    if isinstance(name, UnitSpec):
+        return Unit(name=name.name, summary=name.instruction or "user spec",
+                    provenance=name.provenance or "user spec", verified="no", fixed=name)
+    if str(name).endswith((".toml", ".json")) or Path(str(name)).is_file():
+        spec = spec_mod.load(name)
+        return Unit(name=spec.name, summary=spec.instruction or f"spec file {name}",
+                    provenance=spec.provenance or f"spec file {name}", verified="no",
+                    fixed=spec)
+    return _from_preset(presets.get(name))
+

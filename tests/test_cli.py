@@ -34,11 +34,20 @@ def test_cli_formats_lists_every_format(capsys):
     assert {r["name"]: r["max"] for r in rows}["e4m3"] == 448.0
 
 
-def test_cli_units_lists_exact_with_provenance(capsys):
+def test_cli_units_lists_presets_with_provenance(capsys):
+    from mxsim import presets
+
     rc, out, _ = _run(capsys, "units", "--json")
     assert rc == 0
-    (row,) = json.loads(out)
-    assert row["name"] == "exact" and row["provenance"] and row["d_format"] == "fp32"
+    rows = json.loads(out)
+    assert [r["name"] for r in rows] == presets.names()
+    for row in rows:
+        assert row["provenance"] and row["verified"] and row["pairs"], row
+    wgmma = {r["name"]: r for r in rows}["hopper-wgmma"]
+    assert wgmma["pairs"] == ["e4m3xe4m3", "e4m3xe5m2", "e5m2xe4m3", "e5m2xe5m2"]
+    assert wgmma["c_d_formats"] == ["fp32", "fp16"]
+    rc, out, _ = _run(capsys, "units")
+    assert "hopper-wgmma\n  Hopper FP8 wgmma" in out and "provenance: MMA-Sim" in out
 
 
 def test_cli_gen_run_compare_agree(capsys, tmp_path):

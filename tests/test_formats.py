@@ -859,6 +859,34 @@ def test_formats_round_to_huge_exponent() -> None:
         formats.round_to(fp16, 0, 0, 1, False, "stochastic")
 
 
+@pytest.mark.parametrize("name", ["fp32", "fp16", "e8m13", "e4m3", "int8"])
+def test_formats_round_to_zero_is_never_an_overflow(name: str) -> None:
+    """A zero significand is zero whatever its exponent (a cancelled sum at 2**219)."""
+    fmt = formats.get(name)
+    policies = [formats.Overflow.SATURATE]
+    if fmt.has_inf or fmt.has_nan:
+        policies += [formats.Overflow.INF, formats.Overflow.IEEE]
+    for overflow in policies:
+        codes = formats.round_to(fmt, [0, 1], [219, 4000], 0, False, "rz", overflow)
+        mags = codes.astype(np.int64) & ((1 << fmt.sign_shift) - 1 if fmt.kind == "float"
+                                         else 0xFF)
+        assert mags.tolist() == [0, 0], (name, overflow, codes)
+
+
+def test_formats_overflow_policies() -> None:
+    """RZ overflow: IEEE gives max, INF gives Inf (tensor-core accumulators), SATURATE max."""
+    fp32 = formats.get("fp32")
+    got = [int(formats.round_to(fp32, 0, 200, 1, False, "rz", o))
+           for o in (formats.Overflow.IEEE, formats.Overflow.INF, formats.Overflow.SATURATE)]
+    assert got == [0x7F7FFFFF, 0x7F800000, 0x7F7FFFFF]
+    e8m13 = formats.get("e8m13")
+    assert e8m13.min_subnormal == 2.0 ** -139 and e8m13.max == (2 - 2 ** -13) * 2.0 ** 127
+    assert int(formats.round_to(e8m13, 1, 200, 1, False, "rz", "inf")) == 0x3FE000
+    with pytest.raises(formats.FormatError, match=r"^Overflow must be one of saturate, ieee, "
+                                                  r"inf, not 'wrap'$"):
+        formats.round_to(fp32, 0, 0, 1, False, "rz", "wrap")
+
+
 def test_formats_encode_scalar_shape() -> None:
     """Codes are shaped like the values, 0-d included."""
     for name in NAMES:

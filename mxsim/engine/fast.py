@@ -8,14 +8,18 @@ Python fractions; a test holds them equal.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 
 from .. import formats
+from ..formats import _bit_length
+from ..spec import Align, CMode, Product, UnitSpec, ZeroSign
 from ..vectors import VectorSet
 from .specials import FP32_NAN, FP32_NEG_INF, FP32_POS_INF
 
-__all__ = ["matmul_exact"]
+__all__ = ["matmul_exact", "dot"]
 
 _LIMB = 16                      # bits per superaccumulator limb
 _LIMB_MASK = np.uint64((1 << _LIMB) - 1)
@@ -186,3 +190,311 @@ def _block_exact(a, b, c, a_split, b_split, b_finite) -> npt.NDArray[np.uint32]:
         d = np.where(neg_inf.reshape(-1), FP32_NEG_INF, d)
         d = np.where(nan, FP32_NAN, d).astype(np.uint32)
     return d.reshape(r, n)
+
+
+# -- the general unit: chained (truncated) fused dot-product-add steps ---------------------
+
+@dataclass
+class _Operand:
+    """Exact fields of one operand: value = (-1)**sign * sig * 2**lsb; ``e`` is the exponent
+    the alignment uses; non-finite codes get ``sig = 0`` and a flag."""
+    sign: npt.NDArray[np.int64]
+    sig: npt.NDArray[np.int64]
+    lsb: npt.NDArray[np.int64]
+    e: npt.NDArray[np.int64]
+    zero: npt.NDArray[np.bool_]
+    nan: npt.NDArray[np.bool_]
+    inf: npt.NDArray[np.bool_]
+
+    @classmethod
+    def of(cls, fmt: formats.Format, codes: npt.NDArray) -> _Operand:
+        sign, e, sig = fmt.fields(codes)
+        cls_ = fmt.classify(codes)
+        nan = cls_ == formats.Class.NAN
+        inf = cls_ == formats.Class.INF
+        sig = np.where(nan | inf, 0, sig).astype(np.int64)
+        e = e.astype(np.int64)
+        zero = (sig == 0) & ~nan & ~inf
+        return cls(sign.astype(np.int64), sig, e - fmt.man_bits, e, zero, nan, inf)
+
+    def take(self, index) -> _Operand:
+        return _Operand(*(getattr(self, f)[index] for f in
+                          ("sign", "sig", "lsb", "e", "zero", "nan", "inf")))
+
+
+def _align_terms(sig: npt.NDArray[np.int64], sign: npt.NDArray[np.int64],
+                 shift: npt.NDArray[np.int64], align: Align) -> npt.NDArray[np.int64]:
+    """Signed multiples of the step's LSB: ``±sig * 2**-shift`` rounded by ``align``.
+
+    For ``Align.RZ_JAM`` the LSB is one bit lower and that bit is the OR of the discarded
+    bits, so the result is in units of half the step's LSB.
+    """
+    if align is Align.RZ_JAM:
+        shift = shift - 1
+    right = np.clip(shift, 0, 63)
+    left = np.clip(-shift, 0, 62)
+    big = shift >= 63                      # every bit is discarded (sig < 2**62)
+    kept = np.where(shift > 0, sig >> right, sig << left)
+    kept = np.where(big, 0, kept)
+    discarded = np.where(shift > 0, sig - (kept << right), 0)
+    discarded = np.where(big, sig, discarded)
+    if align is Align.RZ:
+        mag = kept
+    elif align is Align.RZ_JAM:
+        mag = np.where(discarded != 0, kept | 1, kept)
+        mag = np.where((shift > 0) & ~big, mag, np.where(big, (sig != 0).astype(np.int64),
+                                                          kept))
+    elif align is Align.RD:
+        mag = kept + ((discarded != 0) & (sign == 1))
+    else:  # RNE
+        half = np.where(shift > 0, np.int64(1) << np.clip(right - 1, 0, 62), 0)
+        up = (discarded > half) | ((discarded == half) & (half > 0) & ((kept & 1) == 1))
+        up &= ~big
+        mag = kept + up
+    return np.where(sign == 1, -mag, mag)
+
+
+def _step_terms(spec: UnitSpec, ops: _Operands, a: _Operand, b: _Operand, idx, sa, sb):
+    """Signs, significands, LSB and alignment exponents of one step's product terms.
+
+    ``a`` is (r, g) and ``b`` (g, N); the result arrays are (r, t, N) with t = g products, or
+    t = g / G group terms for GST-FDPA. Also returns the special-value flags per term.
+    """
+    psign = a.sign[:, :, None] ^ b.sign[None, :, :]
+    psig = a.sig[:, :, None] * b.sig[None, :, :]
+    plsb = a.lsb[:, :, None] + b.lsb[None, :, :]
+    pnan = a.nan[:, :, None] | b.nan[None, :, :]
+    pinf = a.inf[:, :, None] | b.inf[None, :, :]
+    zero_factor = a.zero[:, :, None] | b.zero[None, :, :]
+    if sa is not None:
+        pnan = pnan | sa.nan[:, :, None] | sb.nan[None, :, :]
+        zero_factor = zero_factor | sa.zero[:, :, None] | sb.zero[None, :, :]
+    pnan = pnan | (pinf & zero_factor)
+    pinf = pinf & ~pnan
+    if spec.group is not None:
+        G = spec.group
+        r, g, n = psig.shape
+        base = ops.a_lsb_min + ops.b_lsb_min
+        fixed = psig << (plsb - base)                     # exact: every product at one LSB
+        fixed = np.where(psign == 1, -fixed, fixed).reshape(r, g // G, G, n)
+        gsum = fixed.sum(axis=2)
+        all_zero = (psig == 0).reshape(r, g // G, G, n).all(axis=2)
+        first = slice(0, g, G)                            # a group's scale: its block's
+        gsa, gsb = sa.take((slice(None), first)), sb.take((first, slice(None)))
+        sig = np.abs(gsum) * gsa.sig[:, :, None] * gsb.sig[None, :, :]
+        sign = (gsum < 0).astype(np.int64)
+        lsb = base + gsa.lsb[:, :, None] + gsb.lsb[None, :, :]
+        align_e = gsa.e[:, :, None] + gsb.e[None, :, :]
+        # A group whose products are all zero, or whose scale is zero, aligns at e_zero; a
+        # group whose non-zero products cancel keeps its scale exponent (MMA-Sim's GST-FDPA).
+        align_e = np.where(all_zero | gsa.zero[:, :, None] | gsb.zero[None, :, :],
+                           spec.e_zero, align_e)
+        gnan = pnan.reshape(r, g // G, G, n).any(axis=2)
+        ginf_p = (pinf & (psign == 0)).reshape(r, g // G, G, n).any(axis=2)
+        ginf_n = (pinf & (psign == 1)).reshape(r, g // G, G, n).any(axis=2)
+        return sign, sig, lsb, align_e, gnan, ginf_p, ginf_n
+    if sa is not None:
+        psig = psig * sa.sig[:, :, None] * sb.sig[None, :, :]
+        plsb = plsb + sa.lsb[:, :, None] + sb.lsb[None, :, :]
+    if spec.product is Product.RAW:
+        align_e = a.e[:, :, None] + b.e[None, :, :]
+        if sa is not None:
+            align_e = align_e + sa.e[:, :, None] + sb.e[None, :, :]
+    else:
+        align_e = plsb + _bit_length(psig.astype(np.uint64)) - 1
+    align_e = np.where(psig == 0, spec.e_zero, align_e)
+    return (psign, psig, plsb, align_e, pnan, pinf & (psign == 0), pinf & (psign == 1))
+
+
+@dataclass
+class _Operands:
+    """Fields of A, B and their scales for a whole vector set, computed once."""
+    a: _Operand
+    b: _Operand
+    sa: _Operand | None
+    sb: _Operand | None
+    a_lsb_min: int
+    b_lsb_min: int
+    specials: bool
+
+    @classmethod
+    def of(cls, spec: UnitSpec, vs: VectorSet) -> _Operands:
+        fa, fb = formats.get(vs.a_format), formats.get(vs.b_format)
+        nb = int(np.prod(vs.batch_shape, dtype=np.int64))
+        a = _Operand.of(fa, vs.a.reshape(nb, vs.m, vs.k))
+        b = _Operand.of(fb, vs.b.reshape(nb, vs.k, vs.n))
+        sa = sb = None
+        if vs.scale_format is not None:
+            fs = formats.get(vs.scale_format)
+            blk = vs.block
+            sa = _Operand.of(fs, np.repeat(vs.a_scale.reshape(nb, vs.m, -1), blk, axis=-1))
+            sb = _Operand.of(fs, np.repeat(vs.b_scale.reshape(nb, -1, vs.n), blk, axis=-2))
+            sa.sign[...] = 0          # UE4M3's sign bit is ignored, E8M0 has none
+            sb.sign[...] = 0
+        specials = bool(a.nan.any() or a.inf.any() or b.nan.any() or b.inf.any()
+                        or (sa is not None and (sa.nan.any() or sb.nan.any())))
+        lsb_min = lambda f: (f.emin - f.man_bits) if f.kind == "float" else -f.man_bits  # noqa: E731
+        return cls(a, b, sa, sb, lsb_min(fa), lsb_min(fb), specials)
+
+
+def _acc_term(spec: UnitSpec, fmt: formats.Format, codes: npt.NDArray):
+    """The accumulator (C or a step result) as one term: sign, sig, lsb, alignment exponent."""
+    op = _Operand.of(fmt, codes)
+    align_e = np.where(op.sig == 0, spec.e_zero, op.e)
+    return op, align_e
+
+
+def _special_codes(fmt: formats.Format, nan, pinf, ninf, codes):
+    """Overwrite results with NaN / ±Inf codes of ``fmt`` where the flags say so."""
+    codes = np.where(pinf, fmt.code_of_inf, codes)
+    codes = np.where(ninf, fmt.code_of_inf | (1 << fmt.sign_shift), codes)
+    return np.where(nan | (pinf & ninf), fmt.code_of_nan, codes).astype(fmt.code_dtype)
+
+
+def _step(spec: UnitSpec, ops: _Operands, bi: int, rows: slice, idx: npt.NDArray,
+          acc_codes: npt.NDArray | None, acc_in: formats.Format) -> npt.NDArray:
+    """One fused step for rows ``rows`` of batch entry ``bi``; returns acc_format codes."""
+    acc_fmt = formats.get(spec.acc_format)
+    # Index the batch entry first: mixing an integer and an array around a slice would move
+    # the array's axis to the front (numpy's advanced-indexing rule).
+    a = ops.a.take(bi).take((rows, idx))
+    b = ops.b.take(bi).take((idx, slice(None)))
+    sa = sb = None
+    if ops.sa is not None:
+        sa = ops.sa.take(bi).take((rows, idx))
+        sb = ops.sb.take(bi).take((idx, slice(None)))
+    sign, sig, lsb, align_e, nan, pinf, ninf = _step_terms(spec, ops, a, b, idx, sa, sb)
+    r, _, n = sig.shape
+    e_max = align_e.max(axis=1)
+    nan, pinf, ninf = nan.any(axis=1), pinf.any(axis=1), ninf.any(axis=1)
+    acc = None
+    if acc_codes is not None:
+        acc, acc_e = _acc_term(spec, acc_in, acc_codes)
+        e_max = np.maximum(e_max, acc_e)
+        nan |= acc.nan
+        pinf |= acc.inf & (acc.sign == 0)
+        ninf |= acc.inf & (acc.sign == 1)
+    if spec.frac_bits is None:
+        # Exact step: a superaccumulator over the products (and the accumulator).
+        dots = np.broadcast_to(np.arange(r * n).reshape(r, 1, n), sig.shape).reshape(-1)
+        parts = [(dots, sign.reshape(-1), sig.reshape(-1), lsb.reshape(-1))]
+        if acc is not None:
+            parts.append((np.arange(r * n), acc.sign.reshape(-1), acc.sig.reshape(-1),
+                          acc.lsb.reshape(-1)))
+        cat = [np.concatenate(x) for x in zip(*parts, strict=True)]
+        neg, mag, lsb_exp, sticky, zero = _accumulate(
+            cat[0], cat[1].astype(np.uint8), cat[2].astype(np.uint64), cat[3], r * n)
+        codes = formats.round_to(acc_fmt, neg, lsb_exp, mag, sticky, spec.acc_rounding,
+                                 spec.overflow).reshape(r, n)
+        zero = zero.reshape(r, n)
+    else:
+        step_lsb = e_max - spec.frac_bits
+        q = _align_terms(sig, sign, step_lsb[:, None, :] - lsb, spec.align).sum(axis=1)
+        if acc is not None:
+            q = q + _align_terms(acc.sig, acc.sign, step_lsb - acc.lsb, spec.align)
+        if spec.align is Align.RZ_JAM:
+            step_lsb = step_lsb - 1
+        codes = formats.round_to(acc_fmt, q < 0, step_lsb, np.abs(q).astype(np.uint64), False,
+                                 spec.acc_rounding, spec.overflow)
+        zero = q == 0
+    codes = _zero_sign(spec, acc_fmt, codes, zero, sign, sig, acc)
+    if ops.specials or acc is not None:
+        codes = _special_codes(acc_fmt, nan, pinf, ninf, codes)
+    return codes
+
+
+def _zero_sign(spec, fmt, codes, exact_zero, sign, sig, acc):
+    """Apply the spec's sign of zero results."""
+    is_zero = (codes & ((1 << fmt.sign_shift) - 1)) == 0
+    if spec.zero_sign is ZeroSign.POSITIVE:
+        return np.where(is_zero, codes & ((1 << fmt.sign_shift) - 1), codes).astype(codes.dtype)
+    # IEEE: an exact zero sum is -0 only when every term is a -0.
+    all_neg_zero = ((sig == 0) & (sign == 1)).all(axis=1)
+    if acc is not None:
+        all_neg_zero &= (acc.sig == 0) & (acc.sign == 1)
+    neg_zero = np.where(all_neg_zero, 1 << fmt.sign_shift, 0)
+    return np.where(exact_zero, neg_zero, codes).astype(codes.dtype)
+
+
+def _add_round(out: formats.Format, x: npt.NDArray, fx: formats.Format, y: npt.NDArray,
+               fy: formats.Format, rounding, overflow, zero_sign: ZeroSign) -> npt.NDArray:
+    """``x + y`` (codes of two formats) exact, rounded once to ``out``."""
+    ox, oy = _Operand.of(fx, x), _Operand.of(fy, y)
+    n = x.size
+    dots = np.concatenate([np.arange(n), np.arange(n)])
+    neg, mag, lsb_exp, sticky, zero = _accumulate(
+        dots, np.concatenate([ox.sign.ravel(), oy.sign.ravel()]).astype(np.uint8),
+        np.concatenate([ox.sig.ravel(), oy.sig.ravel()]).astype(np.uint64),
+        np.concatenate([ox.lsb.ravel(), oy.lsb.ravel()]), n)
+    codes = formats.round_to(out, neg, lsb_exp, mag, sticky, rounding, overflow).reshape(x.shape)
+    zero = zero.reshape(x.shape)
+    mask = (1 << out.sign_shift) - 1
+    if zero_sign is ZeroSign.POSITIVE:
+        codes = np.where((codes & mask) == 0, codes & mask, codes)
+    else:
+        both_neg = ox.zero & oy.zero & (ox.sign == 1) & (oy.sign == 1)
+        codes = np.where(zero, np.where(both_neg, 1 << out.sign_shift, 0), codes)
+    nan = ox.nan | oy.nan
+    pinf = ox.inf & (ox.sign == 0) | oy.inf & (oy.sign == 0)
+    ninf = ox.inf & (ox.sign == 1) | oy.inf & (oy.sign == 1)
+    return _special_codes(out, nan, pinf, ninf, codes)
+
+
+def _convert(out: formats.Format, codes: npt.NDArray, fmt: formats.Format, rounding,
+             overflow) -> npt.NDArray:
+    """Codes of ``fmt`` rounded to ``out`` (exact when ``out`` holds every value of ``fmt``)."""
+    if out.name == fmt.name:
+        return codes
+    op = _Operand.of(fmt, codes)
+    res = formats.round_to(out, op.sign, op.lsb, op.sig.astype(np.uint64), False, rounding,
+                           overflow)
+    return _special_codes(out, op.nan, op.inf & (op.sign == 0), op.inf & (op.sign == 1), res)
+
+
+def dot(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
+    """D = A·B + C of a vector set exactly as ``spec`` computes it; codes of ``spec.d_format``.
+
+    A K longer than the instruction's chains instructions (D of one is C of the next), with
+    promotion if the spec declares it. Raises UnitError when the vectors do not fit the spec.
+    """
+    vs.validate()
+    spec.check_vectors(vs)
+    if spec.exact:
+        return matmul_exact(vs)
+    ops = _Operands.of(spec, vs)
+    d_fmt, acc_fmt = formats.get(spec.d_format), formats.get(spec.acc_format)
+    nb = int(np.prod(vs.batch_shape, dtype=np.int64))
+    m, n = vs.m, vs.n
+    steps = [np.asarray(s, np.int64) for s in spec.steps()]
+    c_all = (vs.c.reshape(nb, m, n) if vs.c is not None
+             else np.zeros((nb, m, n), d_fmt.code_dtype))
+    out = np.empty((nb, m, n), d_fmt.code_dtype)
+    rows_per = max(1, _CHUNK_TERMS // max(1, n * spec.k))
+    for bi in range(nb):
+        for r0 in range(0, m, rows_per):
+            rows = slice(r0, min(m, r0 + rows_per))
+            c = c_all[bi, rows]
+            d = c
+            total = None
+            if spec.promote_every is not None:
+                total, d = c, np.zeros_like(c)
+            for inst in range(vs.k // spec.k):
+                if total is not None and inst and inst % spec.promote_every == 0:
+                    total = _add_round(d_fmt, total, d_fmt, d, d_fmt, spec.promote_rounding,
+                                       spec.overflow, spec.zero_sign)
+                    d = np.zeros_like(c)
+                acc, acc_in = (None if spec.c_mode is CMode.AFTER else d), d_fmt
+                for step in steps:
+                    acc = _step(spec, ops, bi, rows, inst * spec.k + step, acc, acc_in)
+                    acc_in = acc_fmt
+                res = _convert(d_fmt, acc, acc_fmt, spec.acc_rounding, spec.overflow)
+                if spec.c_mode is CMode.AFTER:
+                    res = _add_round(d_fmt, d, d_fmt, res, d_fmt, spec.c_rounding,
+                                     spec.overflow, spec.zero_sign)
+                d = res
+            if total is not None:
+                d = _add_round(d_fmt, total, d_fmt, d, d_fmt, spec.promote_rounding,
+                               spec.overflow, spec.zero_sign)
+            nan = d_fmt.classify(d) == formats.Class.NAN
+            out[bi, rows] = np.where(nan, spec.d_nan, d)
+    return out.reshape(vs.batch_shape + (m, n))

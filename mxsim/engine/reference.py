@@ -8,15 +8,18 @@ engine equal to it.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
 
 from .. import formats
+from ..formats import Overflow, Rounding
+from ..spec import Align, CMode, Product, UnitSpec, ZeroSign
 from ..vectors import VectorSet
 
-__all__ = ["matmul_exact", "round_fp32_rne"]
+__all__ = ["matmul_exact", "dot", "round_fp32_rne"]
 
 
 def round_fp32_rne(q: Fraction) -> int:
@@ -117,4 +120,255 @@ def matmul_exact(vs: VectorSet) -> npt.NDArray[np.uint32]:
                 factors.append(ts)
             terms.append(_mul(*factors))
         out[idx] = _dot(terms, float(c[idx]))
+    return out
+
+
+# -- the general unit, one dot at a time ----------------------------------------------------
+
+@dataclass(frozen=True)
+class _Val:
+    """A value in flight: a finite Fraction (with the sign of a zero), NaN, or ±Inf."""
+    kind: str                      # "num", "nan" or "inf"
+    q: Fraction = Fraction(0)
+    neg: bool = False              # sign of a zero or an Inf
+
+    @classmethod
+    def of_code(cls, fmt: formats.Format, code: int) -> _Val:
+        v = float(fmt.decode(np.array([code], fmt.code_dtype))[0])
+        if math.isnan(v):
+            return cls("nan")
+        if math.isinf(v):
+            return cls("inf", neg=v < 0)
+        return cls("num", Fraction(v), math.copysign(1.0, v) < 0)
+
+
+def _round_value(q: Fraction, fmt: formats.Format, rounding: Rounding,
+                 overflow: Overflow) -> _Val:
+    """``q`` rounded to ``fmt`` (its precision, subnormals and range), as a _Val."""
+    if q == 0:
+        return _Val("num", Fraction(0), False)
+    neg = q < 0
+    mag = abs(q)
+    e = mag.numerator.bit_length() - mag.denominator.bit_length()
+    if Fraction(2) ** e > mag:
+        e -= 1
+    lsb = Fraction(2) ** (max(e, fmt.emin) - fmt.man_bits)
+    units = mag / lsb
+    low = math.floor(units)
+    frac = units - low
+    if rounding is Rounding.RZ or frac == 0:
+        up = False
+    elif rounding is Rounding.RNE:
+        up = frac > Fraction(1, 2) or (frac == Fraction(1, 2) and low % 2 == 1)
+    elif rounding is Rounding.RNA:
+        up = frac >= Fraction(1, 2)
+    elif rounding is Rounding.RU:
+        up = not neg
+    elif rounding is Rounding.RD:
+        up = neg
+    else:
+        raise ValueError(f"Rounding {rounding} is not used by unit specs")
+    r = (low + up) * lsb
+    if r > Fraction(fmt.max):
+        if overflow is Overflow.SATURATE or (overflow is Overflow.IEEE and (
+                rounding is Rounding.RZ or (rounding is Rounding.RU and neg)
+                or (rounding is Rounding.RD and not neg))):
+            return _Val("num", -Fraction(fmt.max) if neg else Fraction(fmt.max), neg)
+        return _Val("inf", neg=neg)
+    return _Val("num", -r if neg else r, neg)
+
+
+def _code(fmt: formats.Format, v: _Val) -> int:
+    if v.kind == "nan":
+        return fmt.code_of_nan
+    if v.kind == "inf":
+        return fmt.code_of_inf | (int(v.neg) << fmt.sign_shift)
+    if v.q == 0:
+        return int(v.neg) << fmt.sign_shift
+    return int(fmt.encode(np.array([float(v.q)]), "rne", saturate=False)[0])
+
+
+def _sum_specials(values: list[_Val]) -> _Val | None:
+    """NaN or ±Inf if the values force one (IEEE: NaN wins, +Inf + -Inf is NaN)."""
+    if any(v.kind == "nan" for v in values):
+        return _Val("nan")
+    infs = {v.neg for v in values if v.kind == "inf"}
+    if len(infs) == 2:
+        return _Val("nan")
+    if infs:
+        return _Val("inf", neg=infs.pop())
+    return None
+
+
+def _align(x: Fraction, align: Align) -> int:
+    """``x`` (in units of the step's LSB) as an integer, by the spec's alignment rounding."""
+    if align is Align.RZ:
+        return math.trunc(x)
+    if align is Align.RD:
+        return math.floor(x)
+    if align is Align.RNE:
+        return round(x)                 # Fraction.__round__ rounds half to even
+    twice = abs(x) * 2                  # RZ_JAM: units of half an LSB, plus a jam bit
+    t = math.floor(twice)
+    if t != twice:
+        t |= 1
+    return -t if x < 0 else t
+
+
+def _product(spec: UnitSpec, vs: VectorSet, bt: tuple, i: int, j: int, kk: int,
+             scaled: bool = True):
+    """(value, alignment exponent) of one product, times its block scales if ``scaled``."""
+    fa, fb = formats.get(vs.a_format), formats.get(vs.b_format)
+    ca, cb = int(vs.a[bt + (i, kk)]), int(vs.b[bt + (kk, j)])
+    va, vb = _Val.of_code(fa, ca), _Val.of_code(fb, cb)
+    factors = [va, vb]
+    e = int(fa.fields(ca).e) + int(fb.fields(cb).e)
+    if scaled and vs.scale_format is not None:
+        fs = formats.get(vs.scale_format)
+        blk = kk // vs.block
+        for code in (int(vs.a_scale[bt + (i, blk)]), int(vs.b_scale[bt + (blk, j)])):
+            code &= fs.value_mask                   # UE4M3's sign bit is ignored
+            factors.append(_Val.of_code(fs, code))
+            e += int(fs.fields(code).e)
+    return _mul_vals(factors), e
+
+
+def _mul_vals(factors: list[_Val]) -> _Val:
+    if any(f.kind == "nan" for f in factors):
+        return _Val("nan")
+    neg = sum(f.neg if f.kind == "inf" or f.q == 0 else f.q < 0 for f in factors) % 2 == 1
+    has_inf = any(f.kind == "inf" for f in factors)
+    if has_inf and any(f.kind == "num" and f.q == 0 for f in factors):
+        return _Val("nan")
+    if has_inf:
+        return _Val("inf", neg=neg)
+    q = math.prod((f.q for f in factors), start=Fraction(1))
+    return _Val("num", q, neg)
+
+
+def _terms(spec: UnitSpec, vs: VectorSet, bt, i, j, idx) -> list[tuple[_Val, int]]:
+    """(value, alignment exponent) of each term of one step, products or GST groups."""
+    prods = [_product(spec, vs, bt, i, j, kk, scaled=spec.group is None) for kk in idx]
+    if spec.group is None:
+        out = []
+        for v, e in prods:
+            if v.kind == "num" and v.q == 0:
+                e = spec.e_zero
+            elif v.kind == "num" and spec.product is Product.NORMALIZED:
+                m = abs(v.q)
+                e = m.numerator.bit_length() - m.denominator.bit_length()
+                if Fraction(2) ** e > m:
+                    e -= 1
+            out.append((v, e))
+        return out
+    # GST-FDPA: each group's exact sum times its scale product; aligned at the scale exponents.
+    fs = formats.get(vs.scale_format)
+    out = []
+    for g0 in range(0, len(idx), spec.group):
+        members = prods[g0:g0 + spec.group]
+        special = _sum_specials([v for v, _ in members])
+        kk = idx[g0]
+        blk = kk // vs.block
+        sa = int(vs.a_scale[bt + (i, blk)]) & fs.value_mask
+        sb = int(vs.b_scale[bt + (blk, j)]) & fs.value_mask
+        e = int(fs.fields(sa).e) + int(fs.fields(sb).e)
+        scale = _mul_vals([_Val.of_code(fs, sa), _Val.of_code(fs, sb)])
+        if special is not None:
+            out.append((special, e))
+            continue
+        if scale.kind == "nan":
+            out.append((scale, e))
+            continue
+        all_zero = all(v.q == 0 for v, _ in members)
+        if all_zero or scale.q == 0:
+            e = spec.e_zero
+        out.append((_Val("num", sum((v.q for v, _ in members), Fraction(0)) * scale.q), e))
+    return out
+
+
+def _step_ref(spec: UnitSpec, terms: list[tuple[_Val, int]], acc: _Val | None,
+              acc_e: int | None) -> _Val:
+    """One fused step: align, sum exactly, round once to acc_format."""
+    acc_fmt = formats.get(spec.acc_format)
+    values = [v for v, _ in terms] + ([acc] if acc is not None else [])
+    special = _sum_specials(values)
+    if special is not None:
+        return special
+    exps = [e for _, e in terms] + ([acc_e] if acc is not None else [])
+    if spec.frac_bits is None:
+        total = sum((v.q for v in values), Fraction(0))
+        unit = None
+    else:
+        unit = Fraction(2) ** (max(exps) - spec.frac_bits)
+        if spec.align is Align.RZ_JAM:
+            unit_q = [_align(v.q / unit, spec.align) for v in values]
+            total = sum(unit_q) * unit / 2
+        else:
+            total = sum(_align(v.q / unit, spec.align) for v in values) * unit
+    r = _round_value(total, acc_fmt, spec.acc_rounding, spec.overflow)
+    if r.kind == "num" and r.q == 0:
+        all_neg_zero = all(v.q == 0 and v.neg for v in values)
+        neg = spec.zero_sign is ZeroSign.IEEE and (all_neg_zero if total == 0 else
+                                                   total < 0)
+        return _Val("num", Fraction(0), neg)
+    return r
+
+
+def _add_ref(x: _Val, y: _Val, out: formats.Format, rounding: Rounding, overflow: Overflow,
+             zero_sign: ZeroSign) -> _Val:
+    special = _sum_specials([x, y])
+    if special is not None:
+        return special
+    total = x.q + y.q
+    r = _round_value(total, out, rounding, overflow)
+    if r.kind == "num" and r.q == 0:
+        neg = zero_sign is ZeroSign.IEEE and (x.neg and y.neg if total == 0 else total < 0)
+        return _Val("num", Fraction(0), neg)
+    return r
+
+
+def _acc_exponent(spec: UnitSpec, fmt: formats.Format, v: _Val) -> int:
+    if v.kind != "num" or v.q == 0:
+        return spec.e_zero
+    m = abs(v.q)
+    e = m.numerator.bit_length() - m.denominator.bit_length()
+    if Fraction(2) ** e > m:
+        e -= 1
+    return max(e, fmt.emin)                 # subnormals sit at the smallest exponent
+
+
+def dot(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
+    """The unit of ``spec``, as :func:`mxsim.engine.fast.dot` documents it, one dot at a time."""
+    vs.validate()
+    spec.check_vectors(vs)
+    if spec.exact:
+        return matmul_exact(vs)
+    d_fmt, acc_fmt = formats.get(spec.d_format), formats.get(spec.acc_format)
+    out = np.empty(vs.batch_shape + (vs.m, vs.n), d_fmt.code_dtype)
+    for index in np.ndindex(*vs.batch_shape, vs.m, vs.n):
+        *bt, i, j = index
+        bt = tuple(bt)
+        c = _Val.of_code(d_fmt, int(vs.c[index])) if vs.c is not None else _Val("num")
+        d, total = c, None
+        if spec.promote_every is not None:
+            d, total = _Val("num"), c
+        for inst in range(vs.k // spec.k):
+            if total is not None and inst and inst % spec.promote_every == 0:
+                total = _add_ref(total, d, d_fmt, spec.promote_rounding, spec.overflow,
+                                 spec.zero_sign)
+                d = _Val("num")
+            acc, acc_in = (None if spec.c_mode is CMode.AFTER else d), d_fmt
+            for step in spec.steps():
+                idx = [inst * spec.k + s for s in step]
+                acc_e = _acc_exponent(spec, acc_in, acc) if acc is not None else None
+                acc = _step_ref(spec, _terms(spec, vs, bt, i, j, idx), acc, acc_e)
+                acc_in = acc_fmt
+            if acc.kind == "num" and acc.q != 0:
+                acc = _round_value(acc.q, d_fmt, spec.acc_rounding, spec.overflow)
+            if spec.c_mode is CMode.AFTER:
+                acc = _add_ref(d, acc, d_fmt, spec.c_rounding, spec.overflow, spec.zero_sign)
+            d = acc
+        if total is not None:
+            d = _add_ref(total, d, d_fmt, spec.promote_rounding, spec.overflow, spec.zero_sign)
+        out[index] = spec.d_nan if d.kind == "nan" else _code(d_fmt, d)
     return out

@@ -1,0 +1,198 @@
+"""Hardware presets: named families of unit specs, each with where its parameters come from.
+
+A preset is named after the hardware path it models (``hopper-wgmma``). It yields a
+:class:`~mxsim.spec.UnitSpec` for each operand-format pair (and C/D format) it supports, and
+says which it does not. ``mxsim units`` lists them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import product
+
+from .errors import UnitError
+from .formats import Overflow, Rounding
+from .spec import CMode, UnitSpec, ZeroSign
+
+__all__ = ["Preset", "PRESETS", "get", "names"]
+
+FP8 = ("e4m3", "e5m2")
+F8F6F4 = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1")
+ELEMENTS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
+
+MMASIM = "MMA-Sim (microsoft/MMA-Sim, arXiv 2511.10909; PyPI mmasim 2.1.1)"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A family of specs for one hardware path."""
+    name: str
+    summary: str
+    provenance: str
+    verified: str                      #: on which hardware, how many vectors, or "no"
+    pairs: tuple[tuple[str, str], ...]
+    scales: tuple[tuple[str | None, int | None], ...]   #: (scale_format, block) accepted
+    c_formats: tuple[str, ...]
+    make: Callable[..., UnitSpec]
+
+    def spec(self, a_format: str, b_format: str | None = None, *,
+             scale_format: str | None = None, block: int | None = None,
+             c_format: str = "fp32") -> UnitSpec:
+        """The spec for one operand-format pair (raises UnitError for one it lacks)."""
+        b_format = b_format or a_format
+        if (a_format, b_format) not in self.pairs:
+            pairs = ", ".join(f"{a}x{b}" for a, b in self.pairs)
+            raise UnitError(f"Unit {self.name} does not take {a_format} x {b_format}; it "
+                            f"takes {pairs}")
+        if (scale_format, block) not in self.scales:
+            want = " or ".join(f"{s} scales in blocks of {b}" if s else "no block scales"
+                               for s, b in self.scales)
+            got = f"{scale_format} scales in blocks of {block}" if scale_format \
+                else "no block scales"
+            raise UnitError(f"Unit {self.name} takes {want}, not {got}")
+        if c_format not in self.c_formats:
+            raise UnitError(f"Unit {self.name} takes C and D as {' or '.join(self.c_formats)}"
+                            f", not {c_format}")
+        return self.make(a_format, b_format, scale_format, block, c_format)
+
+    def spec_for(self, vs) -> UnitSpec:
+        """The spec that applies to a vector set's formats."""
+        return self.spec(vs.a_format, vs.b_format, scale_format=vs.scale_format,
+                         block=vs.block, c_format=vs.c_format)
+
+
+def _exact(a, b, scale_format, block, c_format) -> UnitSpec:
+    return UnitSpec(
+        name="exact", instruction="exact dot product, one rounding", a_format=a, b_format=b,
+        scale_format=scale_format, block=block, k=None, frac_bits=None,
+        acc_format="fp32", acc_rounding=Rounding.RNE, d_format="fp32",
+        overflow=Overflow.IEEE, zero_sign=ZeroSign.IEEE, provenance="definition")
+
+
+def _hopper_wgmma(a, b, scale_format, block, c_format, name="hopper-wgmma") -> UnitSpec:
+    f16 = c_format == "fp16"
+    d = "f16" if f16 else "f32"
+    return UnitSpec(
+        name=name, instruction=f"wgmma.mma_async.sync.aligned.m64nNk32.{d}.{a}.{b}",
+        a_format=a, b_format=b, k=32, frac_bits=13,
+        acc_format="fp16" if f16 else "e8m13",
+        acc_rounding=Rounding.RNE if f16 else Rounding.RZ, d_format=c_format,
+        e_zero=-21 if f16 else -133, provenance=PRESETS_PROVENANCE["hopper-wgmma"])
+
+
+def _cublas_fast(a, b, scale_format, block, c_format) -> UnitSpec:
+    spec = _hopper_wgmma(a, b, scale_format, block, c_format, name="hopper-cublas-fast")
+    return spec.replace(instruction="cublasLtMatmul FP8, fast accumulation "
+                                    "(torch._scaled_mm use_fast_accum=True): chained wgmma k32",
+                        provenance=PRESETS_PROVENANCE["hopper-cublas-fast"])
+
+
+def _blackwell_f8f6f4(a, b, scale_format, block, c_format) -> UnitSpec:
+    f16 = c_format == "fp16"
+    d = "f16" if f16 else "f32"
+    return UnitSpec(
+        name="blackwell-f8f6f4", instruction=f"tcgen05.mma.cta_group::1.kind::f8f6f4 / "
+                                             f"mma.sync.m16n8k32.kind::f8f6f4.{d}.{a}.{b}.{d}",
+        a_format=a, b_format=b, k=32, frac_bits=25, acc_format="fp16" if f16 else "fp32",
+        acc_rounding=Rounding.RNE if f16 else Rounding.RZ, d_format=c_format,
+        e_zero=-21 if f16 else -133, provenance=PRESETS_PROVENANCE["blackwell-f8f6f4"])
+
+
+def _blackwell_mxf8f6f4(a, b, scale_format, block, c_format) -> UnitSpec:
+    return UnitSpec(
+        name="blackwell-mxf8f6f4",
+        instruction=f"mma.sync.m16n8k32.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.{a}.{b}"
+                    f".f32.ue8m0 / tcgen05.mma.kind::mxf8f6f4.block_scale",
+        a_format=a, b_format=b, scale_format="e8m0", block=32, k=32, frac_bits=25,
+        acc_format="fp32", acc_rounding=Rounding.RZ, e_zero=-133,
+        provenance=PRESETS_PROVENANCE["blackwell-mxf8f6f4"])
+
+
+def _blackwell_mxf4(a, b, scale_format, block, c_format, kind="mxf4") -> UnitSpec:
+    vec = "2X" if block == 32 else "4X"
+    return UnitSpec(
+        name=f"blackwell-{kind}",
+        instruction=f"mma.sync.m16n8k64.kind::{kind}.block_scale.scale_vec::{vec}.f32.e2m1.e2m1"
+                    f".f32.{'ue8m0' if scale_format == 'e8m0' else 'ue4m3'} / "
+                    f"tcgen05.mma.kind::{kind}.block_scale",
+        a_format=a, b_format=b, scale_format=scale_format, block=block, k=64, group=16,
+        frac_bits=35, acc_format="fp32", acc_rounding=Rounding.RZ, e_zero=-139,
+        provenance=PRESETS_PROVENANCE[f"blackwell-{kind}"])
+
+
+def _ocp_fp32(a, b, scale_format, block, c_format) -> UnitSpec:
+    return UnitSpec(
+        name="ocp-fp32", instruction="OCP MX v1.0 dot product: exact per block, FP32 between",
+        a_format=a, b_format=b, scale_format=scale_format, block=block, k=block,
+        frac_bits=None, acc_format="fp32", acc_rounding=Rounding.RNE, c_mode=CMode.AFTER,
+        c_rounding=Rounding.RNE, overflow=Overflow.IEEE, zero_sign=ZeroSign.IEEE,
+        provenance=PRESETS_PROVENANCE["ocp-fp32"])
+
+
+PRESETS_PROVENANCE = {
+    "hopper-wgmma":
+        f"{MMASIM} and Khattak & Mikaitis (arXiv 2512.07004): F=13 truncation, 32 products "
+        "per fused step, RZ to E8M13 (RNE to FP16 for f16 output), e_zero -133 (-21)",
+    "hopper-cublas-fast":
+        "a chain of hopper-wgmma k32 instructions, D of one the C of the next; matched a plain "
+        "chain on our H200 (docs/gpu.md)",
+    "blackwell-f8f6f4": f"{MMASIM}: F=25, 32 products per step, RZ FP32, e_zero -133",
+    "blackwell-mxf8f6f4": f"{MMASIM}: E8M0 scale exponents added to each product's exponent "
+                          "before alignment, F=25, RZ FP32, e_zero -133",
+    "blackwell-mxf4": f"{MMASIM}: GST-FDPA, groups of 16 products summed exactly, F=35, "
+                      "RZ FP32, e_zero -139",
+    "blackwell-mxf4nvf4": f"{MMASIM}: GST-FDPA as mxf4, with UE4M3 or E8M0 scales",
+    "ocp-fp32": "a reading of OCP MX v1.0 §6 (Dot Product): each block's dot product exact, "
+                "rounded to FP32 (RNE), blocks added to C in FP32 in order (RNE)",
+}
+
+_UNVERIFIED = "published parameters; not verified on hardware by mxsim"
+
+PRESETS: dict[str, Preset] = {p.name: p for p in [
+    Preset("exact", "infinitely precise A·B + C (scales applied exactly), rounded once to FP32 "
+                    "RNE", "definition (mathematically exact); no hardware computes it",
+           "n/a", tuple(product(ELEMENTS, ELEMENTS)),
+           ((None, None), ("e8m0", 32), ("e8m0", 16), ("ue4m3", 16), ("ue4m3", 32),
+            ("fp32", None), ("fp32", 128)), ("fp32",), _exact),
+    Preset("hopper-wgmma", "Hopper FP8 wgmma, one k32 step: F=13 truncation, RZ to E8M13 "
+                           "(FP32 out) or RNE FP16 (FP16 out)",
+           PRESETS_PROVENANCE["hopper-wgmma"], _UNVERIFIED, tuple(product(FP8, FP8)),
+           ((None, None),), ("fp32", "fp16"), _hopper_wgmma),
+    Preset("hopper-cublas-fast", "cuBLASLt FP8 GEMM with fast accumulation: chained wgmma "
+                                 "k32 steps", PRESETS_PROVENANCE["hopper-cublas-fast"],
+           _UNVERIFIED, (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3")),
+           ((None, None),), ("fp32",), _cublas_fast),
+    Preset("blackwell-f8f6f4", "Blackwell kind::f8f6f4: F=25, RZ FP32 (RNE FP16 out)",
+           PRESETS_PROVENANCE["blackwell-f8f6f4"], _UNVERIFIED,
+           tuple(product(F8F6F4, F8F6F4)), ((None, None),), ("fp32", "fp16"),
+           _blackwell_f8f6f4),
+    Preset("blackwell-mxf8f6f4", "Blackwell kind::mxf8f6f4 (MXFP8/6/4, E8M0 block 32): "
+                                 "scaled products, F=25, RZ FP32",
+           PRESETS_PROVENANCE["blackwell-mxf8f6f4"], _UNVERIFIED,
+           tuple(product(F8F6F4, F8F6F4)), (("e8m0", 32),), ("fp32",), _blackwell_mxf8f6f4),
+    Preset("blackwell-mxf4", "Blackwell kind::mxf4 (MXFP4, K=64): GST-FDPA, F=35, RZ FP32",
+           PRESETS_PROVENANCE["blackwell-mxf4"], _UNVERIFIED, (("e2m1", "e2m1"),),
+           (("e8m0", 32),), ("fp32",), _blackwell_mxf4),
+    Preset("blackwell-mxf4nvf4", "Blackwell kind::mxf4nvf4 (MXFP4/NVFP4, K=64): GST-FDPA, "
+                                 "F=35, RZ FP32",
+           PRESETS_PROVENANCE["blackwell-mxf4nvf4"], _UNVERIFIED, (("e2m1", "e2m1"),),
+           (("e8m0", 32), ("e8m0", 16), ("ue4m3", 16)), ("fp32",),
+           lambda *args: _blackwell_mxf4(*args, kind="mxf4nvf4")),
+    Preset("ocp-fp32", "OCP MX reading: exact per-block dot products added in FP32 (RNE)",
+           PRESETS_PROVENANCE["ocp-fp32"], "n/a (a reading of the spec)",
+           tuple(product(ELEMENTS, ELEMENTS)), (("e8m0", 32),), ("fp32",), _ocp_fp32),
+]}
+
+
+def names() -> list[str]:
+    return list(PRESETS)
+
+
+def get(name: str) -> Preset:
+    """Look a preset up by name."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise UnitError(f"Unknown unit {name!r}; choose one of {', '.join(PRESETS)} "
+                        f"(see `mxsim units`), or give a spec file (.toml/.json)") from None

@@ -1,0 +1,333 @@
+"""``UnitSpec``: the arithmetic of one dot-product-add instruction, as data.
+
+A spec is the single source of truth that the engines, the RTL generator, the cycle model, the
+GPU comparison and the fitter all read. It is a frozen dataclass, validated when it is built;
+variants come from :func:`dataclasses.replace`. It round-trips through TOML and JSON
+(:meth:`UnitSpec.to_dict`, :func:`from_dict`, :func:`load`, :meth:`UnitSpec.dumps`) so users can
+write their own.
+
+The model (MMA-Sim's truncated fused dot-product-add, generalised): an instruction covers
+``k`` consecutive indices of the reduction. Its ``schedule`` splits them into fused steps (groups
+of k indices, in order, not necessarily contiguous). In each step:
+
+1. every product ``a·b`` (times its block scales) is exact; its *alignment exponent* is
+   ``e_a + e_b`` (plus the scale exponents) with significands left in [0, 4) (``product="raw"``),
+   or the exponent of the exact product (``product="normalized"``). With ``group=G`` (GST-FDPA),
+   each run of G products is first summed exactly and that sum times the scale product is one
+   term whose alignment exponent is the sum of the two scale exponents.
+2. the accumulator term enters the step: C in the instruction's first step (``c_mode="step"``),
+   the previous step's result in later steps. Its alignment exponent is its own exponent.
+3. zero terms take part in the maximum with exponent ``e_zero``; ``E`` is the largest alignment
+   exponent; every term is rounded to a multiple of ``2**(E - frac_bits)`` by ``align``
+   (``frac_bits=None``: kept exactly);
+4. the rounded terms are summed exactly and the sum is rounded once to ``acc_format`` with
+   ``acc_rounding`` (overflow per ``overflow``).
+
+After the last step the result is converted to ``d_format`` (exact for every preset). With
+``c_mode="after"``, C does not enter the steps; the instruction ends with
+``D = round(C + result)`` to ``d_format`` with ``c_rounding``. A GEMM over a longer K chains
+instructions: the D of one is the C of the next. With ``promote_every=P``, every P instructions
+the chain restarts from +0 and its result is added into an FP32 running total (which starts as
+C) with ``promote_rounding``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from . import formats
+from .errors import MxsimError
+from .formats import Overflow, Rounding
+
+__all__ = ["Align", "Product", "CMode", "ZeroSign", "UnitSpec", "SpecError",
+           "from_dict", "load", "ELEMENT_FORMATS", "OUTPUT_FORMATS"]
+
+ELEMENT_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
+OUTPUT_FORMATS = ("fp32", "fp16", "bf16")
+MAX_FRAC_BITS = 40        # int64 sums: terms below 2**(F + 20), at most 2**2 of them per bit
+
+
+class SpecError(MxsimError, ValueError):
+    """A unit spec that breaks a rule (raised when it is built or loaded)."""
+
+
+class Align(enum.Enum):
+    """How each term is cut to ``frac_bits`` below the step's largest exponent."""
+    RZ = "rz"            #: truncate the magnitude (toward zero)
+    RD = "rd"            #: floor the signed value (toward -Inf)
+    RNE = "rne"          #: to nearest, ties to even, using every discarded bit
+    RZ_JAM = "rz-jam"    #: truncate, plus one jam bit below: OR of the discarded bits
+
+
+class Product(enum.Enum):
+    """The alignment exponent of a product."""
+    RAW = "raw"                  #: e_a + e_b, significand product in [0, 4) (MMA-Sim)
+    NORMALIZED = "normalized"    #: the exponent of the exact product (significand in [1, 2))
+
+
+class CMode(enum.Enum):
+    """Where the accumulator C enters."""
+    STEP = "step"      #: as an aligned term of the first fused step (then each step's result)
+    AFTER = "after"    #: added to the instruction's result at the end, with ``c_rounding``
+
+
+class ZeroSign(enum.Enum):
+    """Sign of an exactly-zero result."""
+    POSITIVE = "positive"  #: always +0 (NVIDIA tensor cores)
+    IEEE = "ieee"          #: -0 only when every term is -0 (IEEE 754 sum rules)
+
+
+_ENUMS: dict[str, type[enum.Enum]] = {
+    "align": Align, "product": Product, "c_mode": CMode, "zero_sign": ZeroSign,
+    "acc_rounding": Rounding, "c_rounding": Rounding, "promote_rounding": Rounding,
+    "overflow": Overflow,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnitSpec:
+    """The arithmetic of one dot-product-add instruction (see the module docstring)."""
+    name: str = "custom"
+    instruction: str = ""              #: PTX qualifier or library call it models
+    a_format: str = "e4m3"
+    b_format: str = "e4m3"
+    scale_format: str | None = None    #: None, "e8m0" or "ue4m3"
+    block: int | None = None           #: elements per scale along K
+    k: int | None = 32                 #: instruction K; None: the whole reduction at once
+    schedule: tuple[tuple[int, ...], ...] | None = None   #: fused steps; None: one step
+    frac_bits: int | None = 13         #: F; None: terms are kept exactly
+    align: Align = Align.RZ
+    product: Product = Product.RAW
+    group: int | None = None           #: GST-FDPA group size G
+    c_mode: CMode = CMode.STEP
+    c_rounding: Rounding = Rounding.RNE
+    acc_format: str = "e8m13"
+    acc_rounding: Rounding = Rounding.RZ
+    d_format: str = "fp32"             #: C and D of the instruction (C of the next one)
+    e_zero: int = -133
+    overflow: Overflow = Overflow.INF
+    zero_sign: ZeroSign = ZeroSign.POSITIVE
+    nan_code: int | None = None        #: NaN result code; None: all-ones payload, +
+    promote_every: int | None = None
+    promote_rounding: Rounding = Rounding.RNE
+    provenance: str = ""
+
+    def __post_init__(self) -> None:
+        # Normalise enum-valued fields given as strings, and the schedule to tuples.
+        for name, kind in _ENUMS.items():
+            value = getattr(self, name)
+            if not isinstance(value, kind):
+                try:
+                    object.__setattr__(self, name, kind(str(value).lower()))
+                except ValueError:
+                    choices = ", ".join(m.value for m in kind)
+                    raise SpecError(f"Unit spec {self.name!r}: {name} must be one of "
+                                    f"{choices}, not {value!r}") from None
+        if self.schedule is not None:
+            try:
+                sched = tuple(tuple(int(i) for i in step) for step in self.schedule)
+            except (TypeError, ValueError):
+                raise SpecError(f"Unit spec {self.name!r}: schedule must be a list of lists "
+                                f"of k indices, not {self.schedule!r}") from None
+            object.__setattr__(self, "schedule", sched)
+        self._validate()
+
+    def _validate(self) -> None:
+        def fail(msg: str) -> SpecError:
+            return SpecError(f"Unit spec {self.name!r}: {msg}")
+
+        for name in ("a_format", "b_format"):
+            if getattr(self, name) not in ELEMENT_FORMATS:
+                raise fail(f"{name} must be one of {', '.join(ELEMENT_FORMATS)}, not "
+                           f"{getattr(self, name)!r}")
+        if self.d_format not in OUTPUT_FORMATS:
+            raise fail(f"d_format must be one of {', '.join(OUTPUT_FORMATS)}, not "
+                       f"{self.d_format!r}")
+        try:
+            acc = formats.get(self.acc_format)
+        except MxsimError:
+            acc = None
+        if acc is None or acc.exp_bits < 5 or acc.specials is not formats.Specials.IEEE:
+            raise fail(f"acc_format must be fp32, fp16, bf16 or e8m1..e8m22, not "
+                       f"{self.acc_format!r}")
+        if self.scale_format not in (None, "e8m0", "ue4m3", "fp32"):
+            raise fail(f"scale_format must be null, e8m0, ue4m3 or fp32, not "
+                       f"{self.scale_format!r}")
+        if self.scale_format == "fp32":
+            # FP32 scales (per tensor, row-wise, 128-blocks) are applied outside the tensor
+            # core; only the exact arithmetic takes them as they are.
+            if not self.exact:
+                raise fail("fp32 scales need the exact arithmetic (k and frac_bits null)")
+            if self.block not in (None, 128):
+                raise fail(f"block must be null or 128 for fp32 scales, not {self.block!r}")
+        elif (self.scale_format is None) != (self.block is None):
+            raise fail("scale_format and block go together (both set or both null)")
+        elif self.block is not None and self.block not in (16, 32):
+            raise fail(f"block must be 16 or 32, not {self.block!r}")
+        if self.k is not None:
+            if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+                raise fail(f"k must be a positive integer or null, not {self.k!r}")
+            if self.block is not None and self.k % self.block:
+                raise fail(f"k ({self.k}) must be a multiple of the block ({self.block})")
+        if self.frac_bits is not None and not (isinstance(self.frac_bits, int)
+                                               and 0 <= self.frac_bits <= MAX_FRAC_BITS):
+            raise fail(f"frac_bits must be between 0 and {MAX_FRAC_BITS} (or null for "
+                       f"exact), not {self.frac_bits!r}")
+        if self.schedule is not None:
+            if self.k is None:
+                raise fail("a schedule needs an instruction k")
+            flat = [i for step in self.schedule for i in step]
+            missing = sorted(set(range(self.k)) - set(flat))
+            repeated = sorted({i for i in flat if flat.count(i) > 1})
+            outside = sorted({i for i in flat if not 0 <= i < self.k})
+            if missing or repeated or outside or any(not s for s in self.schedule):
+                parts = [f"missing {missing}" if missing else "",
+                         f"repeated {repeated}" if repeated else "",
+                         f"outside 0..{self.k - 1}: {outside}" if outside else "",
+                         "an empty step" if any(not s for s in self.schedule) else ""]
+                raise fail(f"schedule must cover k indices 0..{self.k - 1} exactly once "
+                           f"({'; '.join(p for p in parts if p)})")
+        if self.group is not None:
+            if self.scale_format is None:
+                raise fail("group (GST-FDPA) needs block scales")
+            if self.group < 1 or self.block % self.group:
+                raise fail(f"group ({self.group}) must divide the block ({self.block})")
+            for step in self.steps():
+                if len(step) % self.group or any(
+                        step[i + 1] != step[i] + 1 for i in range(len(step) - 1)):
+                    raise fail(f"with group {self.group}, every step must be a contiguous "
+                               f"run of whole groups")
+        if self.promote_every is not None and (isinstance(self.promote_every, bool) or
+                                               not isinstance(self.promote_every, int) or
+                                               self.promote_every < 1):
+            raise fail(f"promote_every must be a positive integer or null, not "
+                       f"{self.promote_every!r}")
+        if self.promote_every is not None and (self.k is None or self.d_format != "fp32"):
+            raise fail("promotion needs an instruction k and d_format fp32")
+        if self.nan_code is not None:
+            d = formats.get(self.d_format)
+            if not (0 <= self.nan_code < (1 << d.bits)
+                    and d.classify(self.nan_code) == formats.Class.NAN):
+                raise fail(f"nan_code must be a NaN code of {self.d_format}, not "
+                           f"{self.nan_code!r}")
+
+    # -- derived --------------------------------------------------------------------------
+
+    def steps(self) -> tuple[tuple[int, ...], ...]:
+        """The fused steps of one instruction (one step of all k by default)."""
+        if self.schedule is not None:
+            return self.schedule
+        if self.k is None:
+            raise ValueError("a spec with k=None has no fixed steps")
+        return (tuple(range(self.k)),)
+
+    @property
+    def d_nan(self) -> int:
+        """NaN code of D (``nan_code``, or the positive all-ones-payload NaN)."""
+        if self.nan_code is not None:
+            return self.nan_code
+        d = formats.get(self.d_format)
+        return (1 << (d.bits - 1)) - 1
+
+    @property
+    def exact(self) -> bool:
+        """True for the single-rounding ``exact`` arithmetic (no alignment loss, one step)."""
+        return self.k is None and self.frac_bits is None
+
+    def check_operands(self, a_format: str, b_format: str, scale_format: str | None,
+                       block: int | None, c_format: str) -> None:
+        """Raise UnitError unless vectors of these formats fit this spec."""
+        from .errors import UnitError
+        if (a_format, b_format) != (self.a_format, self.b_format):
+            raise UnitError(f"Unit {self.name} is specified for {self.a_format} x "
+                            f"{self.b_format}, not {a_format} x {b_format}")
+        if (scale_format, block) != (self.scale_format, self.block):
+            want = f"{self.scale_format} scales in blocks of {self.block}" \
+                if self.scale_format else "no block scales"
+            got = f"{scale_format} scales in blocks of {block}" if scale_format \
+                else "no block scales"
+            raise UnitError(f"Unit {self.name} takes {want}, not {got}")
+        if c_format != self.d_format:
+            raise UnitError(f"Unit {self.name} takes C as {self.d_format}, not {c_format}; "
+                            f"generate vectors with --c-format {self.d_format}")
+
+    def check_vectors(self, vs: Any) -> None:
+        """Raise UnitError unless a vector set can run on this spec (formats, K, scales)."""
+        from .errors import UnitError
+        if self.exact:
+            return
+        self.check_operands(vs.a_format, vs.b_format, vs.scale_format, vs.block, vs.c_format)
+        if vs.tensor_scale is not None:
+            raise UnitError(f"Unit {self.name} does not apply an NVFP4 tensor_scale (cuBLAS "
+                            f"applies it outside the tensor core); only the exact unit takes it")
+        if vs.k % self.k:
+            raise UnitError(f"K ({vs.k}) must be a multiple of unit {self.name}'s instruction "
+                            f"k ({self.k})")
+
+    # -- serialisation ----------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (enums as their names, the schedule as lists), TOML/JSON ready."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, enum.Enum):
+                value = value.value
+            elif f.name == "schedule" and value is not None:
+                value = [list(step) for step in value]
+            out[f.name] = value
+        return out
+
+    def dumps(self, fmt: str = "toml") -> str:
+        """The spec as TOML (null fields left out) or JSON text."""
+        data = self.to_dict()
+        if fmt == "json":
+            return json.dumps(data, indent=2)
+        lines = []
+        for key, value in data.items():
+            if value is None:
+                continue
+            lines.append(f"{key} = {json.dumps(value)}")
+        return "\n".join(lines) + "\n"
+
+    def replace(self, **changes: Any) -> UnitSpec:
+        return replace(self, **changes)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+_FIELDS = {f.name for f in fields(UnitSpec)}
+
+
+def from_dict(data: Mapping[str, Any], *, source: str = "spec") -> UnitSpec:
+    """Build a spec from plain data, rejecting unknown keys by name."""
+    unknown = sorted(set(data) - _FIELDS)
+    if unknown:
+        raise SpecError(f"{source}: unknown key(s) {', '.join(unknown)}; a unit spec has "
+                        f"{', '.join(sorted(_FIELDS))}")
+    try:
+        return UnitSpec(**dict(data))
+    except TypeError as exc:
+        raise SpecError(f"{source}: {exc}") from None
+
+
+def load(path: str | Path) -> UnitSpec:
+    """Read a spec from a ``.toml`` or ``.json`` file."""
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"{p}: no such spec file")
+    text = p.read_text()
+    try:
+        data = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SpecError(f"{p}: not valid {'JSON' if p.suffix == '.json' else 'TOML'} "
+                        f"({exc})") from None
+    return from_dict(data, source=str(p))
+

@@ -1,0 +1,62 @@
+"""Run a vector set through MMA-Sim (PyPI ``mmasim``) for the matching instruction.
+
+Used by the tests only: MMA-Sim is the published model our Blackwell and Hopper presets must
+reproduce bit for bit.
+"""
+
+import numpy as np
+
+PTX = {"e4m3": "e4m3", "e5m2": "e5m2", "e3m2": "e3m2", "e2m3": "e2m3", "e2m1": "e2m1"}
+
+
+def _operand(torch, codes: np.ndarray, fmt: str):
+    """MMA-Sim's operand convention: FP8 as torch float8; FP6 in bits 5:0 and FP4 in bits 5:2
+    of a uint8."""
+    t = torch.from_numpy(np.ascontiguousarray(codes))
+    if fmt == "e4m3":
+        return t.view(torch.float8_e4m3fn)
+    if fmt == "e5m2":
+        return t.view(torch.float8_e5m2)
+    if fmt == "e2m1":
+        return t << 2
+    return t
+
+
+def _fp4_packed(torch, codes: np.ndarray, axis: int):
+    """FP4 two per byte along ``axis``, the FIRST element in the HIGH nibble (MMA-Sim)."""
+    c = np.moveaxis(codes, axis, -1)
+    packed = (c[..., 0::2] << 4) | c[..., 1::2]
+    return torch.from_numpy(np.ascontiguousarray(np.moveaxis(packed, -1, axis)))
+
+
+def run(preset: str, vs) -> np.ndarray:
+    """d bit patterns of MMA-Sim's model of ``preset`` on an unbatched vector set."""
+    import torch
+    from mmasim.nv_ptx import sim
+
+    a_fmt, b_fmt = vs.a_format, vs.b_format
+    f16 = vs.c_format == "fp16"
+    d = "f16" if f16 else "f32"
+    c = torch.from_numpy(vs.c.copy()).view(torch.float16 if f16 else torch.float32)
+    if preset in ("hopper-wgmma", "hopper-cublas-fast"):
+        op = sim.WGMMA("Hopper", f"m64n8k32.{d}.{a_fmt}.{b_fmt}")
+        out = op(_operand(torch, vs.a, a_fmt), _operand(torch, vs.b, b_fmt), c)
+    elif preset == "blackwell-f8f6f4":
+        op = sim.MMA("RTX Blackwell", f"m16n8k32.kind::f8f6f4.{d}.{a_fmt}.{b_fmt}.{d}")
+        out = op(_operand(torch, vs.a, a_fmt), _operand(torch, vs.b, b_fmt), c)
+    else:
+        scale = "ue8m0" if vs.scale_format == "e8m0" else "ue4m3"
+        sdt = torch.float8_e8m0fnu if scale == "ue8m0" else torch.float8_e4m3fn
+        alpha = torch.from_numpy(vs.a_scale.copy()).view(sdt)
+        beta = torch.from_numpy(vs.b_scale.copy()).view(sdt)
+        if preset == "blackwell-mxf8f6f4":
+            op = sim.MMABlockScale("RTX Blackwell", f"m16n8k32.kind::mxf8f6f4.block32.f32."
+                                                    f"{a_fmt}.{b_fmt}.f32.ue8m0")
+            out = op(_operand(torch, vs.a, a_fmt), _operand(torch, vs.b, b_fmt), c, alpha, beta)
+        else:
+            kind = preset.removeprefix("blackwell-")
+            op = sim.MMABlockScale("RTX Blackwell", f"m16n8k64.kind::{kind}.block{vs.block}."
+                                                    f"f32.e2m1.e2m1.f32.{scale}")
+            out = op(_fp4_packed(torch, vs.a, 1), _fp4_packed(torch, vs.b, 0), c, alpha, beta)
+    raw = torch.int16 if f16 else torch.int32
+    return out.contiguous().view(raw).numpy().view(np.uint16 if f16 else np.uint32)
