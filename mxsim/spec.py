@@ -285,14 +285,21 @@ class UnitSpec:
         return out
 
     def dumps(self, fmt: str = "toml") -> str:
-        """The spec as TOML (null fields left out) or JSON text."""
+        """The spec as TOML or JSON text.
+
+        TOML has no null: a null field is left out where null is its default, and written as
+        ``"none"`` where it is not (``k = "none"``, ``frac_bits = "none"`` for exact sums).
+        """
         data = self.to_dict()
         if fmt == "json":
             return json.dumps(data, indent=2)
+        defaults = {f.name: f.default for f in fields(self)}
         lines = []
         for key, value in data.items():
             if value is None:
-                continue
+                if defaults[key] is None:
+                    continue
+                value = "none"
             lines.append(f"{key} = {json.dumps(value)}")
         return "\n".join(lines) + "\n"
 
@@ -312,8 +319,11 @@ def from_dict(data: Mapping[str, Any], *, source: str = "spec") -> UnitSpec:
     if unknown:
         raise SpecError(f"{source}: unknown key(s) {', '.join(unknown)}; a unit spec has "
                         f"{', '.join(sorted(_FIELDS))}")
+    # TOML spells null "none" (see UnitSpec.dumps).
+    data = {k: None if isinstance(v, str) and v.lower() in ("none", "null") else v
+            for k, v in data.items()}
     try:
-        return UnitSpec(**dict(data))
+        return UnitSpec(**data)
     except TypeError as exc:
         raise SpecError(f"{source}: {exc}") from None
 

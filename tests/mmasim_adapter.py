@@ -52,7 +52,13 @@ def run(preset: str, vs) -> np.ndarray:
         if preset == "blackwell-mxf8f6f4":
             op = sim.MMABlockScale("RTX Blackwell", f"m16n8k32.kind::mxf8f6f4.block32.f32."
                                                     f"{a_fmt}.{b_fmt}.f32.ue8m0")
-            out = op(_operand(torch, vs.a, a_fmt), _operand(torch, vs.b, b_fmt), c, alpha, beta)
+            # MMA-Sim's ST-FDPA hands every scale block to each k32 chunk, so it models one
+            # instruction only: chain the instructions here, D of one the C of the next.
+            out = c
+            for i in range(vs.k // 32):
+                ks = slice(32 * i, 32 * i + 32)
+                out = op(_operand(torch, vs.a[:, ks], a_fmt), _operand(torch, vs.b[ks], b_fmt),
+                         out, alpha[:, i:i + 1], beta[i:i + 1])
         else:
             kind = preset.removeprefix("blackwell-")
             op = sim.MMABlockScale("RTX Blackwell", f"m16n8k64.kind::{kind}.block{vs.block}."

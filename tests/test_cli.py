@@ -181,3 +181,33 @@ def test_api_matmul_matches_unit():
     with pytest.raises(mxsim.VectorFileError, match=r"^Pass both a_scale and b_scale, or "
                                                     r"neither$"):
         mxsim.matmul(vs.a, vs.b, a_scale=vs.a_scale)
+
+
+def test_cli_run_presets_and_spec_files(capsys, tmp_path):
+    from mxsim import presets
+
+    vin = tmp_path / "in.npz"
+    _run(capsys, "vectors", "gen", "--family", "normal,specials", "--a-format", "e4m3",
+         "--b-format", "e5m2", "-k", "64", "-o", vin)
+    out = tmp_path / "wgmma.npz"
+    rc, text, _ = _run(capsys, "run", vin, "--unit", "hopper-wgmma", "-o", out)
+    assert rc == 0
+    res = vectors.load(out)
+    assert res.extra["unit"] == "hopper-wgmma" and res.extra["instruction"].startswith("wgmma")
+    assert _run(capsys, "compare", out, "--unit", "hopper-wgmma", "--engine", "reference")[0] == 0
+    # The same spec, written to a TOML file, is a unit too.
+    spec_file = tmp_path / "mine.toml"
+    spec_file.write_text(presets.get("hopper-wgmma").spec("e4m3", "e5m2").dumps())
+    rc, text, _ = _run(capsys, "compare", out, "--unit", spec_file)
+    assert rc == 0 and "bit-equal 256 (100.0000%)" in text
+    # hopper-wgmma and exact differ on these vectors: exit 1, with the histogram.
+    rc, text, _ = _run(capsys, "compare", out, "--unit", "exact")
+    assert rc == 1 and "ulp distance of differing outputs" in text
+    rc, _, err = _run(capsys, "run", vin, "--unit", "blackwell-mxf4", "-o", tmp_path / "x.npz")
+    assert rc == 2
+    _one_line_error(err, "Unit blackwell-mxf4 does not take e4m3 x e5m2; it takes e2m1xe2m1")
+    bad_spec = tmp_path / "bad.toml"
+    bad_spec.write_text("frac_bits = 99\n")
+    rc, _, err = _run(capsys, "run", vin, "--unit", bad_spec, "-o", tmp_path / "x.npz")
+    assert rc == 2
+    _one_line_error(err, "frac_bits must be between 0 and 40 (or null for exact), not 99")

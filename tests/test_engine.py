@@ -1,0 +1,267 @@
+"""The general engine: fast == reference for every preset and for randomly drawn specs."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mxsim import formats, presets, vectors
+from mxsim.engine import fast, reference
+from mxsim.errors import UnitError
+from mxsim.spec import UnitSpec
+from mxsim.vectors import VectorSet
+
+
+def _twins(spec: UnitSpec, vs: VectorSet) -> np.ndarray:
+    d_fast = fast.dot(spec, vs)
+    d_ref = reference.dot(spec, vs)
+    np.testing.assert_array_equal(d_fast, d_ref)
+    return d_fast
+
+
+def _fp16_c(vs: VectorSet) -> VectorSet:
+    """The same set with C rounded to FP16 (for FP16-output units)."""
+    c = formats.get("fp16").encode(vs.c.view(np.float32), saturate=False)
+    return VectorSet(**{**vs.__dict__, "c": c, "c_format": "fp16"}).validate()
+
+
+# (preset, generate() options): every preset, every scale kind it takes, mixed pairs.
+CONFIGS = [
+    ("hopper-wgmma", dict(a_format="e4m3", b_format="e5m2")),
+    ("hopper-wgmma", dict(a_format="e5m2", b_format="e5m2", c_fp16=True)),
+    ("hopper-cublas-fast", dict(a_format="e5m2", b_format="e4m3", k=128)),
+    ("blackwell-f8f6f4", dict(a_format="e2m1", b_format="e3m2")),
+    ("blackwell-f8f6f4", dict(a_format="e2m3", b_format="e4m3", c_fp16=True)),
+    ("blackwell-mxf8f6f4", dict(a_format="e5m2", b_format="e2m1", scale_format="e8m0")),
+    ("blackwell-mxf4", dict(a_format="e2m1", scale_format="e8m0", k=128)),
+    ("blackwell-mxf4nvf4", dict(a_format="e2m1", scale_format="ue4m3", k=64)),
+    ("blackwell-mxf4nvf4", dict(a_format="e2m1", scale_format="e8m0", block=16, k=64)),
+    ("ocp-fp32", dict(a_format="int8", b_format="e4m3", scale_format="e8m0", k=96)),
+    ("exact", dict(a_format="e2m3", b_format="int8", scale_format="e8m0")),
+]
+
+
+def _config_set(family, opts, seed=3, m=3, n=4):
+    opts = dict(opts)
+    k = opts.pop("k", 32)
+    c_fp16 = opts.pop("c_fp16", False)
+    vs = vectors.generate(family, m=m, n=n, k=k, seed=seed, **opts)
+    return _fp16_c(vs) if c_fp16 else vs
+
+
+@pytest.mark.parametrize("family", vectors.FAMILIES)
+@pytest.mark.parametrize("preset,opts", CONFIGS,
+                         ids=[f"{p}-{'-'.join(str(v) for v in o.values())}" for p, o in CONFIGS])
+def test_engine_presets_fast_equals_reference(preset, opts, family):
+    if family == "nan-scale" and "scale_format" not in opts:
+        family = "specials"        # the NaN-scale family needs scales; cover specials again
+    vs = _config_set(family, opts)
+    _twins(presets.get(preset).spec_for(vs), vs)
+
+
+@pytest.mark.parametrize("preset,opts", CONFIGS[:9], ids=[p for p, _ in CONFIGS[:9]])
+def test_engine_presets_long_k_chains(preset, opts):
+    """Chains of instructions up to K = 4096, D of one the C of the next."""
+    opts = {**opts, "k": 4096}
+    vs = _config_set("normal", opts, m=1, n=2, seed=8)
+    _twins(presets.get(preset).spec_for(vs), vs)
+
+
+def _adversarial(a_format, b_format, scale_format, block, k, rng):
+    """Codes drawn from the edges: zeros, subnormals, max, NaN/Inf; scales 0x00/0xFE/0xFF."""
+    fa, fb = formats.get(a_format), formats.get(b_format)
+
+    def edge_codes(f, shape):
+        codes = f.finite_codes().astype(np.uint8)
+        cls = f.classify(codes)
+        pool = [codes[cls == formats.Class.ZERO], codes[cls == formats.Class.SUBNORMAL],
+                np.array([f.code_of_max, f.code_of_max | (1 << f.sign_shift)], np.uint8),
+                codes]
+        if f.has_nan:
+            pool.append(np.array([f.code_of_nan], np.uint8))
+        if f.has_inf:
+            pool.append(np.array([f.code_of_inf, f.code_of_inf | (1 << f.sign_shift)],
+                                 np.uint8))
+        pool = [p for p in pool if p.size]
+        weights = np.array([4, 3, 2, 6, 1, 1][:len(pool)], float)
+        which = rng.choice(len(pool), size=shape, p=weights / weights.sum())
+        out = np.empty(shape, np.uint8)
+        for i, p in enumerate(pool):
+            sel = which == i
+            out[sel] = rng.choice(p, size=int(sel.sum()))
+        return out
+
+    m, n = 2, 3
+    a = edge_codes(fa, (m, k))
+    b = edge_codes(fb, (k, n))
+    c_choices = np.array([0.0, -0.0, 2.0 ** -140, -(2.0 ** -149), 1.0, -3.0e38, np.inf,
+                          -np.inf, np.nan], np.float32)
+    c = rng.choice(c_choices, size=(m, n)).view(np.uint32)
+    kw = {}
+    if scale_format is not None:
+        if scale_format == "e8m0":
+            pool = np.array([0x00, 0x01, 0x7F, 0xFE, 0xFF, 0x80], np.uint8)
+        else:
+            pool = np.array([0x00, 0x01, 0x08, 0x38, 0x7E, 0x7F, 0xB8], np.uint8)
+        kw = dict(a_scale=rng.choice(pool, size=(m, k // block)),
+                  b_scale=rng.choice(pool, size=(k // block, n)), scale_format=scale_format,
+                  block=block)
+    return VectorSet(a=a, b=b, a_format=a_format, b_format=b_format, c=c, **kw).validate()
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("preset,opts", CONFIGS[:10], ids=[p for p, _ in CONFIGS[:10]])
+def test_engine_presets_adversarial(preset, opts, seed):
+    rng = np.random.default_rng([seed, 99])
+    vs = _adversarial(opts["a_format"], opts.get("b_format", opts["a_format"]),
+                      opts.get("scale_format"), opts.get("block", 16 if opts.get(
+                          "scale_format") == "ue4m3" else 32), opts.get("k", 32) * 2, rng)
+    if opts.get("c_fp16"):
+        vs = _fp16_c(vs)
+    _twins(presets.get(preset).spec_for(vs), vs)
+
+
+def test_engine_zero_term_exponent_decides():
+    """A zero term (here C = +0) takes part in the maximum with e_zero; when that is the
+    largest exponent, small real terms truncate away.
+
+    Scales 2**-75 each; p1 = 1.75 * 1.125 * 2**-150 = (1 - 2**-6) * 2**-149 and 31 products of
+    1.125 * 2**-160, together 1.09 * 2**-155, so the exact sum is just above 2**-149. With
+    e_zero = -133 (MMA-Sim's value) the step's LSB is 2**(-133 - 25) and the small products
+    vanish: RZ gives +0. With e_zero = -400 they count: RZ gives the smallest subnormal.
+    """
+    spec = presets.get("blackwell-mxf8f6f4").spec("e4m3", "e4m3", scale_format="e8m0",
+                                                  block=32)
+    e4m3 = formats.get("e4m3")
+    a = e4m3.encode(np.array([1.75] + [1.125 * 2.0 ** -6] * 31)).reshape(1, 32)
+    b = e4m3.encode(np.array([1.125] + [2.0 ** -4] * 31)).reshape(32, 1)
+    vs = VectorSet(a=a, b=b, c=np.zeros((1, 1), np.uint32),
+                   a_scale=np.array([[127 - 75]], np.uint8),
+                   b_scale=np.array([[127 - 75]], np.uint8), scale_format="e8m0",
+                   block=32).validate()
+    assert int(_twins(spec, vs)[0, 0]) == 0
+    assert int(_twins(spec.replace(e_zero=-400), vs)[0, 0]) == 1
+    pytest.importorskip("mmasim")
+    import mmasim_adapter
+    assert int(mmasim_adapter.run("blackwell-mxf8f6f4", vs)[0, 0]) == 0
+
+
+def test_engine_hopper_truncates_c_to_13_fraction_bits():
+    """C alone (all products zero) still passes through the F=13 alignment and E8M13."""
+    spec = presets.get("hopper-wgmma").spec("e4m3", "e4m3")
+    c = np.array([[1.0 + 2.0 ** -20, -(1.0 + 2.0 ** -12 + 2.0 ** -14)]], np.float32)
+    vs = VectorSet(a=np.zeros((1, 32), np.uint8), b=np.zeros((32, 2), np.uint8),
+                   c=c.view(np.uint32)).validate()
+    d = _twins(spec, vs).view(np.float32)
+    assert d.tolist() == [[1.0, -(1.0 + 2.0 ** -12)]]
+
+
+def test_engine_rejects_vectors_the_unit_cannot_take():
+    vs = vectors.generate("normal", a_format="e2m1", m=2, n=2, k=32)
+    with pytest.raises(UnitError, match=r"^Unit hopper-wgmma does not take e2m1 x e2m1; it "
+                                        r"takes e4m3xe4m3, e4m3xe5m2, e5m2xe4m3, e5m2xe5m2$"):
+        presets.get("hopper-wgmma").spec_for(vs)
+    vs = vectors.generate("normal", a_format="e4m3", m=2, n=2, k=48)
+    spec = presets.get("hopper-wgmma").spec_for(vs)
+    with pytest.raises(UnitError, match=r"^K \(48\) must be a multiple of unit hopper-wgmma's "
+                                        r"instruction k \(32\)$"):
+        fast.dot(spec, vs)
+    vs = vectors.generate("normal", a_format="e4m3", m=2, n=2, k=32, scale_format="e8m0")
+    with pytest.raises(UnitError, match=r"^Unit hopper-wgmma takes no block scales, not e8m0 "
+                                        r"scales in blocks of 32$"):
+        presets.get("hopper-wgmma").spec_for(vs)
+    vs = vectors.generate("normal", a_format="e4m3", m=2, n=2, k=32)
+    with pytest.raises(UnitError, match=r"^Unit blackwell-mxf8f6f4 takes e8m0 scales in "
+                                        r"blocks of 32, not no block scales$"):
+        presets.get("blackwell-mxf8f6f4").spec_for(vs)
+
+
+# -- randomly drawn specs -------------------------------------------------------------------
+
+_ELEMS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
+
+
+@st.composite
+def _specs(draw):
+    k = draw(st.sampled_from([16, 32, 64]))
+    scale = draw(st.sampled_from([None, "e8m0", "ue4m3"]))
+    block = None if scale is None else draw(st.sampled_from([b for b in (16, 32) if k % b == 0]))
+    group = None
+    if scale is not None and draw(st.booleans()):
+        group = draw(st.sampled_from([g for g in (4, 8, 16) if block % g == 0]))
+    # Steps: contiguous runs of whole groups, or an arbitrary interleaved partition.
+    if group is not None:
+        inner = range(group, k, group)
+        cuts = sorted(draw(st.sets(st.sampled_from(inner), max_size=3))) if len(inner) else []
+        edges = [0, *cuts, k]
+        schedule = [list(range(edges[i], edges[i + 1])) for i in range(len(edges) - 1)]
+    else:
+        perm = draw(st.permutations(range(k)))
+        nsteps = draw(st.integers(1, 4))
+        cuts = sorted(draw(st.sets(st.integers(1, k - 1), min_size=nsteps - 1,
+                                   max_size=nsteps - 1)))
+        edges = [0, *cuts, k]
+        schedule = [sorted(perm[edges[i]:edges[i + 1]]) for i in range(len(edges) - 1)]
+    d_format = draw(st.sampled_from(["fp32", "fp32", "fp16"]))
+    return UnitSpec(
+        name="drawn", a_format=draw(st.sampled_from(_ELEMS)),
+        b_format=draw(st.sampled_from(_ELEMS)), scale_format=scale, block=block, k=k,
+        schedule=schedule, group=group,
+        frac_bits=draw(st.one_of(st.none(), st.integers(0, 30))),
+        align=draw(st.sampled_from(["rz", "rd", "rne", "rz-jam"])),
+        product=draw(st.sampled_from(["raw", "normalized"])),
+        c_mode=draw(st.sampled_from(["step", "after"])),
+        c_rounding=draw(st.sampled_from(["rne", "rz"])),
+        acc_format=draw(st.sampled_from(["fp32", "e8m13", "e8m10", "fp16", "bf16"])),
+        acc_rounding=draw(st.sampled_from(["rz", "rne", "ru", "rd"])),
+        d_format=d_format, e_zero=draw(st.integers(-200, 5)),
+        overflow=draw(st.sampled_from(["inf", "ieee", "saturate"])),
+        zero_sign=draw(st.sampled_from(["positive", "ieee"])),
+        promote_every=(draw(st.one_of(st.none(), st.integers(1, 3)))
+                       if d_format == "fp32" else None),
+        promote_rounding=draw(st.sampled_from(["rne", "rz"])))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=_specs(), family=st.sampled_from(vectors.FAMILIES), seed=st.integers(0, 2 ** 16),
+       n_inst=st.integers(1, 3))
+def test_engine_random_specs_fast_equals_reference(spec, family, seed, n_inst):
+    if family == "nan-scale" and spec.scale_format is None:
+        family = "scale-extremes"
+    vs = vectors.generate(family, a_format=spec.a_format, b_format=spec.b_format, m=2, n=2,
+                          k=spec.k * n_inst, scale_format=spec.scale_format, block=spec.block,
+                          seed=seed)
+    if spec.d_format == "fp16":
+        vs = _fp16_c(vs)
+    _twins(spec, vs)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=_specs(), seed=st.integers(0, 2 ** 16))
+def test_engine_random_specs_adversarial(spec, seed):
+    rng = np.random.default_rng(seed)
+    vs = _adversarial(spec.a_format, spec.b_format, spec.scale_format, spec.block,
+                      spec.k * 2, rng)
+    if spec.d_format == "fp16":
+        vs = _fp16_c(vs)
+    _twins(spec, vs)
+
+
+def test_engine_chunking_does_not_change_results(monkeypatch):
+    vs = vectors.generate("llm", a_format="e4m3", m=9, n=7, k=64, seed=5)
+    spec = presets.get("hopper-cublas-fast").spec_for(vs)
+    whole = fast.dot(spec, vs)
+    monkeypatch.setattr(fast, "_CHUNK_TERMS", 7 * 32 * 2)
+    np.testing.assert_array_equal(fast.dot(spec, vs), whole)
+
+
+def test_engine_batched_sets():
+    vs = vectors.generate_suite(["normal", "specials", "max"], count=2, a_format="e5m2",
+                                m=2, n=3, k=64)
+    spec = presets.get("hopper-wgmma").spec_for(vs)
+    d = _twins(spec, vs)
+    assert d.shape == (6, 2, 3)
+    for i in range(6):          # a batch entry alone gives the same bits
+        one = VectorSet(**{**vs.__dict__, "a": vs.a[i], "b": vs.b[i], "c": vs.c[i],
+                           "extra": {}}).validate()
+        np.testing.assert_array_equal(fast.dot(spec, one), d[i])
