@@ -106,16 +106,26 @@ def run(out: Path, size: int, long_size: int) -> dict:
               "h200_cublas_fast.npz": [k for k in bundle if k.startswith("fast")],
               "h200_cublas_noacc.npz": [k for k in bundle if k.startswith("noacc")]}
     for fname, keys in groups.items():
-        arrays = {}
-        for key in keys:
-            tmp = out / f"{key}.npz"
-            vectors.save(bundle[key], tmp)
-            with np.load(tmp, allow_pickle=False) as z:
-                for name in z.files:
-                    arrays[f"{key}/{name}"] = z[name]
-            tmp.unlink()
-        np.savez_compressed(out / fname, **arrays)
+        save_bundle({key: bundle[key] for key in keys}, out / fname)
     return summary
+
+
+def save_bundle(sets: dict[str, vectors.VectorSet], path: Path) -> None:
+    """Several vector sets in one ``.npz``: set ``key``'s arrays are stored as ``key/name``."""
+    arrays = {f"{key}/{name}": arr for key, vs in sets.items()
+              for name, arr in vectors.to_arrays(vs).items()}
+    np.savez_compressed(path, **arrays)
+
+
+def load_bundle(path: str | Path) -> dict[str, vectors.VectorSet]:
+    """The vector sets of a bundle written by :func:`save_bundle`, each validated."""
+    with np.load(path, allow_pickle=False) as z:
+        grouped: dict[str, dict] = {}
+        for name in z.files:
+            key, _, member = name.rpartition("/")
+            grouped.setdefault(key, {})[member] = z[name]
+    return {key: vectors.from_arrays(arrays, f"{path}:{key}")
+            for key, arrays in grouped.items()}
 
 
 def _table(summary: dict) -> str:

@@ -30,7 +30,7 @@ from .errors import VectorFileError
 __all__ = [
     "SCHEMA", "ELEMENT_FORMATS", "SCALE_FORMATS", "ACC_FORMATS", "FAMILIES",
     "RANDOM_FAMILIES", "DIRECTED_FAMILIES",
-    "VectorSet", "load", "save", "generate", "generate_suite",
+    "VectorSet", "load", "save", "from_arrays", "to_arrays", "generate", "generate_suite",
 ]
 
 SCHEMA = "mxsim.vectors/1"
@@ -312,6 +312,17 @@ def load(path: str | os.PathLike) -> VectorSet:
             raise
         kind = "not an .npz file" if not zipfile.is_zipfile(p) else f"unreadable npz ({exc})"
         raise _err(p, f"{kind}; {hint}") from None
+    return from_arrays(arrays, p)
+
+
+def from_arrays(arrays: dict[str, Any], source: str | None = None) -> VectorSet:
+    """Build and validate a vector set from its named arrays (as an ``.npz`` holds them).
+
+    ``source`` names where they came from in error messages.
+    """
+    p = source
+    hint = "vector sets are written by `mxsim vectors gen` or `mxsim run`"
+    arrays = dict(arrays)
     unknown = sorted(set(arrays) - set(_ARRAYS))
     if unknown:
         raise _err(p, f"unknown array(s) {', '.join(map(repr, unknown))}; "
@@ -354,14 +365,20 @@ def load(path: str | os.PathLike) -> VectorSet:
     return vs.validate(p)
 
 
-def save(vs: VectorSet, path: str | os.PathLike) -> None:
-    """Validate and write a vector set atomically (temporary file, then rename)."""
-    p = Path(path)
-    vs.validate(str(p))
+def to_arrays(vs: VectorSet, source: str | None = None) -> dict[str, Any]:
+    """The named arrays of a validated vector set, as :func:`save` writes them."""
+    vs.validate(source)
     arrays: dict[str, Any] = {"a": vs.a, "b": vs.b, "meta": np.array(json.dumps(vs.meta))}
     for name in ("c", "d", "a_scale", "b_scale", "tensor_scale"):
         if getattr(vs, name) is not None:
             arrays[name] = getattr(vs, name)
+    return arrays
+
+
+def save(vs: VectorSet, path: str | os.PathLike) -> None:
+    """Validate and write a vector set atomically (temporary file, then rename)."""
+    p = Path(path)
+    arrays = to_arrays(vs, str(p))
     directory = p.parent if str(p.parent) else Path(".")
     if not directory.is_dir():
         raise _err(str(p), "directory does not exist")
