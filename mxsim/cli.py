@@ -159,6 +159,154 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0 if report.agree else 1
 
 
+# -- quantize (command and parser together) -------------------------------------------------
+
+_IDENTITY_MAX_K = 8192     # the identity operand is K x K codes
+
+
+def _quantize_input(path: str) -> np.ndarray:
+    """The array of an .npy file, or a one-line MxsimError."""
+    p = Path(path)
+    if not p.is_file():
+        raise MxsimError(f"{path}: no such file")
+    try:
+        with open(p, "rb") as fh:
+            np.lib.format.read_magic(fh)
+            fh.seek(0)
+            return np.load(fh, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise MxsimError(f"{path}: not a readable .npy array ({exc}); save one with "
+                         f"numpy.save") from None
+
+
+def _identity_codes(fmt_name: str, k: int, batch: tuple[int, ...]) -> np.ndarray:
+    """K x K element codes of the identity matrix (1.0 on the diagonal), per batch entry."""
+    fmt = formats.get(fmt_name)
+    eye = np.where(np.eye(k, dtype=bool), fmt.encode(1.0), fmt.encode(0.0)).astype(np.uint8)
+    return np.ascontiguousarray(np.broadcast_to(eye, batch + (k, k)))
+
+
+def _vector_set_block(block: int) -> None:
+    if block not in (16, 32):
+        raise MxsimError(f"A vector set holds blocks of 16 or 32, not {block}; use --compare "
+                         f"or the Python API (mxsim.quantize) for other blocks")
+
+
+def cmd_quantize(args: argparse.Namespace) -> int:
+    from . import quantize as q
+
+    x = _quantize_input(args.input)
+    if args.compare:
+        if args.output is not None:
+            raise MxsimError("quantize takes either -o OUT.npz or --compare, not both")
+        if args.nvfp4:
+            raise MxsimError("--compare compares the E8M0 scale rules; leave out --nvfp4")
+        elem = args.elem or "e4m3"
+        rows = q.compare_rules(x, elem, args.block or 32, args.axis)
+        head = (f"{'rule':10} {'blocks':>8} {'scale≠' + rows[0]['baseline']:>12} "
+                f"{'max|err|':>11} {'mean|err|':>11} {'max rel':>10} {'mean rel':>10}")
+        lines = [f"{args.input}: {np.asarray(x).size} values, {elem} elements, blocks of "
+                 f"{args.block or 32} along axis {args.axis}", head, "-" * len(head)]
+        for r in rows:
+            lines.append(f"{r['rule']:10} {r['blocks']:>8} {r['scale_differs']:>12} "
+                         f"{r['max_abs_err']:>11.4g} {r['mean_abs_err']:>11.4g} "
+                         f"{r['max_rel_err']:>10.4g} {r['mean_rel_err']:>10.4g}")
+        _out(args, "\n".join(lines), rows)
+        return 0
+    if args.output is None:
+        raise MxsimError("quantize needs -o OUT.npz (or --compare)")
+    x = np.asarray(x)
+    if x.ndim == 1:
+        x = x[None, :] if args.operand == "a" else x[:, None]
+    if x.ndim < 2:
+        raise MxsimError(f"{args.input}: quantize needs a vector or a matrix, not a scalar")
+    k = x.shape[-1] if args.operand == "a" else x.shape[-2]
+    if k > _IDENTITY_MAX_K:
+        raise MxsimError(f"K = {k} is above {_IDENTITY_MAX_K}, too large for the identity "
+                         f"operand of the vector set; quantise a slice of the input")
+    axis = -1 if args.operand == "a" else -2
+    nan_blocks = "quantize" if args.allow_nan_blocks else "error"
+    extra: dict[str, Any] = {"quantize": {"input": str(args.input), "operand": args.operand,
+                                          "rounding": args.rounding, "seed": args.seed}}
+    tensor_scale = None
+    if args.nvfp4:
+        if args.elem not in (None, "e2m1"):
+            raise MxsimError(f"--nvfp4 quantises to e2m1; leave out --elem {args.elem}")
+        elem, block, scale_format, one = "e2m1", args.block or 16, "ue4m3", 0x38
+        _vector_set_block(block)
+        scales, codes, pts = q.to_nvfp4(x, args.per_tensor_scale, block, args.two_d,
+                                        args.rounding, axis, args.seed, nan_blocks=nan_blocks)
+        tensor_scale = np.array(pts, np.float32)
+        extra["quantize"].update(recipe="nvfp4", two_d=args.two_d)
+    else:
+        if args.per_tensor_scale is not None or args.two_d:
+            raise MxsimError("--per-tensor-scale and --two-d belong to --nvfp4")
+        elem, block, scale_format, one = args.elem or "e4m3", args.block or 32, "e8m0", 127
+        _vector_set_block(block)
+        scales, codes = q.to_mx(x, elem, block, args.scale_rule, args.rounding, axis,
+                                args.seed, nan_blocks=nan_blocks)
+        extra["quantize"].update(recipe="mx", scale_rule=args.scale_rule)
+    batch = x.shape[:-2]
+    eye = _identity_codes(elem, k, batch)
+    eye_scales = np.full(batch + ((k, k // block) if args.operand == "b" else (k // block, k)),
+                         one, np.uint8)
+    if args.operand == "a":
+        ops = dict(a=codes, a_scale=scales, b=eye, b_scale=eye_scales)
+    else:
+        ops = dict(a=eye, a_scale=eye_scales, b=codes, b_scale=scales)
+    vs = vectors.VectorSet(a_format=elem, b_format=elem, scale_format=scale_format, block=block,
+                           tensor_scale=tensor_scale, producer="mxsim quantize", extra=extra,
+                           **ops)
+    vectors.save(vs, args.output)
+    info = {"output": str(args.output), "operand": args.operand, "format": elem,
+            "scale_format": scale_format, "block": block, "shape": list(x.shape),
+            **({"per_tensor_scale": float(tensor_scale)} if tensor_scale is not None else {})}
+    _out(args, f"wrote {args.output}: {x.shape} quantised to {elem} with {scale_format} scales "
+               f"(blocks of {block}) as operand {args.operand}; the other operand is the "
+               f"identity, so `mxsim run` gives the dequantised tensor", info)
+    return 0
+
+
+def _quantize_parser(sub: Any) -> None:
+    rules = ("floor", "ceil", "even", "rceil", "ocp", "rceil-sat")
+    desc = ("quantise a float .npy array to MX (E8M0 scales) or NVFP4 and write a vector set "
+            "whose other operand is the identity; or, with --compare, report how the scale "
+            "rules differ on it")
+    qp = sub.add_parser("quantize", help="quantise a float array to MX or NVFP4 codes",
+                        description=desc)
+    qp.set_defaults(func=cmd_quantize)
+    qp.add_argument("input", metavar="IN.npy", help="float32, bfloat16, float16 or float64 array")
+    qp.add_argument("--elem", default=None, metavar="FMT",
+                    help="element format: e4m3 e5m2 e3m2 e2m3 e2m1 int8 (default: e4m3, or "
+                         "e2m1 with --nvfp4)")
+    qp.add_argument("--block", type=int, default=None, metavar="N",
+                    help="elements per scale (default: 32, or 16 with --nvfp4)")
+    qp.add_argument("--scale-rule", default="floor", choices=rules,
+                    help="E8M0 scale rule, see docs/quantize.md (default: %(default)s)")
+    qp.add_argument("--rounding", default="rne", choices=("rne", "rz", "stochastic"),
+                    help="element rounding (default: %(default)s)")
+    qp.add_argument("--seed", type=int, default=None,
+                    help="seed of stochastic rounding's random bits (default: fresh)")
+    qp.add_argument("--as", dest="operand", default="a", choices=("a", "b"),
+                    help="write the array as A (blocks along its last axis) or B (blocks along "
+                         "axis -2) (default: %(default)s)")
+    qp.add_argument("--nvfp4", action="store_true",
+                    help="NVFP4: e2m1 elements, ue4m3 scales of 16, FP32 per-tensor scale")
+    qp.add_argument("--per-tensor-scale", type=float, default=None, metavar="X",
+                    help="NVFP4 per-tensor scale (default: amax / (448 * 6))")
+    qp.add_argument("--two-d", action="store_true", help="NVFP4 16x16 tile scales")
+    qp.add_argument("--allow-nan-blocks", action="store_true",
+                    help="quantise blocks of nothing but NaN as the rule's peer does "
+                         "(default: refuse them)")
+    qp.add_argument("--compare", action="store_true",
+                    help="print, per scale rule, the blocks whose scale differs and the error "
+                         "against the input, instead of writing a file")
+    qp.add_argument("--axis", type=int, default=-1,
+                    help="axis of the blocks for --compare (default: %(default)s)")
+    qp.add_argument("-o", "--output", default=None, metavar="OUT.npz", help="file to write")
+    qp.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
 # -- demo -----------------------------------------------------------------------------------
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -277,6 +425,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="engine for --unit (default: %(default)s)")
     c.add_argument("--show", type=int, default=5, metavar="N",
                    help="mismatches to print (default: %(default)s)")
+
+    _quantize_parser(sub)
 
     d = add("demo", cmd_demo, "the main job: generate vectors, run them, check and report",
             json_flag=False)

@@ -46,11 +46,22 @@ from .errors import MxsimError
 from .formats import Overflow, Rounding
 
 __all__ = ["Align", "Product", "CMode", "ZeroSign", "UnitSpec", "SpecError",
-           "from_dict", "load", "ELEMENT_FORMATS", "OUTPUT_FORMATS"]
+           "from_dict", "load", "group_sum_bits", "ELEMENT_FORMATS", "OUTPUT_FORMATS"]
 
 ELEMENT_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
 OUTPUT_FORMATS = ("fp32", "fp16", "bf16")
 MAX_FRAC_BITS = 40        # int64 sums: terms below 2**(F + 20), at most 2**2 of them per bit
+MAX_GROUP_BITS = 54       # a group sum times two UE4M3 significands must stay below 2**63
+
+
+def group_sum_bits(a_format: str, b_format: str, group: int) -> int:
+    """Bits of the exact fixed-point sum of ``group`` products (GST-FDPA), sign included."""
+    bits = 1 + (group - 1).bit_length()
+    for name in (a_format, b_format):
+        f = formats.get(name)
+        span = 0 if f.kind == "int" else f.emax - f.emin
+        bits += span + f.man_bits + 1 + (1 if f.kind == "int" else 0)
+    return bits
 
 
 class SpecError(MxsimError, ValueError):
@@ -196,6 +207,12 @@ class UnitSpec:
         if self.group is not None:
             if self.scale_format is None:
                 raise fail("group (GST-FDPA) needs block scales")
+            width = group_sum_bits(self.a_format, self.b_format, self.group)
+            if width > MAX_GROUP_BITS:
+                raise fail(f"a group sum of {self.group} {self.a_format} x {self.b_format} "
+                           f"products needs {width} bits of fixed point, more than "
+                           f"{MAX_GROUP_BITS}; GST-FDPA groups take narrow formats (FP4, FP6, "
+                           f"E4M3)")
             if self.group < 1 or self.block % self.group:
                 raise fail(f"group ({self.group}) must divide the block ({self.block})")
             for step in self.steps():

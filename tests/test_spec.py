@@ -54,6 +54,9 @@ def test_spec_enums_from_strings_and_replace():
     (dict(scale_format="e8m0", block=32, group=16, k=32, schedule=[[0, 2] + list(range(3, 17)),
                                                                     [1] + list(range(17, 32))]),
      "with group 16, every step must be a contiguous run of whole groups"),
+    (dict(a_format="e5m2", scale_format="e8m0", block=32, group=16),
+     "a group sum of 16 e5m2 x e4m3 products needs 55 bits of fixed point, more than 54; "
+     "GST-FDPA groups take narrow formats (FP4, FP6, E4M3)"),
     (dict(scale_format="fp32"), "fp32 scales need the exact arithmetic (k and frac_bits null)"),
     (dict(promote_every=0), "promote_every must be a positive integer or null, not 0"),
     (dict(promote_every=2, d_format="fp16", acc_format="fp16"),

@@ -17,6 +17,7 @@ from .. import formats
 from ..formats import _bit_length
 from ..spec import Align, CMode, Product, UnitSpec, ZeroSign
 from ..vectors import VectorSet
+from . import _kernels
 from .specials import FP32_NAN, FP32_NEG_INF, FP32_POS_INF
 
 __all__ = ["matmul_exact", "dot"]
@@ -337,13 +338,6 @@ class _Operands:
         return cls(a, b, sa, sb, lsb_min(fa), lsb_min(fb), specials)
 
 
-def _acc_term(spec: UnitSpec, fmt: formats.Format, codes: npt.NDArray):
-    """The accumulator (C or a step result) as one term: sign, sig, lsb, alignment exponent."""
-    op = _Operand.of(fmt, codes)
-    align_e = np.where(op.sig == 0, spec.e_zero, op.e)
-    return op, align_e
-
-
 def _special_codes(fmt: formats.Format, nan, pinf, ninf, codes):
     """Overwrite results with NaN / ±Inf codes of ``fmt`` where the flags say so."""
     codes = np.where(pinf, fmt.code_of_inf, codes)
@@ -363,17 +357,28 @@ def _step(spec: UnitSpec, ops: _Operands, bi: int, rows: slice, idx: npt.NDArray
     if ops.sa is not None:
         sa = ops.sa.take(bi).take((rows, idx))
         sb = ops.sb.take(bi).take((idx, slice(None)))
+    acc = None if acc_codes is None else _Operand.of(acc_in, acc_codes)
+    if spec.frac_bits is not None and spec.group is None and _use_kernel():
+        q, step_lsb, flags = _kernels.step_sums(
+            a, b, sa, sb, acc, spec.frac_bits, spec.align.value,
+            spec.product is Product.NORMALIZED, spec.e_zero)
+        nan, pinf, ninf = (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0
+        all_neg_zero = (flags & 8) != 0
+        codes = formats.round_to(acc_fmt, q < 0, step_lsb, np.abs(q).astype(np.uint64), False,
+                                 spec.acc_rounding, spec.overflow)
+        return _finish(spec, acc_fmt, codes, q == 0, all_neg_zero, nan, pinf, ninf,
+                       ops.specials or acc is not None)
     sign, sig, lsb, align_e, nan, pinf, ninf = _step_terms(spec, ops, a, b, idx, sa, sb)
     r, _, n = sig.shape
     e_max = align_e.max(axis=1)
     nan, pinf, ninf = nan.any(axis=1), pinf.any(axis=1), ninf.any(axis=1)
-    acc = None
-    if acc_codes is not None:
-        acc, acc_e = _acc_term(spec, acc_in, acc_codes)
-        e_max = np.maximum(e_max, acc_e)
+    all_neg_zero = ((sig == 0) & (sign == 1)).all(axis=1)
+    if acc is not None:
+        e_max = np.maximum(e_max, np.where(acc.sig == 0, spec.e_zero, acc.e))
         nan |= acc.nan
         pinf |= acc.inf & (acc.sign == 0)
         ninf |= acc.inf & (acc.sign == 1)
+        all_neg_zero &= (acc.sig == 0) & (acc.sign == 1)
     if spec.frac_bits is None:
         # Exact step: a superaccumulator over the products (and the accumulator).
         dots = np.broadcast_to(np.arange(r * n).reshape(r, 1, n), sig.shape).reshape(-1)
@@ -397,23 +402,30 @@ def _step(spec: UnitSpec, ops: _Operands, bi: int, rows: slice, idx: npt.NDArray
         codes = formats.round_to(acc_fmt, q < 0, step_lsb, np.abs(q).astype(np.uint64), False,
                                  spec.acc_rounding, spec.overflow)
         zero = q == 0
-    codes = _zero_sign(spec, acc_fmt, codes, zero, sign, sig, acc)
-    if ops.specials or acc is not None:
-        codes = _special_codes(acc_fmt, nan, pinf, ninf, codes)
-    return codes
+    return _finish(spec, acc_fmt, codes, zero, all_neg_zero, nan, pinf, ninf,
+                   ops.specials or acc is not None)
 
 
-def _zero_sign(spec, fmt, codes, exact_zero, sign, sig, acc):
-    """Apply the spec's sign of zero results."""
-    is_zero = (codes & ((1 << fmt.sign_shift) - 1)) == 0
+#: Use the compiled kernel where it applies (tests switch it off to check the numpy path).
+USE_KERNEL = True
+
+
+def _use_kernel() -> bool:
+    return USE_KERNEL and _kernels.available()
+
+
+def _finish(spec, fmt, codes, exact_zero, all_neg_zero, nan, pinf, ninf, specials):
+    """The sign of zero results (per the spec), then NaN and Inf where the terms force them."""
+    mask = (1 << fmt.sign_shift) - 1
     if spec.zero_sign is ZeroSign.POSITIVE:
-        return np.where(is_zero, codes & ((1 << fmt.sign_shift) - 1), codes).astype(codes.dtype)
-    # IEEE: an exact zero sum is -0 only when every term is a -0.
-    all_neg_zero = ((sig == 0) & (sign == 1)).all(axis=1)
-    if acc is not None:
-        all_neg_zero &= (acc.sig == 0) & (acc.sign == 1)
-    neg_zero = np.where(all_neg_zero, 1 << fmt.sign_shift, 0)
-    return np.where(exact_zero, neg_zero, codes).astype(codes.dtype)
+        codes = np.where((codes & mask) == 0, codes & mask, codes).astype(codes.dtype)
+    else:
+        # IEEE: an exact zero sum is -0 only when every term is a -0.
+        neg_zero = np.where(all_neg_zero, 1 << fmt.sign_shift, 0)
+        codes = np.where(exact_zero, neg_zero, codes).astype(codes.dtype)
+    if specials:
+        codes = _special_codes(fmt, nan, pinf, ninf, codes)
+    return codes
 
 
 def _add_round(out: formats.Format, x: npt.NDArray, fx: formats.Format, y: npt.NDArray,
@@ -445,6 +457,16 @@ def _convert(out: formats.Format, codes: npt.NDArray, fmt: formats.Format, round
     """Codes of ``fmt`` rounded to ``out`` (exact when ``out`` holds every value of ``fmt``)."""
     if out.name == fmt.name:
         return codes
+    if (out.exp_bits, out.bias, out.specials) == (fmt.exp_bits, fmt.bias, fmt.specials) \
+            and out.man_bits >= fmt.man_bits and fmt.kind == out.kind == "float":
+        # A narrower mantissa in the same exponent range (E8M13 in FP32): every value, Inf and
+        # NaN maps over exactly by moving the fields.
+        c = codes.astype(np.uint64)
+        sign = c >> np.uint64(fmt.sign_shift)
+        mag = c & np.uint64((1 << fmt.sign_shift) - 1)
+        wide = (sign << np.uint64(out.sign_shift)) | (mag << np.uint64(out.man_bits
+                                                                      - fmt.man_bits))
+        return wide.astype(out.code_dtype)
     op = _Operand.of(fmt, codes)
     res = formats.round_to(out, op.sign, op.lsb, op.sig.astype(np.uint64), False, rounding,
                            overflow)

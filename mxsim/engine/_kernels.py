@@ -1,0 +1,172 @@
+"""Compiled inner loop of the fast engine (numba), imported only when a dot is computed.
+
+``step_sums`` does, for every dot of a block of rows, what ``fast._step_terms`` and
+``fast._align_terms`` do with numpy temporaries: find the step's largest alignment exponent,
+round every term to the step's LSB and sum the results exactly (int64). Everything before
+(field extraction) and after (rounding to the accumulator format, special values) stays in
+numpy. ``available()`` is False when numba is missing; the engine then uses numpy, and the
+tests hold the two equal.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["available", "step_sums", "ALIGN_CODES"]
+
+#: Align enum values as the kernel numbers them.
+ALIGN_CODES = {"rz": 0, "rd": 1, "rne": 2, "rz-jam": 3}
+
+# Operand flag bits.
+NAN, INF, ZERO = 1, 2, 4
+
+_kernel = None
+
+
+def available() -> bool:
+    """True when numba can be imported (the kernel is compiled on first use)."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _build():
+    import numba
+
+    @numba.njit(cache=True, inline="always")
+    def align_one(sig, sign, shift, mode):
+        # ±sig * 2**-shift rounded by the mode; RZ_JAM's shift is already one lower.
+        if shift <= 0:
+            mag = sig << (-shift)
+        elif shift >= 63:
+            if mode == 0:
+                mag = 0
+            elif mode == 1:
+                mag = 1 if (sign == 1 and sig != 0) else 0
+            elif mode == 2:
+                mag = 0
+            else:
+                mag = 1 if sig != 0 else 0
+        else:
+            kept = sig >> shift
+            rest = sig - (kept << shift)
+            if mode == 0:
+                mag = kept
+            elif mode == 1:
+                mag = kept + (1 if (rest != 0 and sign == 1) else 0)
+            elif mode == 2:
+                half = np.int64(1) << (shift - 1)
+                if rest > half or (rest == half and (kept & 1) == 1):
+                    mag = kept + 1
+                else:
+                    mag = kept
+            else:
+                mag = kept | (1 if rest != 0 else 0)
+        return -mag if sign == 1 else mag
+
+    @numba.njit(cache=True, parallel=True)
+    def kernel(a_sign, a_sig, a_lsb, a_e, a_flag, b_sign, b_sig, b_lsb, b_e, b_flag,
+               c_sign, c_sig, c_lsb, c_e, c_flag, has_acc, frac_bits, mode, normalized,
+               e_zero, out_sum, out_lsb, out_flag):
+        # A is (r, g); B is given transposed, (n, g), so both inner loops read contiguously.
+        r, g = a_sig.shape
+        n = b_sig.shape[0]
+        jam = 1 if mode == 3 else 0
+        for i in numba.prange(r):
+            for j in range(n):
+                emax = -(1 << 40)
+                flags = 0            # 1 NaN, 2 +Inf, 4 -Inf, 8 every term is a -0
+                all_neg_zero = True
+                for t in range(g):
+                    sig = a_sig[i, t] * b_sig[j, t]
+                    fa = a_flag[i, t]
+                    fb = b_flag[j, t]
+                    negative = a_sign[i, t] != b_sign[j, t]
+                    if (fa | fb) & (NAN | INF):
+                        if ((fa | fb) & NAN) or ((fa | fb) & INF and (fa | fb) & ZERO):
+                            flags |= 1
+                        else:
+                            flags |= 4 if negative else 2
+                    if sig != 0 or not negative:
+                        all_neg_zero = False
+                    if sig == 0:
+                        e = e_zero
+                    elif normalized:
+                        bl = 0
+                        x = sig
+                        while x:
+                            bl += 1
+                            x >>= 1
+                        e = a_lsb[i, t] + b_lsb[j, t] + bl - 1
+                    else:
+                        e = a_e[i, t] + b_e[j, t]
+                    if e > emax:
+                        emax = e
+                if has_acc:
+                    fc = c_flag[i, j]
+                    if fc & NAN:
+                        flags |= 1
+                    elif fc & INF:
+                        flags |= 4 if c_sign[i, j] == 1 else 2
+                    ce = e_zero if c_sig[i, j] == 0 else c_e[i, j]
+                    if ce > emax:
+                        emax = ce
+                    if c_sig[i, j] != 0 or c_sign[i, j] == 0:
+                        all_neg_zero = False
+                step_lsb = emax - frac_bits
+                total = 0
+                for t in range(g):
+                    sig = a_sig[i, t] * b_sig[j, t]
+                    if sig != 0:
+                        sign = 1 if a_sign[i, t] != b_sign[j, t] else 0
+                        total += align_one(sig, sign, step_lsb - a_lsb[i, t] - b_lsb[j, t]
+                                           - jam, mode)
+                if has_acc and c_sig[i, j] != 0:
+                    total += align_one(c_sig[i, j], c_sign[i, j], step_lsb - c_lsb[i, j] - jam,
+                                       mode)
+                out_sum[i, j] = total
+                out_lsb[i, j] = step_lsb - jam
+                out_flag[i, j] = flags | (8 if all_neg_zero else 0)
+
+    return kernel
+
+
+def _side(op, scale, transpose: bool):
+    """One operand with its block scales folded in: sign, sig, lsb, e, flags (contiguous)."""
+    sig, lsb, e = op.sig, op.lsb, op.e
+    nan, zero = op.nan, op.zero
+    if scale is not None:
+        sig, lsb, e = sig * scale.sig, lsb + scale.lsb, e + scale.e
+        nan, zero = nan | scale.nan, zero | scale.zero
+    flag = (nan * NAN | op.inf * INF | zero * ZERO).astype(np.int64)
+    arrays = (op.sign, sig, lsb, e, flag)
+    if transpose:
+        arrays = tuple(x.T for x in arrays)
+    return tuple(np.ascontiguousarray(x, np.int64) for x in arrays)
+
+
+def step_sums(a, b, sa, sb, acc, frac_bits: int, align: str, normalized: bool,
+              e_zero: int):
+    """(sum, lsb, flags) per dot of one fused step; ``a`` (r, g), ``b`` (g, N) operands.
+
+    Operands are ``fast._Operand`` records (``sa``/``sb`` their block scales or None);
+    ``acc`` is one too, or None. The products' alignment exponent is ``e_a + e_b`` plus the
+    scale exponents, or the exponent of the exact product when ``normalized``. ``flags``
+    bits: 1 NaN, 2 +Inf, 4 -Inf, 8 every term is -0.
+    """
+    global _kernel
+    if _kernel is None:
+        _kernel = _build()
+    r, n = a.sig.shape[0], b.sig.shape[1]
+    if acc is not None:
+        accs = _side(acc, None, False)
+    else:
+        accs = (np.zeros((1, 1), np.int64),) * 5
+    out_sum = np.empty((r, n), np.int64)
+    out_lsb = np.empty((r, n), np.int64)
+    out_flag = np.empty((r, n), np.int64)
+    _kernel(*_side(a, sa, False), *_side(b, sb, True), *accs, acc is not None, frac_bits,
+            ALIGN_CODES[align], normalized, e_zero, out_sum, out_lsb, out_flag)
+    return out_sum, out_lsb, out_flag
