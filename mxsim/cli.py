@@ -95,7 +95,7 @@ def cmd_vectors_gen(args: argparse.Namespace) -> int:
     kwargs = dict(a_format=args.a_format, b_format=args.b_format, m=args.m, n=args.n, k=args.k,
                   scale_format=args.scale_format, block=args.block,
                   scale_granularity=args.scale_granularity, with_c=not args.no_c,
-                  tensor_scale=args.tensor_scale, seed=args.seed)
+                  c_format=args.c_format, tensor_scale=args.tensor_scale, seed=args.seed)
     if len(fams) == 1:
         vs = vectors.generate(fams[0], batch=(args.count,) if args.count > 1 else (), **kwargs)
     else:
@@ -285,7 +285,7 @@ def _quantize_parser(sub: Any) -> None:
                     help="E8M0 scale rule, see docs/quantize.md (default: %(default)s)")
     qp.add_argument("--rounding", default="rne", choices=("rne", "rz", "stochastic"),
                     help="element rounding (default: %(default)s)")
-    qp.add_argument("--seed", type=int, default=None,
+    qp.add_argument("--seed", type=int, default=None, metavar="N",
                     help="seed of stochastic rounding's random bits (default: fresh)")
     qp.add_argument("--as", dest="operand", default="a", choices=("a", "b"),
                     help="write the array as A (blocks along its last axis) or B (blocks along "
@@ -398,6 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--tensor-scale", type=float, default=None, metavar="X",
                    help="NVFP4 per-tensor FP32 scale (ue4m3 scales only) (default: none)")
     g.add_argument("--no-c", action="store_true", help="leave out the accumulator C")
+    g.add_argument("--c-format", default="fp32", choices=vectors.ACC_FORMATS,
+                   help="format of C, e.g. fp16 for FP16-accumulate units (default: %(default)s)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     g.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
     g.add_argument("--json", action="store_true", help="print JSON instead of text")

@@ -258,8 +258,9 @@ class UnitSpec:
         return self.k is None and self.frac_bits is None
 
     def check_operands(self, a_format: str, b_format: str, scale_format: str | None,
-                       block: int | None, c_format: str) -> None:
-        """Raise UnitError unless vectors of these formats fit this spec."""
+                       block: int | None, c_format: str | None) -> None:
+        """Raise UnitError unless vectors of these formats fit this spec (``c_format`` None:
+        the vectors have no C)."""
         from .errors import UnitError
         if (a_format, b_format) != (self.a_format, self.b_format):
             raise UnitError(f"Unit {self.name} is specified for {self.a_format} x "
@@ -270,7 +271,7 @@ class UnitSpec:
             got = f"{scale_format} scales in blocks of {block}" if scale_format \
                 else "no block scales"
             raise UnitError(f"Unit {self.name} takes {want}, not {got}")
-        if c_format != self.d_format:
+        if c_format is not None and c_format != self.d_format:
             raise UnitError(f"Unit {self.name} takes C as {self.d_format}, not {c_format}; "
                             f"generate vectors with --c-format {self.d_format}")
 
@@ -279,7 +280,8 @@ class UnitSpec:
         from .errors import UnitError
         if self.exact:
             return
-        self.check_operands(vs.a_format, vs.b_format, vs.scale_format, vs.block, vs.c_format)
+        self.check_operands(vs.a_format, vs.b_format, vs.scale_format, vs.block,
+                            None if vs.c is None else vs.c_format)
         if vs.tensor_scale is not None:
             raise UnitError(f"Unit {self.name} does not apply an NVFP4 tensor_scale (cuBLAS "
                             f"applies it outside the tensor core); only the exact unit takes it")

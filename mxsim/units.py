@@ -39,7 +39,7 @@ class Unit:
         if self.preset is not None:
             return self.preset.spec_for(vs)
         self.fixed.check_operands(vs.a_format, vs.b_format, vs.scale_format, vs.block,
-                                  vs.c_format)
+                                  None if vs.c is None else vs.c_format)
         return self.fixed
 
     def compute(self, vs: VectorSet, engine: str = "fast") -> npt.NDArray:

@@ -532,7 +532,8 @@ def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None
              m: int = 16, n: int = 8, k: int = 32, batch: tuple[int, ...] = (),
              scale_format: str | None = None, block: int | None = None,
              scale_granularity: str = "block", with_c: bool = True,
-             tensor_scale: float | None = None, seed: int = 0) -> VectorSet:
+             c_format: str = "fp32", tensor_scale: float | None = None,
+             seed: int = 0) -> VectorSet:
     """A seeded vector set of one generator family.
 
     Random families: ``uniform`` (uniform over every finite code), ``normal`` (N(0, (max/8)^2)
@@ -546,6 +547,7 @@ def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None
     times smaller than a typical dot). The same arguments and seed give the same codes.
     ``scale_granularity`` picks FP32 scale shapes: ``tensor``, ``row`` or ``block`` (128).
     ``tensor_scale`` (NVFP4, UE4M3 scales only) is stored as the float32 nearest to it.
+    ``c_format`` (fp32, fp16 or bf16) is C's format: its values are rounded to it (RNE).
     """
     if family not in FAMILIES:
         raise VectorFileError(f"Family must be one of {', '.join(FAMILIES)}, not {family!r}")
@@ -620,15 +622,20 @@ def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None
                                   f"not K={k}, N={n}")
         a_scale, b_scale = _scales(rng, family, scale_format, block, batch, m, n, k,
                                    scale_granularity)
+    if c_format not in ACC_FORMATS:
+        raise VectorFileError(f"C format must be one of {', '.join(ACC_FORMATS)}, not "
+                              f"{c_format!r}")
     c = None
     if with_c:
         typical = float(np.sqrt(k)) * (fa.max / 8) * (fb.max / 8)
         cv = _c_values(rng, family, batch + (m, n), typical)
         c = cv.astype(np.float32).view(np.uint32)
+        if c_format != "fp32":
+            c = formats.get(c_format).encode(c.view(np.float32), "rne", saturate=False)
     ts = None if tensor_scale is None else np.array(tensor_scale, np.float32)
     vs = VectorSet(a=np.ascontiguousarray(a, np.uint8), b=np.ascontiguousarray(b, np.uint8),
                    a_format=fa.name, b_format=fb.name, c=c, a_scale=a_scale, b_scale=b_scale,
-                   tensor_scale=ts, scale_format=scale_format, block=block,
+                   tensor_scale=ts, scale_format=scale_format, block=block, c_format=c_format,
                    extra={"family": family, "seed": int(seed)})
     return vs.validate()
 

@@ -211,3 +211,19 @@ def test_cli_run_presets_and_spec_files(capsys, tmp_path):
     rc, _, err = _run(capsys, "run", vin, "--unit", bad_spec, "-o", tmp_path / "x.npz")
     assert rc == 2
     _one_line_error(err, "frac_bits must be between 0 and 40 (or null for exact), not 99")
+
+
+def test_cli_fp16_accumulate_unit(capsys, tmp_path):
+    """C in FP16 selects the FP16-output variant of hopper-wgmma; D comes back as FP16."""
+    vin, out = tmp_path / "in.npz", tmp_path / "out.npz"
+    rc, _, _ = _run(capsys, "vectors", "gen", "--family", "normal", "--c-format", "fp16",
+                    "-k", "64", "-o", vin)
+    assert rc == 0 and vectors.load(vin).c.dtype == np.uint16
+    rc, _, _ = _run(capsys, "run", vin, "--unit", "hopper-wgmma", "-o", out)
+    res = vectors.load(out)
+    assert rc == 0 and res.d_format == "fp16" and res.d.dtype == np.uint16
+    assert _run(capsys, "compare", out, "--unit", "hopper-wgmma", "--engine", "reference")[0] \
+        == 0
+    rc, _, err = _run(capsys, "run", vin, "--unit", "blackwell-mxf8f6f4", "-o", out)
+    assert rc == 2
+    _one_line_error(err, "Unit blackwell-mxf8f6f4 takes e8m0 scales in blocks of 32")

@@ -240,14 +240,14 @@ def _specs(draw):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=_specs(), family=st.sampled_from(vectors.FAMILIES), seed=st.integers(0, 2 ** 16),
-       n_inst=st.integers(1, 3))
-def test_engine_random_specs_fast_equals_reference(spec, family, seed, n_inst):
+       n_inst=st.integers(1, 3), with_c=st.booleans())
+def test_engine_random_specs_fast_equals_reference(spec, family, seed, n_inst, with_c):
     if family == "nan-scale" and spec.scale_format is None:
         family = "scale-extremes"
     vs = vectors.generate(family, a_format=spec.a_format, b_format=spec.b_format, m=2, n=2,
                           k=spec.k * n_inst, scale_format=spec.scale_format, block=spec.block,
-                          seed=seed)
-    if spec.d_format == "fp16":
+                          with_c=with_c, seed=seed)
+    if spec.d_format == "fp16" and with_c:
         vs = _fp16_c(vs)
     _twins(spec, vs)
 
@@ -269,6 +269,18 @@ def test_engine_chunking_does_not_change_results(monkeypatch):
     whole = fast.dot(spec, vs)
     monkeypatch.setattr(fast, "_CHUNK_TERMS", 7 * 32 * 2)
     np.testing.assert_array_equal(fast.dot(spec, vs), whole)
+
+
+@pytest.mark.parametrize("preset,opts", CONFIGS, ids=[p for p, _ in CONFIGS])
+def test_engine_presets_without_c(preset, opts):
+    """An absent C is a +0 accumulator (it still takes part in the maximum, with e_zero)."""
+    opts = {k: v for k, v in opts.items() if k != "c_fp16"}
+    k = opts.pop("k", 32)
+    for family in ("normal", "specials", "scale-extremes", "zeros"):
+        vs = vectors.generate(family, m=3, n=4, k=2 * k, with_c=False, seed=4, **opts)
+        d = _twins(presets.get(preset).spec_for(vs), vs)
+        c0 = VectorSet(**{**vs.__dict__, "c": np.zeros((3, 4), np.uint32)}).validate()
+        np.testing.assert_array_equal(fast.dot(presets.get(preset).spec_for(c0), c0), d)
 
 
 def test_engine_batched_sets():

@@ -4,15 +4,16 @@
 ``fast._align_terms`` do with numpy temporaries: find the step's largest alignment exponent,
 round every term to the step's LSB and sum the results exactly (int64). Everything before
 (field extraction) and after (rounding to the accumulator format, special values) stays in
-numpy. ``available()`` is False when numba is missing; the engine then uses numpy, and the
-tests hold the two equal.
+numpy. The kernel releases the GIL, so the engine runs row chunks on several threads.
+``available()`` is False when numba is missing; the engine then uses numpy, and the tests hold
+the two equal.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["available", "step_sums", "ALIGN_CODES"]
+__all__ = ["available", "prepare_b", "step_sums", "ALIGN_CODES"]
 
 #: Align enum values as the kernel numbers them.
 ALIGN_CODES = {"rz": 0, "rd": 1, "rne": 2, "rz-jam": 3}
@@ -66,17 +67,19 @@ def _build():
                 mag = kept | (1 if rest != 0 else 0)
         return -mag if sign == 1 else mag
 
-    @numba.njit(cache=True, parallel=True)
+    @numba.njit(cache=True, nogil=True)
     def kernel(a_sign, a_sig, a_lsb, a_e, a_flag, b_sign, b_sig, b_lsb, b_e, b_flag,
-               c_sign, c_sig, c_lsb, c_e, c_flag, has_acc, frac_bits, mode, normalized,
-               e_zero, out_sum, out_lsb, out_flag):
+               c_sign, c_sig, c_lsb, c_e, c_flag, has_acc, zero_acc, frac_bits, mode,
+               normalized, e_zero, out_sum, out_lsb, out_flag):
         # A is (r, g); B is given transposed, (n, g), so both inner loops read contiguously.
         r, g = a_sig.shape
         n = b_sig.shape[0]
         jam = 1 if mode == 3 else 0
-        for i in numba.prange(r):
+        # zero_acc: the accumulator is +0 everywhere (no C); it only takes part in the maximum.
+        floor = e_zero if zero_acc else -(1 << 40)
+        for i in range(r):
             for j in range(n):
-                emax = -(1 << 40)
+                emax = floor
                 flags = 0            # 1 NaN, 2 +Inf, 4 -Inf, 8 every term is a -0
                 all_neg_zero = True
                 for t in range(g):
@@ -147,19 +150,25 @@ def _side(op, scale, transpose: bool):
     return tuple(np.ascontiguousarray(x, np.int64) for x in arrays)
 
 
-def step_sums(a, b, sa, sb, acc, frac_bits: int, align: str, normalized: bool,
-              e_zero: int):
-    """(sum, lsb, flags) per dot of one fused step; ``a`` (r, g), ``b`` (g, N) operands.
+def prepare_b(b, sb):
+    """B's columns for :func:`step_sums`, prepared once per step: scales folded in, (N, g)."""
+    return _side(b, sb, True)
 
-    Operands are ``fast._Operand`` records (``sa``/``sb`` their block scales or None);
-    ``acc`` is one too, or None. The products' alignment exponent is ``e_a + e_b`` plus the
-    scale exponents, or the exponent of the exact product when ``normalized``. ``flags``
-    bits: 1 NaN, 2 +Inf, 4 -Inf, 8 every term is -0.
+
+def step_sums(a, sa, b_side, acc, frac_bits: int, align: str, normalized: bool,
+              e_zero: int, zero_acc: bool = False):
+    """(sum, lsb, flags) per dot of one fused step: rows ``a`` (r, g) against ``b_side``.
+
+    ``a``/``sa`` are ``fast._Operand`` records (``sa`` its block scales or None), ``b_side``
+    comes from :func:`prepare_b`; ``acc`` is an operand record, or None (``zero_acc``: it is
+    +0 everywhere and takes part only in the maximum). The products'
+    alignment exponent is ``e_a + e_b`` plus the scale exponents, or the exponent of the exact
+    product when ``normalized``. ``flags`` bits: 1 NaN, 2 +Inf, 4 -Inf, 8 every term is -0.
     """
     global _kernel
     if _kernel is None:
         _kernel = _build()
-    r, n = a.sig.shape[0], b.sig.shape[1]
+    r, n = a.sig.shape[0], b_side[1].shape[0]
     if acc is not None:
         accs = _side(acc, None, False)
     else:
@@ -167,6 +176,6 @@ def step_sums(a, b, sa, sb, acc, frac_bits: int, align: str, normalized: bool,
     out_sum = np.empty((r, n), np.int64)
     out_lsb = np.empty((r, n), np.int64)
     out_flag = np.empty((r, n), np.int64)
-    _kernel(*_side(a, sa, False), *_side(b, sb, True), *accs, acc is not None, frac_bits,
+    _kernel(*_side(a, sa, False), *b_side, *accs, acc is not None, zero_acc, frac_bits,
             ALIGN_CODES[align], normalized, e_zero, out_sum, out_lsb, out_flag)
     return out_sum, out_lsb, out_flag

@@ -8,6 +8,8 @@ Python fractions; a test holds them equal.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +27,8 @@ __all__ = ["matmul_exact", "dot"]
 _LIMB = 16                      # bits per superaccumulator limb
 _LIMB_MASK = np.uint64((1 << _LIMB) - 1)
 _CHUNK_TERMS = 1 << 21          # products materialised at once (bounds memory to ~100 MB)
+_CHUNK_DOTS = 1 << 15           # dots per compiled-kernel call
+_THREADS = os.cpu_count() or 1
 
 
 def _split(x: npt.NDArray[np.float64]):
@@ -255,7 +259,7 @@ def _align_terms(sig: npt.NDArray[np.int64], sign: npt.NDArray[np.int64],
     return np.where(sign == 1, -mag, mag)
 
 
-def _step_terms(spec: UnitSpec, ops: _Operands, a: _Operand, b: _Operand, idx, sa, sb):
+def _step_terms(spec: UnitSpec, ops: _Operands, a: _Operand, b: _Operand, sa, sb):
     """Signs, significands, LSB and alignment exponents of one step's product terms.
 
     ``a`` is (r, g) and ``b`` (g, N); the result arrays are (r, t, N) with t = g products, or
@@ -345,30 +349,26 @@ def _special_codes(fmt: formats.Format, nan, pinf, ninf, codes):
     return np.where(nan | (pinf & ninf), fmt.code_of_nan, codes).astype(fmt.code_dtype)
 
 
-def _step(spec: UnitSpec, ops: _Operands, bi: int, rows: slice, idx: npt.NDArray,
-          acc_codes: npt.NDArray | None, acc_in: formats.Format) -> npt.NDArray:
-    """One fused step for rows ``rows`` of batch entry ``bi``; returns acc_format codes."""
+def _step(spec: UnitSpec, ops: _Operands, a: _Operand, b: _Operand, sa: _Operand | None,
+          sb: _Operand | None, acc_codes: npt.NDArray | None, acc_in: formats.Format,
+          b_side=None) -> npt.NDArray:
+    """One fused step of rows ``a`` (r, g) against columns ``b`` (g, N); acc_format codes.
+
+    ``b_side`` is B prepared for the compiled kernel (None: use numpy).
+    """
     acc_fmt = formats.get(spec.acc_format)
-    # Index the batch entry first: mixing an integer and an array around a slice would move
-    # the array's axis to the front (numpy's advanced-indexing rule).
-    a = ops.a.take(bi).take((rows, idx))
-    b = ops.b.take(bi).take((idx, slice(None)))
-    sa = sb = None
-    if ops.sa is not None:
-        sa = ops.sa.take(bi).take((rows, idx))
-        sb = ops.sb.take(bi).take((idx, slice(None)))
-    acc = None if acc_codes is None else _Operand.of(acc_in, acc_codes)
-    if spec.frac_bits is not None and spec.group is None and _use_kernel():
+    zero_acc = acc_codes is ZERO
+    acc = None if acc_codes is None or zero_acc else _Operand.of(acc_in, acc_codes)
+    if b_side is not None:
         q, step_lsb, flags = _kernels.step_sums(
-            a, b, sa, sb, acc, spec.frac_bits, spec.align.value,
-            spec.product is Product.NORMALIZED, spec.e_zero)
-        nan, pinf, ninf = (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0
-        all_neg_zero = (flags & 8) != 0
+            a, sa, b_side, acc, spec.frac_bits, spec.align.value,
+            spec.product is Product.NORMALIZED, spec.e_zero, zero_acc)
         codes = formats.round_to(acc_fmt, q < 0, step_lsb, np.abs(q).astype(np.uint64), False,
                                  spec.acc_rounding, spec.overflow)
-        return _finish(spec, acc_fmt, codes, q == 0, all_neg_zero, nan, pinf, ninf,
-                       ops.specials or acc is not None)
-    sign, sig, lsb, align_e, nan, pinf, ninf = _step_terms(spec, ops, a, b, idx, sa, sb)
+        specials = bool((flags & 7).any())
+        return _finish(spec, acc_fmt, codes, q == 0, (flags & 8) != 0, (flags & 1) != 0,
+                       (flags & 2) != 0, (flags & 4) != 0, specials)
+    sign, sig, lsb, align_e, nan, pinf, ninf = _step_terms(spec, ops, a, b, sa, sb)
     r, _, n = sig.shape
     e_max = align_e.max(axis=1)
     nan, pinf, ninf = nan.any(axis=1), pinf.any(axis=1), ninf.any(axis=1)
@@ -461,12 +461,11 @@ def _convert(out: formats.Format, codes: npt.NDArray, fmt: formats.Format, round
             and out.man_bits >= fmt.man_bits and fmt.kind == out.kind == "float":
         # A narrower mantissa in the same exponent range (E8M13 in FP32): every value, Inf and
         # NaN maps over exactly by moving the fields.
-        c = codes.astype(np.uint64)
-        sign = c >> np.uint64(fmt.sign_shift)
-        mag = c & np.uint64((1 << fmt.sign_shift) - 1)
-        wide = (sign << np.uint64(out.sign_shift)) | (mag << np.uint64(out.man_bits
-                                                                      - fmt.man_bits))
-        return wide.astype(out.code_dtype)
+        dt = out.code_dtype.type
+        c = codes.astype(out.code_dtype, copy=False)
+        sign = c >> dt(fmt.sign_shift)
+        mag = c & dt((1 << fmt.sign_shift) - 1)
+        return (sign << dt(out.sign_shift)) | (mag << dt(out.man_bits - fmt.man_bits))
     op = _Operand.of(fmt, codes)
     res = formats.round_to(out, op.sign, op.lsb, op.sig.astype(np.uint64), False, rounding,
                            overflow)
@@ -488,35 +487,80 @@ def dot(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))
     m, n = vs.m, vs.n
     steps = [np.asarray(s, np.int64) for s in spec.steps()]
-    c_all = (vs.c.reshape(nb, m, n) if vs.c is not None
-             else np.zeros((nb, m, n), d_fmt.code_dtype))
     out = np.empty((nb, m, n), d_fmt.code_dtype)
-    rows_per = max(1, _CHUNK_TERMS // max(1, n * spec.k))
     for bi in range(nb):
-        for r0 in range(0, m, rows_per):
-            rows = slice(r0, min(m, r0 + rows_per))
-            c = c_all[bi, rows]
-            d = c
-            total = None
-            if spec.promote_every is not None:
-                total, d = c, np.zeros_like(c)
-            for inst in range(vs.k // spec.k):
-                if total is not None and inst and inst % spec.promote_every == 0:
-                    total = _add_round(d_fmt, total, d_fmt, d, d_fmt, spec.promote_rounding,
-                                       spec.overflow, spec.zero_sign)
-                    d = np.zeros_like(c)
-                acc, acc_in = (None if spec.c_mode is CMode.AFTER else d), d_fmt
-                for step in steps:
-                    acc = _step(spec, ops, bi, rows, inst * spec.k + step, acc, acc_in)
-                    acc_in = acc_fmt
-                res = _convert(d_fmt, acc, acc_fmt, spec.acc_rounding, spec.overflow)
-                if spec.c_mode is CMode.AFTER:
-                    res = _add_round(d_fmt, d, d_fmt, res, d_fmt, spec.c_rounding,
-                                     spec.overflow, spec.zero_sign)
-                d = res
-            if total is not None:
-                d = _add_round(d_fmt, total, d_fmt, d, d_fmt, spec.promote_rounding,
-                               spec.overflow, spec.zero_sign)
-            nan = d_fmt.classify(d) == formats.Class.NAN
-            out[bi, rows] = np.where(nan, spec.d_nan, d)
+        # The whole (M, N) accumulator lives across the chain; each step prepares its B
+        # columns once and sweeps the rows in chunks that bound the temporaries. ZERO stands
+        # for an accumulator known to be +0 everywhere (no C), which needs no decoding.
+        d = ZERO if vs.c is None else vs.c.reshape(nb, m, n)[bi]
+        total = None
+        if spec.promote_every is not None:
+            total, d = _codes_of(d, d_fmt, m, n), ZERO
+        for inst in range(vs.k // spec.k):
+            if total is not None and inst and inst % spec.promote_every == 0:
+                total = _add_round(d_fmt, total, d_fmt, d, d_fmt, spec.promote_rounding,
+                                   spec.overflow, spec.zero_sign)
+                d = ZERO
+            acc, acc_in = (None if spec.c_mode is CMode.AFTER else d), d_fmt
+            for step in steps:
+                acc = _step_all_rows(spec, ops, bi, inst * spec.k + step, acc, acc_in)
+                acc_in = acc_fmt
+            res = _convert(d_fmt, acc, acc_fmt, spec.acc_rounding, spec.overflow)
+            if spec.c_mode is CMode.AFTER:
+                res = _add_round(d_fmt, _codes_of(d, d_fmt, m, n), d_fmt, res, d_fmt,
+                                 spec.c_rounding, spec.overflow, spec.zero_sign)
+            d = res
+        if total is not None:
+            d = _add_round(d_fmt, total, d_fmt, _codes_of(d, d_fmt, m, n), d_fmt,
+                           spec.promote_rounding, spec.overflow, spec.zero_sign)
+        d = _codes_of(d, d_fmt, m, n)
+        nan = d_fmt.classify(d) == formats.Class.NAN
+        out[bi] = np.where(nan, spec.d_nan, d)
     return out.reshape(vs.batch_shape + (m, n))
+
+
+class _Zero:
+    """An accumulator that is +0 everywhere (a vector set without C)."""
+
+
+ZERO = _Zero()
+
+
+def _codes_of(d, fmt: formats.Format, m: int, n: int) -> npt.NDArray:
+    return np.zeros((m, n), fmt.code_dtype) if d is ZERO else d
+
+
+def _step_all_rows(spec: UnitSpec, ops: _Operands, bi: int, idx: npt.NDArray,
+                   acc: npt.NDArray | None, acc_in: formats.Format) -> npt.NDArray:
+    """One fused step for every row of batch entry ``bi`` (in row chunks)."""
+    m, n = ops.a.sig.shape[1], ops.b.sig.shape[2]
+    b = ops.b.take(bi).take((idx, slice(None)))
+    sb = None if ops.sb is None else ops.sb.take(bi).take((idx, slice(None)))
+    kernel = spec.frac_bits is not None and spec.group is None and _use_kernel()
+    b_side = _kernels.prepare_b(b, sb) if kernel else None
+    # Row chunks: ~_CHUNK_TERMS products in numpy temporaries; for the kernel, ~_CHUNK_DOTS
+    # dots, so that the numpy rounding after it works on cache-sized arrays.
+    rows_per = max(1, _CHUNK_DOTS // n if kernel else _CHUNK_TERMS // max(1, n * len(idx)))
+    out = np.empty((m, n), formats.get(spec.acc_format).code_dtype)
+
+    if acc is ZERO and not kernel:
+        acc = np.zeros((m, n), acc_in.code_dtype)
+
+    def chunk(r0: int) -> None:
+        rows = slice(r0, min(m, r0 + rows_per))
+        a = ops.a.take(bi).take((rows, idx))
+        sa = None if ops.sa is None else ops.sa.take(bi).take((rows, idx))
+        acc_rows = acc if acc is None or acc is ZERO else acc[rows]
+        out[rows] = _step(spec, ops, a, b, sa, sb, acc_rows, acc_in, b_side)
+
+    starts = range(0, m, rows_per)
+    if kernel and len(starts) > 1 and _THREADS > 1:
+        # The kernel and most numpy calls release the GIL: row chunks run side by side.
+        with ThreadPoolExecutor(_THREADS) as pool:
+            list(pool.map(chunk, starts))
+    else:
+        for r0 in starts:
+            chunk(r0)
+    return out
+
+
