@@ -4,11 +4,11 @@
 verbs that use them.
 """
 
-from . import formats, units, vectors
+from . import formats, presets, quantize, spec, units, vectors
 from .api import matmul
 from .errors import FormatError, MxsimError, UnitError, VectorFileError
 
 __version__ = "0.1.0"
 
-__all__ = ["formats", "units", "vectors", "matmul",
+__all__ = ["formats", "presets", "quantize", "spec", "units", "vectors", "matmul",
            "MxsimError", "FormatError", "VectorFileError", "UnitError", "__version__"]
