@@ -465,6 +465,20 @@ def _random_bits(shape: tuple[int, ...], seed: int | None, random_bits: Any,
 
 # -- the one rounding routine ---------------------------------------------------------------
 
+#: Large arrays go through a compiled twin of the numpy path below when numba is installed
+#: (mxsim/_round_kernel.py); tests switch this off to check that the two agree bit for bit.
+USE_KERNEL = True
+_KERNEL_MIN_SIZE = 4096
+
+
+def _kernel_available() -> bool:
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 _U1 = np.uint64(1)
 
 
@@ -519,6 +533,16 @@ def round_to(fmt: Format, sign: Any, lsb_exp: Any, sig: Any, sticky: Any = False
     sign, lsb_exp, sig, sticky = np.broadcast_arrays(
         np.asarray(sign, np.uint8), np.asarray(lsb_exp, np.int64),
         np.asarray(sig, np.uint64), np.asarray(sticky, bool))
+    if mode is Rounding.STOCHASTIC and random_bits is None:
+        raise ValueError("Stochastic rounding needs random_bits")
+    if USE_KERNEL and sig.size >= _KERNEL_MIN_SIZE and _kernel_available():
+        from . import _round_kernel
+        rb = None if random_bits is None else np.broadcast_to(
+            np.asarray(random_bits, np.uint64), sig.shape).reshape(-1)
+        codes = _round_kernel.round_codes(fmt, sign.reshape(-1), lsb_exp.reshape(-1),
+                                          sig.reshape(-1), sticky.reshape(-1), rb, mode.value,
+                                          overflow.value, sr_bits)
+        return codes.reshape(sig.shape).astype(fmt.code_dtype)
     sign, sticky = sign.copy(), sticky.copy()
     # A bare sticky bit is a positive value below any representable one.
     tiny = (sig == 0) & sticky
@@ -555,8 +579,6 @@ def round_to(fmt: Format, sign: Any, lsb_exp: Any, sig: Any, sticky: Any = False
     elif mode is Rounding.RD:
         up = inexact & (sign == 1)
     else:
-        if random_bits is None:
-            raise ValueError("Stochastic rounding needs random_bits")
         r = np.broadcast_to(np.asarray(random_bits, np.uint64), sig.shape)
         # The sr_bits discarded bits just below the cut, as an integer.
         top = np.where(right >= sr_bits, _shr(discarded, right - sr_bits),

@@ -38,6 +38,7 @@ ELEMENT_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
 SCALE_FORMATS = ("e8m0", "ue4m3", "fp32")
 ACC_FORMATS = ("fp32", "fp16", "bf16")
 _ARRAYS = ("a", "b", "c", "d", "a_scale", "b_scale", "tensor_scale", "meta")
+_COMPRESS_LIMIT = 16 << 20    # bytes of arrays above which a set is written uncompressed
 _META_REQUIRED = ("schema", "a_format", "b_format", "scale_format", "block", "producer")
 
 
@@ -392,7 +393,10 @@ def save(vs: VectorSet, path: str | os.PathLike) -> None:
         raise _err(str(p), f"cannot write ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
+            # Compression pays for small sets; for large ones (results of millions of dots)
+            # it costs seconds per write for little gain on near-random bits.
+            big = sum(np.asarray(a).nbytes for a in arrays.values()) > _COMPRESS_LIMIT
+            (np.savez if big else np.savez_compressed)(fh, **arrays)
         os.replace(tmp, p)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)

@@ -28,6 +28,18 @@ from mxsim.formats import Class
 SEED = 20250611                   #: every random draw below derives from this
 MODES = ("rne", "rna", "rz", "ru", "rd")
 NAMES = formats.names()
+
+
+@pytest.fixture(autouse=True, params=["numpy", "compiled"])
+def rounding_path(request, monkeypatch):
+    """Every test runs twice: through round_to's numpy path and through its compiled twin
+    (forced even on small arrays), which must agree bit for bit."""
+    if request.param == "compiled":
+        pytest.importorskip("numba")
+        monkeypatch.setattr(formats, "_KERNEL_MIN_SIZE", 0)
+    else:
+        monkeypatch.setattr(formats, "USE_KERNEL", False)
+    return request.param
 SIXTEEN = [n for n in NAMES if formats.get(n).bits <= 16]
 ML_DTYPES = ["e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "e8m0", "fp16", "bf16"]
 TORCH = ["e4m3", "e5m2", "e2m1", "e8m0", "fp16", "bf16", "fp32"]
@@ -1031,3 +1043,4 @@ def test_formats_errors() -> None:
     with pytest.raises(ValueError, match=re.escape("Last axis of packed FP6 bytes must be a "
                                                    "multiple of 3, not (4,)") + "$"):
         formats.unpack_fp6([1, 2, 3, 4])
+

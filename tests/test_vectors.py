@@ -1033,3 +1033,19 @@ def test_vectors_scale_values_fp32_block():
         1.0, 1.0, 2.0, 4.0, 16.0, 32.0)
     assert (sb[0, 0], sb[127, 127], sb[127, 128], sb[128, 0], sb[300, 255], sb[256, 129]) == (
         0.5, 0.5, 0.25, 3.0, 9.0, 9.0)
+
+
+def test_vectors_large_sets_are_written_uncompressed(tmp_path, monkeypatch):
+    """Above the size limit the zip members are stored, not deflated; both read the same."""
+    import zipfile
+
+    monkeypatch.setattr(vectors, "_COMPRESS_LIMIT", 1000)
+    vs = vectors.generate("normal", m=32, n=32, k=64, seed=3)
+    vectors.save(vs, tmp_path / "big.npz")
+    with zipfile.ZipFile(tmp_path / "big.npz") as z:
+        assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_STORED}
+    assert vectors.load(tmp_path / "big.npz").inputs_equal(vs)
+    monkeypatch.setattr(vectors, "_COMPRESS_LIMIT", 1 << 30)
+    vectors.save(vs, tmp_path / "small.npz")
+    with zipfile.ZipFile(tmp_path / "small.npz") as z:
+        assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_DEFLATED}

@@ -505,18 +505,41 @@ def dot(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
             for step in steps:
                 acc = _step_all_rows(spec, ops, bi, inst * spec.k + step, acc, acc_in)
                 acc_in = acc_fmt
-            res = _convert(d_fmt, acc, acc_fmt, spec.acc_rounding, spec.overflow)
             if spec.c_mode is CMode.AFTER:
+                res = _convert(d_fmt, acc, acc_fmt, spec.acc_rounding, spec.overflow)
                 res = _add_round(d_fmt, _codes_of(d, d_fmt, m, n), d_fmt, res, d_fmt,
                                  spec.c_rounding, spec.overflow, spec.zero_sign)
+            else:
+                res = _by_rows(lambda x: _convert(d_fmt, x, acc_fmt, spec.acc_rounding,
+                                                  spec.overflow), acc)
             d = res
         if total is not None:
             d = _add_round(d_fmt, total, d_fmt, _codes_of(d, d_fmt, m, n), d_fmt,
                            spec.promote_rounding, spec.overflow, spec.zero_sign)
         d = _codes_of(d, d_fmt, m, n)
-        nan = d_fmt.classify(d) == formats.Class.NAN
-        out[bi] = np.where(nan, spec.d_nan, d)
+        out[bi] = _by_rows(lambda x: np.where(d_fmt.classify(x) == formats.Class.NAN,
+                                              spec.d_nan, x).astype(d_fmt.code_dtype), d)
     return out.reshape(vs.batch_shape + (m, n))
+
+
+def _by_rows(fn, x: npt.NDArray) -> npt.NDArray:
+    """``fn`` applied to cache-sized row chunks of ``x`` (on threads); ``fn`` is elementwise."""
+    rows_per = max(1, _CHUNK_DOTS // max(1, x.shape[1]))
+    starts = range(0, x.shape[0], rows_per)
+    if len(starts) == 1:
+        return fn(x)
+    parts = [None] * len(starts)
+
+    def run(i: int) -> None:
+        parts[i] = fn(x[starts[i]:starts[i] + rows_per])
+
+    if _THREADS > 1:
+        with ThreadPoolExecutor(_THREADS) as pool:
+            list(pool.map(run, range(len(starts))))
+    else:
+        for i in range(len(starts)):
+            run(i)
+    return np.concatenate(parts)
 
 
 class _Zero:

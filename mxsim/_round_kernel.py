@@ -1,0 +1,182 @@
+"""Compiled twin of :func:`mxsim.formats.round_to` (numba), for large arrays.
+
+The same integer algorithm as the numpy path, element by element: it is still
+``formats.round_to`` that rounds (it decides when to call this), and the tests hold the two
+paths bit-equal on every rounding mode, overflow policy and format. Imported only when numba
+is installed and an array is large enough to pay for it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["round_codes"]
+
+_kernel = None
+
+# Mode and overflow codes, as the kernel numbers them.
+MODES = {"rne": 0, "rna": 1, "rz": 2, "ru": 3, "rd": 4, "stochastic": 5}
+OVERFLOWS = {"saturate": 0, "ieee": 1, "inf": 2}
+
+
+def _build():
+    import numba
+
+    @numba.njit(cache=True, nogil=True)
+    def kernel(sign, lsb_exp, sig, sticky, rbits, is_int, man, emin, emax, max_sig, bias,
+               exp_bits, signed, has_zero, sign_shift, code_max, has_inf, code_inf, has_nan,
+               code_nan, mode, overflow, sr_bits, out):
+        one = np.uint64(1)
+        for i in range(sig.shape[0]):
+            s = sign[i]
+            lsb = lsb_exp[i]
+            sg = sig[i]
+            st = sticky[i]
+            if sg == 0 and st:          # a bare sticky bit: a positive value below all others
+                sg = one
+                lsb = -(1 << 20)
+                st = False
+            bl = 0
+            x = sg
+            if x >> np.uint64(32):
+                bl += 32
+                x >>= np.uint64(32)
+            if x >> np.uint64(16):
+                bl += 16
+                x >>= np.uint64(16)
+            if x >> np.uint64(8):
+                bl += 8
+                x >>= np.uint64(8)
+            while x:
+                bl += 1
+                x >>= one
+            msb = lsb + bl - 1
+            huge = False
+            if is_int:
+                target = -man
+                huge = msb > 0 and sg != 0
+                if huge:
+                    sg = np.uint64(0)
+            else:
+                target = (msb if msb > emin else emin) - man
+            shift = target - lsb
+            right = shift if shift > 0 else 0
+            if shift > 0:
+                if right >= 64:
+                    kept = np.uint64(0)
+                    discarded = sg
+                else:
+                    kept = sg >> np.uint64(right)
+                    discarded = sg & ((one << np.uint64(right)) - one)
+            else:
+                left = -shift
+                kept = sg << np.uint64(left if left < 63 else 63)
+                discarded = np.uint64(0)
+            if sg == 0:
+                kept = np.uint64(0)
+            guard = False
+            if 1 <= right <= 64:
+                guard = ((discarded >> np.uint64(right - 1)) & one) != 0
+            if right - 1 >= 64:
+                rest = discarded != 0
+            elif right >= 1:
+                rest = (discarded & ((one << np.uint64(right - 1)) - one)) != 0
+            else:
+                rest = False
+            rest = rest or st
+            inexact = guard or rest
+            odd = (kept & one) != 0
+            if mode == 0:
+                up = guard and (rest or odd)
+            elif mode == 1:
+                up = guard
+            elif mode == 2:
+                up = False
+            elif mode == 3:
+                up = inexact and s == 0
+            elif mode == 4:
+                up = inexact and s == 1
+            else:
+                if right >= sr_bits:
+                    d = right - sr_bits
+                    top = np.uint64(0) if d >= 64 else discarded >> np.uint64(d)
+                else:
+                    d = sr_bits - right
+                    top = discarded << np.uint64(d if d < 63 else 63)
+                up = top + rbits[i] >= (one << np.uint64(sr_bits))
+            if up:
+                kept += one
+            if not is_int and (kept >> np.uint64(man + 1)) != 0:
+                kept >>= one
+                target += 1
+            if is_int:
+                over = huge or kept > max_sig
+            else:
+                top_exp = target + man
+                over = (top_exp > emax or (top_exp == emax and kept > max_sig)) and kept != 0
+            if is_int:
+                mag = np.int64(kept if kept < max_sig else max_sig)
+                ival = -mag if s == 1 else mag
+                code = np.uint64(ival & 0xFF)
+            else:
+                normal = (kept >> np.uint64(man)) != 0
+                ef = target + man + bias if normal else 0
+                top_field = (1 << exp_bits) - 1
+                ef = 0 if ef < 0 else (top_field if ef > top_field else ef)
+                code = (np.uint64(ef) << np.uint64(man)) | (kept & ((one << np.uint64(man))
+                                                                    - one))
+                if not has_zero and kept == 0:
+                    code = np.uint64(0)
+                if signed:
+                    code |= np.uint64(s) << np.uint64(sign_shift)
+            if over:
+                neg = s == 1
+                if overflow == 0:
+                    to_inf = False
+                elif overflow == 2:
+                    to_inf = True
+                elif mode == 2:
+                    to_inf = False
+                elif mode == 3:
+                    to_inf = not neg
+                elif mode == 4:
+                    to_inf = neg
+                else:
+                    to_inf = True
+                signbit = (np.uint64(s) << np.uint64(sign_shift)) if signed else np.uint64(0)
+                if is_int:
+                    maxc = np.uint64(0x81 if neg else 0x7F)
+                else:
+                    maxc = np.uint64(code_max) | signbit
+                if has_inf:
+                    infc = np.uint64(code_inf) | signbit
+                elif has_nan:
+                    infc = np.uint64(code_nan) | signbit
+                else:
+                    infc = maxc
+                code = infc if to_inf else maxc
+            out[i] = code
+
+    return kernel
+
+
+def round_codes(fmt, sign, lsb_exp, sig, sticky, random_bits, mode: str, overflow: str,
+                sr_bits: int) -> np.ndarray:
+    """``round_to`` on flat, equally long arrays (see its docstring); codes as uint64."""
+    global _kernel
+    if _kernel is None:
+        _kernel = _build()
+    n = sig.shape[0]
+    rb = np.zeros(1, np.uint64) if random_bits is None else np.ascontiguousarray(
+        random_bits, np.uint64)
+    out = np.empty(n, np.uint64)
+    is_int = fmt.kind == "int"
+    _kernel(np.ascontiguousarray(sign, np.uint8), np.ascontiguousarray(lsb_exp, np.int64),
+            np.ascontiguousarray(sig, np.uint64), np.ascontiguousarray(sticky, np.bool_), rb,
+            is_int, fmt.man_bits, fmt.emin, fmt.emax, np.uint64(fmt.max_sig),
+            0 if is_int else fmt.bias, fmt.exp_bits, fmt.signed, fmt.has_zero,
+            fmt.sign_shift, 0 if is_int else fmt.code_of_max, fmt.has_inf,
+            fmt.code_of_inf if fmt.has_inf else 0, fmt.has_nan,
+            fmt.code_of_nan if fmt.has_nan else 0, MODES[mode], OVERFLOWS[overflow], sr_bits,
+            out)
+    return out
