@@ -5,10 +5,10 @@ verbs that use them.
 """
 
 from . import formats, presets, quantize, spec, units, vectors
-from .api import matmul
+from .api import gemm, matmul
 from .errors import FormatError, MxsimError, UnitError, VectorFileError
 
 __version__ = "0.1.0"
 
-__all__ = ["formats", "presets", "quantize", "spec", "units", "vectors", "matmul",
+__all__ = ["formats", "presets", "quantize", "spec", "units", "vectors", "matmul", "gemm",
            "MxsimError", "FormatError", "VectorFileError", "UnitError", "__version__"]

@@ -11,7 +11,7 @@ from . import units
 from .errors import VectorFileError
 from .vectors import VectorSet
 
-__all__ = ["matmul"]
+__all__ = ["matmul", "gemm", "RECIPES"]
 
 
 def matmul(a: Any, b: Any, c: Any = None, *, unit: str = "exact", a_format: str = "e4m3",
@@ -50,3 +50,116 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str = "exact", a_format: str 
                    a_scale=a_scale, b_scale=b_scale, tensor_scale=tensor_scale,
                    scale_format=scale_format, block=block).validate()
     return units.get(unit).compute(vs, engine)
+
+
+
+RECIPES = ("mx", "nvfp4", "fp8-tensor")
+
+
+def gemm(x: Any, w: Any, c: Any = None, *, unit: str = "exact", recipe: str | None = None,
+         x_format: str | None = None, w_format: str | None = None,
+         scale_rule: str = "rceil", engine: str = "fast") -> npt.NDArray[np.float32]:
+    """``x @ w (+ c)`` on float arrays, quantised by a recipe and computed as ``unit`` does.
+
+    The float front door: "what does this GEMM give on an H200 through cuBLAS?" is
+    ``gemm(x, w, unit="hopper-cublas-fast")``. ``x`` is (M, K), ``w`` is (K, N), ``c`` (M, N);
+    the result is float32 (M, N). Element formats default to the unit's first operand pair
+    (e4m3 where it takes e4m3).
+
+    Recipes (``recipe=None`` picks the one the unit's scales call for):
+
+    ``mx``
+        E8M0 scales on blocks of 32 along K (:func:`mxsim.quantize.to_mx` with
+        ``scale_rule``, RCEIL by default as cuBLAS and Transformer Engine do); C enters the
+        unit as its accumulator.
+    ``nvfp4``
+        :func:`mxsim.quantize.to_nvfp4` (E2M1, UE4M3 scales on blocks of 16 along K, one FP32
+        scale per tensor). The unit computes ``A·B`` on the codes; the epilogue
+        ``alpha · acc + C``, ``alpha = fl32(ta · tb)``, is rounded once to FP32 (a model of
+        cuBLAS's epilogue, not verified on hardware).
+    ``fp8-tensor``
+        One power-of-two scale per tensor, ``2**floor(log2(max / amax))``, elements rounded
+        once (RNE, saturating); the unit computes ``A·B`` and the scales are divided out
+        exactly (rounded once only if the result leaves FP32's range). No C
+        (``torch._scaled_mm`` has none).
+    """
+    from . import formats, quantize
+
+    x = np.asarray(x)
+    w = np.asarray(w)
+    if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[0]:
+        raise VectorFileError(f"gemm takes x (M, K) and w (K, N), not {x.shape} and {w.shape}")
+    u = units.get(unit)
+    if u.preset is not None:
+        kinds = [s for s, _ in u.preset.scales]
+        pairs = u.preset.pairs
+    else:
+        kinds, pairs = [u.fixed.scale_format], [(u.fixed.a_format, u.fixed.b_format)]
+    if recipe is None:
+        recipe = "mx" if "e8m0" in kinds else "nvfp4" if "ue4m3" in kinds else "fp8-tensor"
+    if recipe not in RECIPES:
+        raise VectorFileError(f"Recipe must be one of {', '.join(RECIPES)}, not {recipe!r}")
+    default = ("e4m3", "e4m3") if ("e4m3", "e4m3") in pairs else pairs[0]
+    fa, fb = x_format or default[0], w_format or x_format or default[1]
+    fp32 = formats.get("fp32")
+    c_bits = None if c is None else np.asarray(c, np.float32).reshape(
+        x.shape[0], w.shape[1]).view(np.uint32)
+    if recipe == "mx":
+        sa, a = quantize.to_mx(x, fa, 32, scale_rule, axis=-1)
+        sb, b = quantize.to_mx(w, fb, 32, scale_rule, axis=0)
+        vs = VectorSet(a=a, b=b, a_format=fa, b_format=fb, c=c_bits, a_scale=sa, b_scale=sb,
+                       scale_format="e8m0", block=32).validate()
+        return u.compute(vs, engine).view(np.float32)
+    if recipe == "nvfp4":
+        sa, a, ta = quantize.to_nvfp4(x, axis=-1)
+        sb, b, tb = quantize.to_nvfp4(w, axis=0)
+        vs = VectorSet(a=a, b=b, a_format="e2m1", b_format="e2m1", a_scale=sa, b_scale=sb,
+                       scale_format="ue4m3", block=16).validate()
+        acc = fp32.decode(u.compute(vs, engine))
+        scaled = acc * float(np.float32(ta) * np.float32(tb))    # exact: 24 x 24 bits
+        return _round_once(scaled, None if c_bits is None else fp32.decode(c_bits))
+    if c is not None:
+        raise VectorFileError("The fp8-tensor recipe takes no C (torch._scaled_mm has none)")
+    ex, a = _pow2_quantize(x, formats.get(fa))
+    ew, b = _pow2_quantize(w, formats.get(fb))
+    vs = VectorSet(a=a, b=b, a_format=fa, b_format=fb).validate()
+    acc = fp32.decode(u.compute(vs, engine))
+    return _round_once(np.ldexp(acc, -(ex + ew)), None)      # ldexp: exact in float64
+
+
+def _pow2_quantize(x: npt.NDArray, fmt) -> tuple[int, npt.NDArray[np.uint8]]:
+    """Per-tensor power-of-two scale exponent ``e`` and the codes of ``x * 2**e`` (RNE)."""
+    xf = np.asarray(x, np.float64)
+    if not np.isfinite(xf).all():
+        raise VectorFileError("The fp8-tensor recipe needs finite inputs")
+    amax = float(np.abs(xf).max()) if xf.size else 0.0
+    e = 0 if amax == 0 else int(np.floor(np.log2(fmt.max / amax)))
+    while amax * 2.0 ** e > fmt.max:         # log2 in float can be one off at a power of two
+        e -= 1
+    return e, fmt.encode(np.ldexp(xf, e), "rne", saturate=True).astype(np.uint8)
+
+
+def _round_once(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64] | None
+                ) -> npt.NDArray[np.float32]:
+    """FP32 of ``x + y`` (exact float64 arrays; y may be None), rounded once (RNE, IEEE)."""
+    from . import formats
+    from .engine.fast import _accumulate, _split
+
+    fp32 = formats.get("fp32")
+    if y is None:
+        return fp32.encode(x, "rne", saturate=False).view(np.float32)
+    with np.errstate(invalid="ignore"):          # Inf + -Inf is NaN, as IEEE says
+        special = ~np.isfinite(x + y)
+    n = x.size
+    sx, gx, ex = _split(x.ravel())
+    sy, gy, ey = _split(y.ravel())
+    neg, mag, lsb, sticky, zero = _accumulate(
+        np.concatenate([np.arange(n), np.arange(n)]), np.concatenate([sx, sy]),
+        np.concatenate([gx, gy]), np.concatenate([ex, ey]), n)
+    out = fp32.encode(np.zeros(n), "rne")                       # +0 for exact zeros
+    live = ~zero
+    out[live] = formats.round_to(fp32, neg[live], lsb[live], mag[live], sticky[live], "rne",
+                                 False)
+    out = out.reshape(x.shape)
+    out[special] = fp32.encode((x + y)[special], "rne", saturate=False)
+    return out.view(np.float32)
