@@ -18,23 +18,13 @@ import argparse
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+from _timing import best_of  # benchmarks/ is on sys.path when a script runs
 
 from mxsim import presets, vectors
 from mxsim.engine import _kernels, fast
-
-
-def _time(fn, repeat: int = 1):
-    best = float("inf")
-    out = None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def _mmasim(vs, tile: int):
@@ -69,8 +59,8 @@ def main() -> int:
                           seed=1)
     spec = presets.get("hopper-wgmma").spec_for(vs)
     fast.dot(spec, vs.subset(slice(0, 8), slice(0, 8)))              # compile / warm up
-    t_ours, d_ours = _time(lambda: fast.dot(spec, vs), repeat=2)
-    t_theirs, d_theirs = _time(lambda: _mmasim(vs, args.mmasim_tile))
+    t_ours, d_ours = best_of(2, lambda: fast.dot(spec, vs))
+    t_theirs, d_theirs = best_of(1, lambda: _mmasim(vs, args.mmasim_tile))
     agree = np.array_equal(d_ours, d_theirs)
     rows.append(("hopper-wgmma, in-process", vs.num_dots, t_ours, t_theirs, agree))
 
@@ -79,7 +69,7 @@ def main() -> int:
         vectors.save(vs, src)
         cmd = [sys.executable, "-m", "mxsim", "run", "--unit", "hopper-wgmma", str(src),
                "-o", str(dst)]
-        t_cli, _ = _time(lambda: subprocess.run(cmd, check=True, capture_output=True))
+        t_cli, _ = best_of(1, lambda: subprocess.run(cmd, check=True, capture_output=True))
         cli_ok = np.array_equal(vectors.load(dst).d, d_ours)
     rows.append(("hopper-wgmma, `mxsim run` (CLI)", vs.num_dots, t_cli, t_theirs, cli_ok))
 
@@ -88,7 +78,7 @@ def main() -> int:
         vs2 = vectors.generate("normal", m=1024, n=1024, k=32, seed=2, **kw)
         spec2 = presets.get(name).spec_for(vs2)
         fast.dot(spec2, vs2.subset(slice(0, 8), slice(0, 8)))
-        t2, _ = _time(lambda s=spec2, v=vs2: fast.dot(s, v), repeat=2)
+        t2, _ = best_of(2, lambda s=spec2, v=vs2: fast.dot(s, v))
         rows.append((f"{name}, in-process (K=32, MX scales)", vs2.num_dots, t2, None, None))
 
     print(f"\n{'what':42} {'dots':>10} {'mxsim dots/s':>14} {'MMA-Sim dots/s':>15} "

@@ -17,25 +17,14 @@ import datetime
 import os
 import platform
 import sys
-import time
-from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np
+from _timing import best_of  # benchmarks/ is on sys.path when a script runs
 
 from mxsim import formats
 
 FORMATS = ["e4m3", "e5m2", "e2m1", "bf16"]
-
-
-def best_of(repeat: int, fn: Callable[[], object]) -> tuple[float, object]:
-    """Shortest wall time of ``repeat`` calls, and the last result."""
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def bench(name: str, x: np.ndarray, repeat: int) -> list[tuple[str, str, float, float, bool]]:

@@ -18,26 +18,15 @@ import datetime
 import os
 import platform
 import sys
-import time
-from collections.abc import Callable
 
 import numpy as np
+from _timing import best_of  # benchmarks/ is on sys.path when a script runs
 
 from mxsim import quantize
 
 RULES = ["floor", "ceil", "even", "rceil", "ocp", "rceil-sat"]
 PEER_RULE = {"floor": "floor", "ceil": "ceil", "even": "even", "rceil": "rceil",
              "ocp": "floor", "rceil-sat": "rceil"}
-
-
-def best_of(repeat: int, fn: Callable[[], object]) -> tuple[float, object]:
-    """Shortest wall time of ``repeat`` calls, and the last result."""
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def main(argv: list[str] | None = None) -> int:

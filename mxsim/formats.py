@@ -45,12 +45,27 @@ import numpy.typing as npt
 from .errors import FormatError
 
 __all__ = [
-    "Rounding", "Overflow", "Specials", "Class", "Format", "Fields",
+    "choice", "Rounding", "Overflow", "Specials", "Class", "Format", "Fields",
     "get", "names", "FORMATS",
     "round_to", "DEFAULT_SR_BITS",
     "pack_fp4", "unpack_fp4", "pack_fp6", "unpack_fp6",
     "to_ml_dtypes", "from_ml_dtypes", "to_torch", "from_torch",
 ]
+
+
+def choice(kind: type[enum.Enum], value: Any, label: str,
+           error: type[Exception] = FormatError) -> Any:
+    """The member of a string-valued enum named by ``value`` (case-insensitive).
+
+    Raises ``error`` worded "<label> must be one of <choices>, not <value>".
+    """
+    if isinstance(value, kind):
+        return value
+    try:
+        return kind(str(value).lower())
+    except ValueError:
+        choices = ", ".join(m.value for m in kind)
+        raise error(f"{label} must be one of {choices}, not {value!r}") from None
 
 
 class Rounding(enum.Enum):
@@ -64,13 +79,7 @@ class Rounding(enum.Enum):
 
     @classmethod
     def of(cls, value: Rounding | str) -> Rounding:
-        if isinstance(value, cls):
-            return value
-        try:
-            return cls(str(value).lower())
-        except ValueError:
-            choices = ", ".join(m.value for m in cls)
-            raise FormatError(f"Rounding must be one of {choices}, not {value!r}") from None
+        return choice(cls, value, "Rounding")
 
 
 class Overflow(enum.Enum):
@@ -85,11 +94,7 @@ class Overflow(enum.Enum):
             return value
         if isinstance(value, bool):
             return cls.SATURATE if value else cls.IEEE
-        try:
-            return cls(str(value).lower())
-        except ValueError:
-            choices = ", ".join(m.value for m in cls)
-            raise FormatError(f"Overflow must be one of {choices}, not {value!r}") from None
+        return choice(cls, value, "Overflow")
 
 
 class Specials(enum.Enum):

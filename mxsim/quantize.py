@@ -71,13 +71,7 @@ class ScaleRule(enum.Enum):
 
     @classmethod
     def of(cls, value: ScaleRule | str) -> ScaleRule:
-        if isinstance(value, cls):
-            return value
-        try:
-            return cls(str(value).lower())
-        except ValueError:
-            choices = ", ".join(m.value for m in cls)
-            raise QuantizeError(f"Scale rule must be one of {choices}, not {value!r}") from None
+        return formats.choice(cls, value, "Scale rule", QuantizeError)
 
 
 class NanBlocks(enum.Enum):
@@ -87,13 +81,7 @@ class NanBlocks(enum.Enum):
 
     @classmethod
     def of(cls, value: NanBlocks | str) -> NanBlocks:
-        if isinstance(value, cls):
-            return value
-        try:
-            return cls(str(value).lower())
-        except ValueError:
-            raise QuantizeError(f"nan_blocks must be 'error' or 'quantize', not {value!r}"
-                                ) from None
+        return formats.choice(cls, value, "nan_blocks", QuantizeError)
 
 
 ELEMENT_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")

@@ -132,14 +132,8 @@ class UnitSpec:
     def __post_init__(self) -> None:
         # Normalise enum-valued fields given as strings, and the schedule to tuples.
         for name, kind in _ENUMS.items():
-            value = getattr(self, name)
-            if not isinstance(value, kind):
-                try:
-                    object.__setattr__(self, name, kind(str(value).lower()))
-                except ValueError:
-                    choices = ", ".join(m.value for m in kind)
-                    raise SpecError(f"Unit spec {self.name!r}: {name} must be one of "
-                                    f"{choices}, not {value!r}") from None
+            object.__setattr__(self, name, formats.choice(
+                kind, getattr(self, name), f"Unit spec {self.name!r}: {name}", SpecError))
         if self.schedule is not None:
             try:
                 sched = tuple(tuple(int(i) for i in step) for step in self.schedule)

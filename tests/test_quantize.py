@@ -732,7 +732,7 @@ def test_quantize_blocked_layout(shape):
      r"Block 0 \(in C order, blocks along axis 1\) holds only NaN, so it has no scale; "
      r"replace the NaNs, or pass nan_blocks='quantize' to quantise it as floor does"),
     (lambda: q.to_mx(np.ones(32, np.float32), "e4m3", nan_blocks="skip"),
-     r"nan_blocks must be 'error' or 'quantize', not 'skip'"),
+     r"nan_blocks must be one of error, quantize, not 'skip'"),
     (lambda: q.to_mx(np.ones(32, np.float32), "e4m3", rounding="stochastic",
                      random_bits=np.full(32, 2 ** 40, np.uint64)),
      r"random_bits must be integers in \[0, 2\*\*32\)"),

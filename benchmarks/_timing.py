@@ -1,0 +1,14 @@
+"""Timing helper shared by the benchmark scripts."""
+
+import time
+from collections.abc import Callable
+
+
+def best_of(repeat: int, fn: Callable[[], object]) -> tuple[float, object]:
+    """Shortest wall time of ``repeat`` calls, and the last result."""
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
