@@ -128,6 +128,148 @@ def load_bundle(path: str | Path) -> dict[str, vectors.VectorSet]:
             for key, arrays in grouped.items()}
 
 
+# Candidate presets per path: the closest is the probe-and-fit issue's starting point.
+CANDIDATES = {
+    "mma-sync": ["hopper-wgmma", "hopper-cublas-fast", "blackwell-f8f6f4", "exact"],
+    "triton-dot": ["hopper-cublas-fast", "blackwell-f8f6f4", "exact"],
+    "triton-dot-scaled": ["blackwell-mxf8f6f4", "ocp-fp32", "exact"],
+    "cublas-fast": ["exact"], "cublas": ["exact"],
+}
+
+
+def _vs_candidates(res, path: str) -> dict:
+    out = {}
+    for preset in CANDIDATES[path]:
+        if res.d_format != "fp32" and preset in ("exact", "hopper-cublas-fast",
+                                                 "blackwell-mxf8f6f4", "ocp-fp32"):
+            continue
+        name = "hopper-wgmma" if (preset == "hopper-cublas-fast" and res.k == 32) else preset
+        try:
+            spec = presets.get(name).spec_for(res)
+        except Exception as exc:        # a preset that cannot take these operands
+            out[name] = {"error": str(exc)}
+            continue
+        try:
+            model = fast.dot(spec, res)
+            rep = compare(res, model, expected_format=spec.d_format, actual_name=path,
+                          expected_name=name, show=2)
+        except Exception as exc:     # record it and go on: one bad comparison spoils no run
+            out[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            continue
+        out[name] = {"dots": rep.total, "equal": rep.equal, "histogram": rep.histogram,
+                     "first": [m.__dict__ for m in rep.mismatches]}
+    return out
+
+
+def run_paths(out: Path, size: int, only: str | None = None) -> dict:
+    """Every Hopper path on every family: agreement with each candidate preset, and samples."""
+    from .paths import get as get_path
+
+    summary: dict = {"device": device_info(), "runs": [], "errors": [],
+                     "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    out.mkdir(parents=True, exist_ok=True)
+    samples: dict[str, list] = {}
+    plans = []
+    for a in ("e4m3", "e5m2"):
+        for b in ("e4m3", "e5m2"):
+            for c_format in ("fp32", "fp16"):
+                for k in (32, 256):
+                    plans.append(("mma-sync", dict(a_format=a, b_format=b, k=k,
+                                                   c_format=c_format)))
+            if (a, b) != ("e5m2", "e5m2"):
+                for k in (32, 256):
+                    plans.append(("triton-dot", dict(a_format=a, b_format=b, k=k)))
+    for a in ("e4m3", "e5m2", "e2m1"):
+        plans.append(("triton-dot-scaled", dict(a_format=a, b_format=a, k=128,
+                                                scale_format="e8m0")))
+    for gran in ("tensor", "row", "block"):
+        for path in ("cublas-fast", "cublas"):
+            # K/128 must be a multiple of 4 for cuBLASLt's block-wise modes.
+            plans.append((path, dict(a_format="e4m3", b_format="e4m3",
+                                     k=512 if gran == "block" else 256, with_c=False,
+                                     scale_format="fp32", scale_granularity=gran)))
+    if only:
+        plans = [(p, o) for p, o in plans
+                 if only in f"{p}:{o.get('scale_granularity', '')}"]
+    for path, opts in plans:
+        p = get_path(path)
+        reason = p.unavailable_reason()
+        if reason is not None:
+            summary["errors"].append({"path": path, "error": reason})
+            continue
+        n = 128 if opts.get("scale_granularity") == "block" else size
+        for fam in vectors.FAMILIES:
+            if fam == "nan-scale" and opts.get("scale_format") in (None, "fp32"):
+                continue
+            o = dict(opts)
+            o.setdefault("with_c", True)
+            try:
+                vs = vectors.generate(fam, m=size, n=n, seed=_seed(path, fam, *o.values()),
+                                      **o)
+                res = p.run(vs)
+            except Exception as exc:
+                summary["errors"].append({"path": path, "family": fam, "opts": o,
+                                          "error": f"{type(exc).__name__}: {exc}"[:500]})
+                continue
+            finally:
+                # Written as we go: a crash later keeps what was measured.
+                (out / "paths_summary.json").write_text(json.dumps(summary, default=str))
+            summary["runs"].append({"path": path, "family": fam, **{k: str(v) for k, v in
+                                                                    o.items()},
+                                    "vs": _vs_candidates(res, path)})
+            key = f"{path}_{o['a_format']}_{o['b_format']}_{o.get('c_format', 'fp32')}_" \
+                  f"k{o['k']}_{o.get('scale_granularity', 'none')}"
+            if _keep_sample(path, o, fam):
+                # Block-wise FP32 scales cover 128 columns: cut there.
+                cols = slice(0, 128 if o.get("scale_granularity") == "block" else 16)
+                rows = slice(0, 8 if o.get("scale_format") == "fp32" else 16)
+                samples.setdefault(key, []).append(res.subset(rows, cols))
+        print(f"{path} {opts} done", file=sys.stderr, flush=True)
+    summary["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "paths_summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    if not samples:
+        return summary
+    bundle = {}
+    for key, sets in samples.items():
+        first = sets[0]
+        stack = {name: np.stack([getattr(s, name) for s in sets])
+                 for name in ("a", "b", "c", "d", "a_scale", "b_scale")
+                 if getattr(first, name) is not None and getattr(first, name).ndim > 0}
+        bundle[key] = vectors.VectorSet(**{**first.__dict__, **stack, "extra": {
+            **first.extra, "families": [s.extra.get("family") for s in sets]}})
+    save_bundle(bundle, out / "h200_paths.npz")
+    return summary
+
+
+def _keep_sample(path: str, o: dict, family: str) -> bool:
+    """Which runs leave a sample for CI (a few hundred KB in all)."""
+    if o.get("scale_format") == "fp32":
+        return family == "normal" and (o["scale_granularity"] != "block" or path == "cublas")
+    if o["k"] > 128 and not (path == "mma-sync" and o["a_format"] == o["b_format"] == "e4m3"
+                             and o.get("c_format", "fp32") == "fp32"):
+        return False
+    return family in ("normal", "specials", "one-large")
+
+
+def _paths_table(summary: dict) -> str:
+    agg: dict = {}
+    for r in summary["runs"]:
+        for preset, v in r["vs"].items():
+            if "dots" not in v:
+                continue
+            key = (r["path"], r["a_format"], r["b_format"], r.get("c_format", "fp32"), r["k"],
+                   r.get("scale_granularity", "-"), preset)
+            d, e = agg.get(key, (0, 0))
+            agg[key] = (d + v["dots"], e + v["equal"])
+    lines = ["path               a    b    C     K    scales  preset               dots   equal"]
+    for (path, a, b, c, k, g, preset), (d, e) in agg.items():
+        lines.append(f"{path:18} {a} {b} {c:5} {k:4} {g:7} {preset:18} {d:7} {e:7}")
+    for err in summary["errors"][:20]:
+        lines.append(f"ERROR {err}")
+    return "\n".join(lines)
+
+
 def _table(summary: dict) -> str:
     lines = ["path         pair       K      dots      equal   vs preset"]
     agg: dict = {}
@@ -155,7 +297,16 @@ def main(argv: list[str] | None = None) -> int:
                                                          "(default: %(default)s)")
     p.add_argument("--long-size", type=int, default=64, help="M = N of the long-K sets "
                                                              "(default: %(default)s)")
+    p.add_argument("--what", choices=("hopper", "paths"), default="hopper",
+                   help="hopper: the hopper-wgmma/hopper-cublas-fast validation; paths: every "
+                        "path against its candidate presets (default: %(default)s)")
+    p.add_argument("--only", metavar="TEXT", default=None,
+                   help="paths mode: run only the plans whose 'path:granularity' contains TEXT")
     args = p.parse_args(argv)
+    if args.what == "paths":
+        summary = run_paths(args.out, args.size, args.only)
+        print(_paths_table(summary))
+        return 0
     reason = cublas.unavailable_reason()
     if reason is not None:
         print(f"gpu.collect: cublas path unavailable: {reason}", file=sys.stderr)

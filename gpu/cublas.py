@@ -38,34 +38,74 @@ def _torch_dtype(torch, fmt: str):
     return {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}[fmt]
 
 
-def scaled_mm(vs: VectorSet, *, fast_accum: bool = True) -> VectorSet:
-    """D = A·B of an unscaled FP8 vector set on the local GPU; FP32 bit patterns in ``d``."""
+def scaled_mm(vs: VectorSet, *, fast_accum: bool = True, out_format: str = "fp32"
+              ) -> VectorSet:
+    """D = A·B of an FP8 vector set on the local GPU; ``d`` in ``out_format`` (fp32 or bf16).
+
+    Unscaled sets run with per-tensor scales of exactly 1.0. FP32 scales are passed as the
+    set holds them: per tensor (shape ()), row-wise ((M, 1) and (1, N)) or DeepSeek-style
+    block-wise ((M, K/128) for A, (K/128, N/128) for B; cuBLASLt applies these inside its
+    main loop, needs K/128 a multiple of 4 and refuses fast accumulation). A refusal by
+    torch/cuBLAS comes back as one UnitError line.
+    """
     reason = unavailable_reason()
     if reason is not None:
         raise UnitError(f"cublas path unavailable: {reason}")
     if (vs.a_format, vs.b_format) not in PAIRS:
         raise UnitError(f"cuBLASLt FP8 GEMM takes {', '.join(f'{a}x{b}' for a, b in PAIRS)}, "
                         f"not {vs.a_format}x{vs.b_format}")
-    if vs.scale_format is not None or vs.c is not None:
-        raise UnitError("the cublas path runs unscaled sets without C (generate with --no-c)")
+    if vs.scale_format not in (None, "fp32") or vs.c is not None:
+        raise UnitError("the cublas path takes unscaled or FP32-scaled sets without C "
+                        "(generate with --no-c)")
     if vs.m % 16 or vs.n % 16 or vs.k % 16:
         raise UnitError(f"cuBLASLt FP8 needs M, N and K multiples of 16, not {vs.m}, {vs.n}, "
                         f"{vs.k}")
+    if out_format not in ("fp32", "bf16"):
+        raise UnitError(f"out_format must be fp32 or bf16, not {out_format!r}")
     import torch
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))
-    a_all = torch.from_numpy(vs.a.reshape(nb, vs.m, vs.k)).cuda()
-    b_all = torch.from_numpy(np.ascontiguousarray(
-        np.swapaxes(vs.b.reshape(nb, vs.k, vs.n), 1, 2))).cuda()
-    one = torch.ones((), dtype=torch.float32, device="cuda")
+    m, n, k = vs.m, vs.n, vs.k
+    a_all = torch.from_numpy(vs.a.reshape(nb, m, k)).cuda()
+    b_all = torch.from_numpy(np.ascontiguousarray(np.swapaxes(vs.b.reshape(nb, k, n), 1, 2))
+                             ).cuda()
+    out_dtype = torch.float32 if out_format == "fp32" else torch.bfloat16
     ta, tb = _torch_dtype(torch, vs.a_format), _torch_dtype(torch, vs.b_format)
-    out = torch.empty((nb, vs.m, vs.n), dtype=torch.float32, device="cuda")
+    out = torch.empty((nb, m, n), dtype=out_dtype, device="cuda")
     for i in range(nb):
+        sa, sb = _scales(torch, vs, nb, i)
         a = a_all[i].view(ta)
         b = b_all[i].view(tb).t()                  # column-major (K, N), as cuBLASLt wants
-        out[i] = torch._scaled_mm(a, b, one, one, out_dtype=torch.float32,
-                                  use_fast_accum=fast_accum)
-    d = out.view(torch.int32).cpu().numpy().view(np.uint32).reshape(vs.batch_shape
-                                                                    + (vs.m, vs.n))
-    return vs.with_result(d, producer="gpu cublas torch._scaled_mm",
+        try:
+            out[i] = torch._scaled_mm(a, b, sa, sb, out_dtype=out_dtype,
+                                      use_fast_accum=fast_accum)
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+            raise UnitError(f"torch._scaled_mm refused this set: {first}") from None
+    raw = torch.int32 if out_format == "fp32" else torch.int16
+    d = out.view(raw).cpu().numpy().view(np.uint32 if out_format == "fp32" else np.uint16)
+    granularity = ("none" if vs.scale_format is None else "tensor" if vs.a_scale.ndim == 0
+                   else "block" if vs.block == 128 else "row")
+    return vs.with_result(d.reshape(vs.batch_shape + (m, n)), d_format=out_format,
+                          producer="gpu cublas torch._scaled_mm",
                           path="cublas-fast" if fast_accum else "cublas",
-                          use_fast_accum=fast_accum, device=device_info())
+                          use_fast_accum=fast_accum, scale_granularity=granularity,
+                          device=device_info())
+
+
+def _scales(torch, vs: VectorSet, nb: int, i: int):
+    """The scale tensors of batch entry ``i`` (1.0 for unscaled sets)."""
+    if vs.scale_format is None:
+        one = torch.ones((), dtype=torch.float32, device="cuda")
+        return one, one
+    sa, sb = vs.a_scale, vs.b_scale
+    if sa.ndim > 2:
+        sa = sa.reshape((nb,) + sa.shape[-2:])[i]
+        sb = sb.reshape((nb,) + sb.shape[-2:])[i]
+    if vs.block == 128:
+        # cuBLASLt's VEC128 / BLK128x128 modes read both scale tensors outer-dim-major:
+        # shapes (M, K/128) and (K/128, N/128) with stride 1 along their first axis
+        # (PyTorch's own tests build them with .t().contiguous().t()).
+        return (torch.from_numpy(np.ascontiguousarray(sa.T)).cuda().t(),
+                torch.from_numpy(np.ascontiguousarray(sb.T)).cuda().t())
+    return (torch.from_numpy(np.ascontiguousarray(sa)).cuda(),
+            torch.from_numpy(np.ascontiguousarray(sb)).cuda())

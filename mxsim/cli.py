@@ -307,6 +307,46 @@ def _quantize_parser(sub: Any) -> None:
     qp.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
+# -- gpu ------------------------------------------------------------------------------------
+
+def cmd_gpu_info(args: argparse.Namespace) -> int:
+    """The local GPU and, for every path, whether it runs here and why not."""
+    from gpu import device_info
+    from gpu.paths import PATHS
+
+    info = device_info()
+    rows = []
+    for p in PATHS.values():
+        reason = p.unavailable_reason()
+        rows.append({"path": p.name, "available": reason is None, "reason": reason,
+                     "summary": p.summary, "preset": p.preset})
+    gpu = info.get("gpu")
+    lines = [f"device: {gpu} (compute capability {info.get('capability')}, driver "
+             f"{info.get('driver')}, CUDA {info.get('cuda')}, torch {info.get('torch')}, "
+             f"cuBLAS {info.get('cublas')})" if gpu else f"device: none ({info.get('reason')})"]
+    width = max(len(r["path"]) for r in rows)
+    for r in rows:
+        state = "available" if r["available"] else f"unavailable: {r['reason']}"
+        lines.append(f"  {r['path']:{width}}  {state}")
+    _out(args, "\n".join(lines), {"device": info, "paths": rows})
+    return 0
+
+
+def cmd_gpu_run(args: argparse.Namespace) -> int:
+    from gpu.paths import get as get_path
+
+    path = get_path(args.path)
+    vs = vectors.load(args.input)
+    t0 = time.perf_counter()
+    res = path.run(vs)
+    dt = time.perf_counter() - t0
+    vectors.save(res, args.output)
+    info = {"path": path.name, "dots": vs.num_dots, "seconds": dt, "output": str(args.output)}
+    _out(args, f"wrote {args.output}: {vs.num_dots} dot products through GPU path {path.name} "
+               f"in {dt:.3f} s", info)
+    return 0
+
+
 # -- demo -----------------------------------------------------------------------------------
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -429,6 +469,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="mismatches to print (default: %(default)s)")
 
     _quantize_parser(sub)
+
+    gp = sub.add_parser("gpu", help="run vector sets on the local NVIDIA GPU",
+                        description="run vector sets on the local NVIDIA GPU, path by path")
+    gsub = gp.add_subparsers(dest="gpu_command", metavar="ACTION", required=True)
+    gi = gsub.add_parser("info", help="the device and which paths run here (and why not)")
+    gi.set_defaults(func=cmd_gpu_info)
+    gi.add_argument("--json", action="store_true", help="print JSON instead of text")
+    gr = gsub.add_parser("run", help="run a vector set through one GPU path")
+    gr.set_defaults(func=cmd_gpu_run)
+    gr.add_argument("input", metavar="IN.npz")
+    gr.add_argument("--path", required=True, metavar="PATH",
+                    help="GPU path (see `mxsim gpu info`)")
+    gr.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
+    gr.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     d = add("demo", cmd_demo, "the main job: generate vectors, run them, check and report",
             json_flag=False)

@@ -110,8 +110,9 @@ def _operands(vs: VectorSet, index: tuple[int, ...], limit: int = 8) -> dict[str
         out[f"a_scale ({fs.name})"] = show(vs.a_scale[bt + (i,)], fs)
         out[f"b_scale ({fs.name})"] = show(vs.b_scale[bt + (slice(None), j)], fs)
     elif vs.scale_format == "fp32":
-        out["a_scale (fp32)"] = np.array2string(np.asarray(vs.a_scale)[..., :limit].ravel()[:limit])
-        out["b_scale (fp32)"] = np.array2string(np.asarray(vs.b_scale).ravel()[:limit])
+        # Per-tensor scales are 0-d; row-wise and block-wise ones are shown from their start.
+        out["a_scale (fp32)"] = np.array2string(np.atleast_1d(vs.a_scale).ravel()[:limit])
+        out["b_scale (fp32)"] = np.array2string(np.atleast_1d(vs.b_scale).ravel()[:limit])
     if vs.c is not None:
         fc = formats.get(vs.c_format)
         c = vs.c[index]

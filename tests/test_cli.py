@@ -227,3 +227,17 @@ def test_cli_fp16_accumulate_unit(capsys, tmp_path):
     rc, _, err = _run(capsys, "run", vin, "--unit", "blackwell-mxf8f6f4", "-o", out)
     assert rc == 2
     _one_line_error(err, "Unit blackwell-mxf8f6f4 takes e8m0 scales in blocks of 32")
+
+
+def test_cli_compare_shows_fp32_scales_of_every_granularity(capsys, tmp_path):
+    from mxsim.engine import fast
+
+    for gran, n in (("tensor", 8), ("row", 8), ("block", 128)):
+        vs = vectors.generate("normal", m=4, n=n, k=128, scale_format="fp32",
+                              scale_granularity=gran, with_c=False, seed=1)
+        d = fast.matmul_exact(vs)
+        d[0, 0] ^= 1
+        path = tmp_path / f"{gran}.npz"
+        vectors.save(vs.with_result(d, producer="tampered"), path)
+        rc, out, _ = _run(capsys, "compare", path, "--unit", "exact", "--show", "1")
+        assert rc == 1 and "a_scale (fp32) = [" in out and "b_scale (fp32) = [" in out
