@@ -15,7 +15,7 @@ $(VENV)/.stamp-demo: pyproject.toml | $(PY)
 	touch $@
 
 $(VENV)/.stamp-test: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[rtl,fast,peers,dev]'
+	$(PY) -m pip install --quiet -e '.[rtl,fast,plot,peers,dev]'
 	touch $@ $(VENV)/.stamp-demo
 
 demo: $(VENV)/.stamp-demo

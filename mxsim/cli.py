@@ -155,7 +155,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         expected_format, name = unit.d_format(result), f"unit {unit.name}"
     report = compare(result, expected, expected_format=expected_format,
                      actual_name=str(args.result), expected_name=name, show=args.show)
-    _out(args, report.format(), report.to_json())
+    text = report.format()
+    if args.plot is not None:
+        from .plot import error_distribution
+        error_distribution(result, args.plot)
+        text += f"\n  plot       {args.plot}"
+    _out(args, text, report.to_json())
     return 0 if report.agree else 1
 
 
@@ -467,6 +472,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="engine for --unit (default: %(default)s)")
     c.add_argument("--show", type=int, default=5, metavar="N",
                    help="mismatches to print (default: %(default)s)")
+    c.add_argument("--plot", metavar="FILE.png", default=None,
+                   help="also draw the error distribution of RESULT and of every preset that "
+                        "takes its formats, against exact")
 
     _quantize_parser(sub)
 

@@ -241,3 +241,17 @@ def test_cli_compare_shows_fp32_scales_of_every_granularity(capsys, tmp_path):
         vectors.save(vs.with_result(d, producer="tampered"), path)
         rc, out, _ = _run(capsys, "compare", path, "--unit", "exact", "--show", "1")
         assert rc == 1 and "a_scale (fp32) = [" in out and "b_scale (fp32) = [" in out
+
+
+def test_cli_compare_plot_writes_a_png(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    vin, out, png = tmp_path / "in.npz", tmp_path / "out.npz", tmp_path / "err.png"
+    _run(capsys, "vectors", "gen", "--family", "normal", "-k", "64", "-o", vin)
+    _run(capsys, "run", vin, "--unit", "hopper-wgmma", "-o", out)
+    rc, text, _ = _run(capsys, "compare", out, "--unit", "hopper-wgmma", "--plot", png)
+    assert rc == 0 and f"plot       {png}" in text
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10000
+    from mxsim.plot import error_distribution
+    curves = error_distribution(vectors.load(out), tmp_path / "again.png")
+    assert set(curves) == {"mxsim unit hopper-wgmma", "preset hopper-wgmma",
+                           "preset hopper-cublas-fast", "preset blackwell-f8f6f4"}

@@ -87,3 +87,55 @@ def test_gpu_live_scaled_mm_matches_presets():
                               with_c=False, seed=k)
         res = cublas.scaled_mm(vs, fast_accum=True)
         assert _agree(res, preset) == res.d.size
+
+
+# -- every Hopper path (tests/data/h200/h200_paths.npz, `gpu.collect --what paths`) ------------
+
+def _paths():
+    return _bundle("h200_paths")
+
+
+@pytest.mark.parametrize("pair", ["e4m3_e4m3", "e4m3_e5m2", "e5m2_e4m3"])
+def test_gpu_data_triton_dot_is_the_wgmma_chain(pair):
+    """Triton's tl.dot on FP8, accumulator chained over K, is hopper-wgmma / -cublas-fast."""
+    vs = _paths()[f"triton-dot_{pair}_fp32_k32_none"]
+    assert vs.extra["path"] == "triton-dot" and vs.extra["triton"]
+    assert _agree(vs, "hopper-wgmma") == vs.d.size == 768
+
+
+# Paths no preset reproduces yet (the probe-and-fit issue's starting point): how many of the
+# sample outputs each candidate reproduces, pinned so that a change is noticed.
+UNMODELLED = {
+    "mma-sync_e4m3_e4m3_fp32_k32_none": {"hopper-wgmma": 206, "blackwell-f8f6f4": 650,
+                                         "exact": 745},
+    "mma-sync_e4m3_e4m3_fp32_k256_none": {"hopper-cublas-fast": 257, "blackwell-f8f6f4": 648,
+                                          "exact": 669},
+    "mma-sync_e5m2_e5m2_fp16_k32_none": {"hopper-wgmma": 621, "blackwell-f8f6f4": 621},
+    "triton-dot-scaled_e4m3_e4m3_fp32_k128_none": {"blackwell-mxf8f6f4": 591, "exact": 447},
+    "triton-dot-scaled_e2m1_e2m1_fp32_k128_none": {"blackwell-mxf8f6f4": 605, "exact": 419},
+    "cublas_e4m3_e4m3_fp32_k256_row": {"exact": 1},
+    "cublas_e4m3_e4m3_fp32_k512_block": {"exact": 0},
+}
+
+
+@pytest.mark.parametrize("key", sorted(UNMODELLED))
+def test_gpu_data_unmodelled_paths_distance_from_presets(key):
+    vs = _paths()[key]
+    got = {preset: _agree(vs, preset) for preset in UNMODELLED[key]}
+    assert got == UNMODELLED[key]
+    assert all(n < vs.d.size for n in got.values())      # none of them is the model yet
+
+
+def test_gpu_data_paths_summary_records_the_full_run():
+    s = json.loads((DATA / "paths_summary.json").read_text())
+    tally = {}
+    for row in s["agreement"]:
+        key = (row["path"], row["preset"])
+        d, e = tally.get(key, (0, 0))
+        tally[key] = (d + row["dots"], e + row["equal"])
+    assert tally[("triton-dot", "hopper-wgmma")] == (589824, 589824)
+    assert tally[("triton-dot", "hopper-cublas-fast")] == (589824, 589824)
+    assert tally[("cublas", "exact")][0] == 3 * 196608          # tensor, row and block-wise
+    assert s["refused"] == [["cublas-fast", "block", "UnitError: torch._scaled_mm refused this "
+                             "set: scaled_gemm doesn't support fast accum with 128x128 "
+                             "blockwise scaling"]]
