@@ -174,6 +174,17 @@ def test_exact_special_values():
     assert _one_dot([0.0], [0.0], a_scale=[0xFF], b_scale=[127]) == 0x7FFFFFFF
 
 
+def test_exact_inf_times_zero_scale_is_nan():
+    """An e5m2 Inf in a block whose UE4M3 scale is zero: Inf * 0 is NaN (found by hypothesis)."""
+    a = np.zeros((1, 16), np.uint8)
+    a[0, 0] = formats.get("e5m2").code_of_inf
+    b = np.full((16, 1), 0x38, np.uint8)                     # e4m3 1.0
+    vs = VectorSet(a=a, b=b, a_format="e5m2", b_format="e4m3",
+                   a_scale=np.zeros((1, 1), np.uint8), b_scale=np.full((1, 1), 0x38, np.uint8),
+                   scale_format="ue4m3", block=16).validate()
+    assert int(_assert_twins(vs)[0, 0]) == 0x7FFFFFFF
+
+
 def test_exact_is_order_independent():
     vs = vectors.generate("llm", a_format="e4m3", m=4, n=4, k=512, seed=11)
     perm = np.random.default_rng(0).permutation(512)

@@ -131,12 +131,14 @@ def matmul_exact(vs: VectorSet) -> npt.NDArray[np.uint32]:
     a = fa.decode(vs.a).reshape(nb, m, k)
     b = fb.decode(vs.b).reshape(nb, k, n)
     scales = vs.scale_values()
-    if scales is not None:
-        sa, sb = scales
-        a = a * np.broadcast_to(sa, batch + (m, k)).reshape(nb, m, k)   # exact: see below
-        b = b * np.broadcast_to(sb, batch + (k, n)).reshape(nb, k, n)
-    if vs.tensor_scale is not None:
-        a = a * np.float64(vs.tensor_scale)
+    # Inf times a zero scale (UE4M3 0, FP32 0) is NaN, as it should be: no warning for it.
+    with np.errstate(invalid="ignore"):
+        if scales is not None:
+            sa, sb = scales
+            a = a * np.broadcast_to(sa, batch + (m, k)).reshape(nb, m, k)   # exact: see below
+            b = b * np.broadcast_to(sb, batch + (k, n)).reshape(nb, k, n)
+        if vs.tensor_scale is not None:
+            a = a * np.float64(vs.tensor_scale)
     # Every product above is exact in float64: element significands have at most 8 bits and
     # scale significands at most 24 (FP32) or 4 (+24 for the tensor scale), and the exponent
     # range stays far inside float64's.
