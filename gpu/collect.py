@@ -130,16 +130,16 @@ def load_bundle(path: str | Path) -> dict[str, vectors.VectorSet]:
 
 # Candidate presets per path: the closest is the probe-and-fit issue's starting point.
 CANDIDATES = {
-    "mma-sync": ["hopper-wgmma", "hopper-cublas-fast", "blackwell-f8f6f4", "exact"],
+    "mma-sync": ["hopper-mma-sync", "hopper-wgmma", "blackwell-f8f6f4", "exact"],
     "triton-dot": ["hopper-cublas-fast", "blackwell-f8f6f4", "exact"],
     "triton-dot-scaled": ["blackwell-mxf8f6f4", "ocp-fp32", "exact"],
     "cublas-fast": ["exact"], "cublas": ["exact"],
 }
 
 
-def _vs_candidates(res, path: str) -> dict:
+def _vs_candidates(res, path: str, candidates: list[str] | None = None) -> dict:
     out = {}
-    for preset in CANDIDATES[path]:
+    for preset in candidates or CANDIDATES[path]:
         if res.d_format != "fp32" and preset in ("exact", "hopper-cublas-fast",
                                                  "blackwell-mxf8f6f4", "ocp-fp32"):
             continue
@@ -161,7 +161,8 @@ def _vs_candidates(res, path: str) -> dict:
     return out
 
 
-def run_paths(out: Path, size: int, only: str | None = None) -> dict:
+def run_paths(out: Path, size: int, only: str | None = None, salt: str = "",
+              candidates: list[str] | None = None) -> dict:
     """Every Hopper path on every family: agreement with each candidate preset, and samples."""
     from .paths import get as get_path
 
@@ -204,8 +205,8 @@ def run_paths(out: Path, size: int, only: str | None = None) -> dict:
             o = dict(opts)
             o.setdefault("with_c", True)
             try:
-                vs = vectors.generate(fam, m=size, n=n, seed=_seed(path, fam, *o.values()),
-                                      **o)
+                vs = vectors.generate(fam, m=size, n=n,
+                                      seed=_seed(salt, path, fam, *o.values()), **o)
                 res = p.run(vs)
             except Exception as exc:
                 summary["errors"].append({"path": path, "family": fam, "opts": o,
@@ -216,7 +217,7 @@ def run_paths(out: Path, size: int, only: str | None = None) -> dict:
                 (out / "paths_summary.json").write_text(json.dumps(summary, default=str))
             summary["runs"].append({"path": path, "family": fam, **{k: str(v) for k, v in
                                                                     o.items()},
-                                    "vs": _vs_candidates(res, path)})
+                                    "vs": _vs_candidates(res, path, candidates)})
             key = f"{path}_{o['a_format']}_{o['b_format']}_{o.get('c_format', 'fp32')}_" \
                   f"k{o['k']}_{o.get('scale_granularity', 'none')}"
             if _keep_sample(path, o, fam):
@@ -302,9 +303,14 @@ def main(argv: list[str] | None = None) -> int:
                         "path against its candidate presets (default: %(default)s)")
     p.add_argument("--only", metavar="TEXT", default=None,
                    help="paths mode: run only the plans whose 'path:granularity' contains TEXT")
+    p.add_argument("--salt", default="", help="changes every seed: fresh vectors for a "
+                                               "validation run (default: none)")
+    p.add_argument("--candidates", default=None, metavar="P1,P2",
+                   help="paths mode: compare with these presets only")
     args = p.parse_args(argv)
     if args.what == "paths":
-        summary = run_paths(args.out, args.size, args.only)
+        summary = run_paths(args.out, args.size, args.only, args.salt,
+                            args.candidates.split(",") if args.candidates else None)
         print(_paths_table(summary))
         return 0
     reason = cublas.unavailable_reason()

@@ -81,6 +81,28 @@ def _hopper_wgmma(a, b, scale_format, block, c_format, name="hopper-wgmma") -> U
         e_zero=-21 if f16 else -133, provenance=PRESETS_PROVENANCE["hopper-wgmma"])
 
 
+# How sm_90 emulates FP8 mma.sync (its SASS: F2FP.F16.E4M3/E5M2.UNPACK_B, then two
+# HMMA.16816 per k32 instruction): the operands become FP16 (exactly; an E4M3 subnormal is an
+# FP16 normal, which moves its alignment exponent); each 4-byte register of FP8 operands unpacks
+# into two FP16x2 registers, k mod 4 in {0, 1} and in {2, 3}; each half is one FP16
+# tensor-core step (F = 25, RZ to FP32, as MMA-Sim models Hopper's FP16 mma), started from
+# zero; C is then added with an FP32 (or FP16) add, rounded to nearest even.
+_MMA_SYNC_STEPS = (tuple(i for i in range(32) if i % 4 < 2),
+                   tuple(i for i in range(32) if i % 4 >= 2))
+
+
+def _hopper_mma_sync(a, b, scale_format, block, c_format) -> UnitSpec:
+    f16 = c_format == "fp16"
+    d = "f16" if f16 else "f32"
+    return UnitSpec(
+        name="hopper-mma-sync", instruction=f"mma.sync.aligned.m16n8k32.row.col.{d}.{a}.{b}.{d} "
+                                            f"(sm_90: emulated with F2FP + HMMA.16816)",
+        a_format=a, b_format=b, k=32, schedule=_MMA_SYNC_STEPS, frac_bits=25, upcast="fp16",
+        acc_format="fp16" if f16 else "fp32", acc_rounding=Rounding.RNE if f16 else Rounding.RZ,
+        c_mode=CMode.AFTER, c_rounding=Rounding.RNE, d_format=c_format,
+        e_zero=-21 if f16 else -133, provenance=PRESETS_PROVENANCE["hopper-mma-sync"])
+
+
 def _cublas_fast(a, b, scale_format, block, c_format) -> UnitSpec:
     spec = _hopper_wgmma(a, b, scale_format, block, c_format, name="hopper-cublas-fast")
     return spec.replace(instruction="cublasLtMatmul FP8, fast accumulation "
@@ -137,6 +159,12 @@ PRESETS_PROVENANCE = {
     "hopper-cublas-fast":
         "a chain of hopper-wgmma k32 instructions, D of one the C of the next (what cuBLASLt's "
         "fast-accumulation FP8 kernels do), measured on our H200 (docs/gpu.md)",
+    "hopper-mma-sync":
+        "fitted by `mxsim fit` to H200 outputs of gpu/mma_sync.py (6,912 sample dots, "
+        "tests/data/h200/h200_paths.npz) and read off its SASS (F2FP unpack + HMMA.16816): "
+        "operands upcast to FP16, two fused steps (k mod 4 in {0,1}, then {2,3}), F=25, RZ FP32 "
+        "(RNE FP16), C added after with RNE; the FP16 upcast found from 4 of 3.1M validation "
+        "dots (E4M3 subnormals are FP16 normals)",
     "blackwell-f8f6f4": f"{MMASIM}: F=25, 32 products per step, RZ FP32, e_zero -133",
     "blackwell-mxf8f6f4": f"{MMASIM}: E8M0 scale exponents added to each product's exponent "
                           "before alignment, F=25, RZ FP32, e_zero -133",
@@ -170,6 +198,13 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
            "Triton's tl.dot FP8 chain equals it too (1,179,648 dots)",
            (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3")),
            ((None, None),), ("fp32",), _cublas_fast),
+    Preset("hopper-mma-sync", "Hopper FP8 mma.sync m16n8k32 (emulated on FP16 tensor cores): "
+                              "two interleaved steps, F=25, C added after (RNE)",
+           PRESETS_PROVENANCE["hopper-mma-sync"],
+           "H200 (driver 580.159.04): 3,145,728 fresh dots through gpu/mma_sync.py, all four "
+           "e4m3/e5m2 pairs, FP32 and FP16 accumulate, K = 32 and 256, every generator family, "
+           "0 mismatches (docs/gpu.md, tests/data/h200/mma_sync_validation.json)",
+           tuple(product(FP8, FP8)), ((None, None),), ("fp32", "fp16"), _hopper_mma_sync),
     Preset("blackwell-f8f6f4", "Blackwell kind::f8f6f4: F=25, RZ FP32 (RNE FP16 out)",
            PRESETS_PROVENANCE["blackwell-f8f6f4"], _UNVERIFIED,
            tuple(product(F8F6F4, F8F6F4)), ((None, None),), ("fp32", "fp16"),

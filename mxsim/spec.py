@@ -10,7 +10,9 @@ The model (MMA-Sim's truncated fused dot-product-add, generalised): an instructi
 ``k`` consecutive indices of the reduction. Its ``schedule`` splits them into fused steps (groups
 of k indices, in order, not necessarily contiguous). In each step:
 
-1. every product ``a·b`` (times its block scales) is exact; its *alignment exponent* is
+1. every product ``a·b`` (times its block scales) is exact (with ``upcast``, the operands are
+   first converted exactly to that format, whose exponents are then the ones that count: sm_90
+   runs FP8 ``mma.sync`` on FP16 operands); its *alignment exponent* is
    ``e_a + e_b`` (plus the scale exponents) with significands left in [0, 4) (``product="raw"``),
    or the exponent of the exact product (``product="normalized"``). With ``group=G`` (GST-FDPA),
    each run of G products is first summed exactly and that sum times the scale product is one
@@ -52,6 +54,14 @@ ELEMENT_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
 OUTPUT_FORMATS = ("fp32", "fp16", "bf16")
 MAX_FRAC_BITS = 40        # int64 sums: terms below 2**(F + 20), at most 2**2 of them per bit
 MAX_GROUP_BITS = 54       # a group sum times two UE4M3 significands must stay below 2**63
+
+
+def _holds(up: formats.Format, name: str) -> bool:
+    """True when format ``up`` represents every finite value of element format ``name``."""
+    import numpy as np
+    f = formats.get(name)
+    values = f.decode(f.finite_codes())
+    return bool(np.array_equal(up.decode(up.encode(values, "rne", saturate=False)), values))
 
 
 def group_sum_bits(a_format: str, b_format: str, group: int) -> int:
@@ -115,6 +125,7 @@ class UnitSpec:
     frac_bits: int | None = 13         #: F; None: terms are kept exactly
     align: Align = Align.RZ
     product: Product = Product.RAW
+    upcast: str | None = None          #: operands converted (exactly) to this format first
     group: int | None = None           #: GST-FDPA group size G
     c_mode: CMode = CMode.STEP
     c_rounding: Rounding = Rounding.RNE
@@ -151,7 +162,20 @@ class UnitSpec:
             if getattr(self, name) not in ELEMENT_FORMATS:
                 raise fail(f"{name} must be one of {', '.join(ELEMENT_FORMATS)}, not "
                            f"{getattr(self, name)!r}")
+        if self.upcast is not None:
+            try:
+                up = formats.get(self.upcast)
+            except MxsimError:
+                up = None
+            lossless = up is not None and up.kind == "float" and all(
+                _holds(up, name) for name in (self.a_format, self.b_format))
+            if not lossless:
+                raise fail(f"upcast must be a float format holding every {self.a_format} and "
+                           f"{self.b_format} value exactly, not {self.upcast!r}")
+            if self.group is not None:
+                raise fail("upcast applies to the products of fused steps, not to GST groups")
         if self.d_format not in OUTPUT_FORMATS:
+
             raise fail(f"d_format must be one of {', '.join(OUTPUT_FORMATS)}, not "
                        f"{self.d_format!r}")
         try:

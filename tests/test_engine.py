@@ -220,12 +220,18 @@ def _specs(draw):
         edges = [0, *cuts, k]
         schedule = [sorted(perm[edges[i]:edges[i + 1]]) for i in range(len(edges) - 1)]
     d_format = draw(st.sampled_from(["fp32", "fp32", "fp16"]))
+    upcast = None
+    if group is None:
+        upcast = draw(st.sampled_from([None, None, "fp16", "bf16", "fp32"]))
+        if upcast is not None and not all(spec._holds(formats.get(upcast), f)
+                                          for f in (a_format, b_format)):
+            upcast = None
     return UnitSpec(
         name="drawn", a_format=a_format, b_format=b_format, scale_format=scale, block=block, k=k,
         schedule=schedule, group=group,
         frac_bits=draw(st.one_of(st.none(), st.integers(0, 30))),
         align=draw(st.sampled_from(["rz", "rd", "rne", "rz-jam"])),
-        product=draw(st.sampled_from(["raw", "normalized"])),
+        product=draw(st.sampled_from(["raw", "normalized"])), upcast=upcast,
         c_mode=draw(st.sampled_from(["step", "after"])),
         c_rounding=draw(st.sampled_from(["rne", "rz"])),
         acc_format=draw(st.sampled_from(["fp32", "e8m13", "e8m10", "fp16", "bf16"])),

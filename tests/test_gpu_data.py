@@ -108,11 +108,6 @@ def test_gpu_data_triton_dot_is_the_wgmma_chain(pair):
 # Paths no preset reproduces yet (the probe-and-fit issue's starting point): how many of the
 # sample outputs each candidate reproduces, pinned so that a change is noticed.
 UNMODELLED = {
-    "mma-sync_e4m3_e4m3_fp32_k32_none": {"hopper-wgmma": 206, "blackwell-f8f6f4": 650,
-                                         "exact": 745},
-    "mma-sync_e4m3_e4m3_fp32_k256_none": {"hopper-cublas-fast": 257, "blackwell-f8f6f4": 648,
-                                          "exact": 669},
-    "mma-sync_e5m2_e5m2_fp16_k32_none": {"hopper-wgmma": 621, "blackwell-f8f6f4": 621},
     "triton-dot-scaled_e4m3_e4m3_fp32_k128_none": {"blackwell-mxf8f6f4": 591, "exact": 447},
     "triton-dot-scaled_e2m1_e2m1_fp32_k128_none": {"blackwell-mxf8f6f4": 605, "exact": 419},
     "cublas_e4m3_e4m3_fp32_k256_row": {"exact": 1},
@@ -126,6 +121,30 @@ def test_gpu_data_unmodelled_paths_distance_from_presets(key):
     got = {preset: _agree(vs, preset) for preset in UNMODELLED[key]}
     assert got == UNMODELLED[key]
     assert all(n < vs.d.size for n in got.values())      # none of them is the model yet
+
+
+@pytest.mark.parametrize("key", ["mma-sync_e4m3_e4m3_fp32_k32_none",
+                                 "mma-sync_e4m3_e4m3_fp32_k256_none",
+                                 "mma-sync_e4m3_e4m3_fp16_k32_none",
+                                 "mma-sync_e4m3_e5m2_fp32_k32_none",
+                                 "mma-sync_e4m3_e5m2_fp16_k32_none",
+                                 "mma-sync_e5m2_e4m3_fp32_k32_none",
+                                 "mma-sync_e5m2_e4m3_fp16_k32_none",
+                                 "mma-sync_e5m2_e5m2_fp32_k32_none",
+                                 "mma-sync_e5m2_e5m2_fp16_k32_none"])
+def test_gpu_data_mma_sync_is_hopper_mma_sync(key):
+    """sm_90's emulated FP8 mma.sync: the fitted preset reproduces every sample output."""
+    vs = _paths()[key]
+    assert vs.extra["instruction"].startswith("mma.sync.aligned.m16n8k32")
+    assert _agree(vs, "hopper-mma-sync") == vs.d.size
+    assert _agree(vs, "hopper-wgmma") < vs.d.size                # and it is not wgmma
+
+
+def test_gpu_data_mma_sync_validation_run():
+    s = json.loads((DATA / "mma_sync_validation.json").read_text())
+    assert len(s["families"]) == 12             # nan-scale needs block scales
+    assert sum(r["dots"] for r in s["agreement"]) == 3145728
+    assert all(r["equal"] == r["dots"] for r in s["agreement"])
 
 
 def test_gpu_data_paths_summary_records_the_full_run():

@@ -57,6 +57,10 @@ def test_spec_enums_from_strings_and_replace():
     (dict(a_format="e5m2", scale_format="e8m0", block=32, group=16),
      "a group sum of 16 e5m2 x e4m3 products needs 55 bits of fixed point, more than 54; "
      "GST-FDPA groups take narrow formats (FP4, FP6, E4M3)"),
+    (dict(upcast="e5m2"), "upcast must be a float format holding every e4m3 and e4m3 value "
+                          "exactly, not 'e5m2'"),
+    (dict(upcast="fp16", scale_format="e8m0", block=32, group=16),
+     "upcast applies to the products of fused steps, not to GST groups"),
     (dict(scale_format="fp32"), "fp32 scales need the exact arithmetic (k and frac_bits null)"),
     (dict(promote_every=0), "promote_every must be a positive integer or null, not 0"),
     (dict(promote_every=2, d_format="fp16", acc_format="fp16"),

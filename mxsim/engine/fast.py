@@ -328,8 +328,16 @@ class _Operands:
     def of(cls, spec: UnitSpec, vs: VectorSet) -> _Operands:
         fa, fb = formats.get(vs.a_format), formats.get(vs.b_format)
         nb = int(np.prod(vs.batch_shape, dtype=np.int64))
-        a = _Operand.of(fa, vs.a.reshape(nb, vs.m, vs.k))
-        b = _Operand.of(fb, vs.b.reshape(nb, vs.k, vs.n))
+        a_codes, b_codes = vs.a.reshape(nb, vs.m, vs.k), vs.b.reshape(nb, vs.k, vs.n)
+        if spec.upcast is not None:
+            # The operands as the tensor core sees them: re-encoded (exactly) in the upcast
+            # format, whose fields then give the alignment exponents.
+            up = formats.get(spec.upcast)
+            a_codes = up.encode(fa.decode(a_codes), "rne", saturate=False)
+            b_codes = up.encode(fb.decode(b_codes), "rne", saturate=False)
+            fa = fb = up
+        a = _Operand.of(fa, a_codes)
+        b = _Operand.of(fb, b_codes)
         sa = sb = None
         if vs.scale_format is not None:
             fs = formats.get(vs.scale_format)

@@ -222,6 +222,12 @@ def _product(spec: UnitSpec, vs: VectorSet, bt: tuple, i: int, j: int, kk: int,
     ca, cb = int(vs.a[bt + (i, kk)]), int(vs.b[bt + (kk, j)])
     va, vb = _Val.of_code(fa, ca), _Val.of_code(fb, cb)
     factors = [va, vb]
+    if spec.upcast is not None:
+        # Exponents as the upcast format holds the values (an exact conversion).
+        up = formats.get(spec.upcast)
+        ca = int(up.encode(fa.decode(np.array([ca], fa.code_dtype)), "rne", saturate=False)[0])
+        cb = int(up.encode(fb.decode(np.array([cb], fb.code_dtype)), "rne", saturate=False)[0])
+        fa = fb = up
     e = int(fa.fields(ca).e) + int(fb.fields(cb).e)
     if scaled and vs.scale_format is not None:
         fs = formats.get(vs.scale_format)

@@ -1,0 +1,213 @@
+"""Fit a unit spec to observed outputs: the simplest spec that reproduces every bit.
+
+:func:`fit` searches the ``UnitSpec`` space in a structured way rather than by brute force:
+coordinate descent over the parameters (step schedule, fraction bits F, alignment rounding,
+product normalisation, where C enters, accumulator format and rounding, zero-term exponent),
+from a few starting points, scoring each candidate by the number of observed outputs it
+reproduces bit for bit with the fast engine. Every parameter value is tried with the others
+held at their current best, so each sweep is linear in the number of values, and sweeps repeat
+until nothing improves. Ties go to the simpler value (each parameter lists its values simplest
+first), so an unobservable parameter keeps its simplest setting.
+
+The result is checked against every observed output before it is returned: either it
+reproduces all of them (``Fit.exact``) or the fit says it cannot explain the data and lists the
+outputs no candidate reproduced. It never returns a spec it did not check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from .errors import MxsimError, UnitError
+from .spec import SpecError, UnitSpec
+from .vectors import VectorSet
+
+__all__ = ["Fit", "fit", "schedules", "DEFAULT_SEARCH"]
+
+
+def schedules(k: int) -> dict[str, tuple[tuple[int, ...], ...] | None]:
+    """Candidate step schedules for an instruction of ``k`` indices, simplest first.
+
+    One fused step; contiguous steps of 16, 8 and 4; and interleavings of two steps (even and
+    odd indices; pairs of indices; the low and high halves of each group of four, which is how
+    one FP8 register of four bytes unpacks into two FP16 registers).
+    """
+    out: dict[str, tuple[tuple[int, ...], ...] | None] = {"one step": None}
+    for size in (16, 8, 4):
+        if k % size == 0 and size < k:
+            out[f"steps of {size}"] = tuple(tuple(range(s, s + size)) for s in range(0, k, size))
+    if k % 2 == 0:
+        out["even|odd"] = (tuple(range(0, k, 2)), tuple(range(1, k, 2)))
+    if k % 4 == 0:
+        out["pairs 01|23"] = (tuple(i for i in range(k) if i % 4 < 2),
+                              tuple(i for i in range(k) if i % 4 >= 2))
+        out["pairs 23|01"] = tuple(reversed(out["pairs 01|23"]))
+    if k % 32 == 0 and k > 16:
+        lo = tuple(i for i in range(k) if i % 32 < 16)
+        out["16 of each 32"] = (lo, tuple(i for i in range(k) if i % 32 >= 16))
+    return out
+
+
+#: The values each parameter may take, simplest first (a value's index is its complexity).
+DEFAULT_SEARCH: dict[str, list[Any]] = {
+    "frac_bits": [None, *range(0, 41)],
+    "align": ["rz", "rd", "rne", "rz-jam"],
+    "product": ["raw", "normalized"],
+    "c_mode": ["step", "after"],
+    "acc_format": ["fp32", "e8m13", "fp16", "bf16", *[f"e8m{m}" for m in range(22, 9, -1)
+                                                       if m != 13]],
+    "acc_rounding": ["rz", "rne", "rd", "ru"],
+    "e_zero": [-133, -21, -139, -127, -149, -200],
+    "c_rounding": ["rne", "rz"],
+}
+
+#: Order of the coordinate sweeps: the parameters that move the most bits first.
+_ORDER = ["schedule", "frac_bits", "acc_format", "acc_rounding", "align", "c_mode", "product",
+          "e_zero", "c_rounding"]
+
+
+@dataclass
+class Fit:
+    """What :func:`fit` found."""
+    spec: UnitSpec
+    total: int                                  #: observed outputs
+    equal: int                                  #: outputs the spec reproduces bit for bit
+    evidence: dict[str, dict[str, int]] = field(default_factory=dict)
+    unexplained: list[tuple[int, ...]] = field(default_factory=list)   #: first mismatches
+    evaluated: int = 0                          #: candidate specs scored
+
+    @property
+    def exact(self) -> bool:
+        return self.equal == self.total
+
+    def report(self) -> str:
+        lines = [f"fitted spec reproduces {self.equal} of {self.total} outputs"
+                 + (" (every bit)" if self.exact else " -- cannot explain the rest"),
+                 f"candidates scored: {self.evaluated}", "evidence (outputs reproduced by "
+                                                          "each value, the others as fitted):"]
+        for param, scores in self.evidence.items():
+            best = max(scores.values())
+            shown = sorted(scores.items(), key=lambda kv: -kv[1])[:4]
+            chosen = _value_name(param, self.spec)
+            lines.append(f"  {param:13} = {chosen:18} " + ", ".join(
+                f"{v}: {s}" + ("*" if s == best else "") for v, s in shown))
+        if not self.exact:
+            lines.append(f"  first outputs no candidate reproduces: {self.unexplained[:10]}")
+        return "\n".join(lines)
+
+
+def _value_name(param: str, spec: UnitSpec) -> str:
+    if param == "schedule":
+        for name, sched in schedules(spec.k).items():
+            if sched == spec.schedule:
+                return name
+        return "custom"
+    value = getattr(spec, param)
+    return str(getattr(value, "value", value))
+
+
+def _candidate(spec: UnitSpec, param: str, value: Any) -> UnitSpec | None:
+    try:
+        if param == "schedule":
+            return replace(spec, schedule=value)
+        if param == "frac_bits" and value is None:
+            return replace(spec, frac_bits=None)
+        return replace(spec, **{param: value})
+    except (SpecError, ValueError):
+        return None                      # a combination the spec space does not allow
+
+
+def fit(observed: VectorSet, *, k: int, start: UnitSpec | None = None,
+        search: dict[str, list[Any]] | None = None, sweeps: int = 4,
+        progress: Callable[[str], None] | None = None) -> Fit:
+    """The simplest spec (instruction length ``k``) that reproduces ``observed.d`` bit for bit.
+
+    ``observed`` holds inputs and the outputs to explain (``d`` in FP32 or FP16). ``start``
+    fixes everything the search does not cover (formats, scales, promotion); by default it is
+    a one-step, truncating spec for the observed formats. Raises UnitError when the set has no
+    ``d`` or its K is not a multiple of ``k``.
+    """
+    from .engine import fast
+
+    if observed.d is None:
+        raise UnitError("fit needs observed outputs: the set has no 'd'")
+    if observed.k % k:
+        raise UnitError(f"K ({observed.k}) must be a multiple of the instruction k ({k})")
+    search = dict(DEFAULT_SEARCH if search is None else search)
+    search.setdefault("schedule", list(schedules(k).values()))
+    f16 = observed.d_format == "fp16"
+    base = start or UnitSpec(
+        name="fitted", instruction="fitted by mxsim fit", a_format=observed.a_format,
+        b_format=observed.b_format, scale_format=observed.scale_format, block=observed.block,
+        k=k, frac_bits=24, acc_format="fp16" if f16 else "fp32", d_format=observed.d_format,
+        e_zero=-21 if f16 else -133)
+    target = observed.d.reshape(-1)
+    cache: dict[UnitSpec, np.ndarray] = {}
+
+    def score(spec: UnitSpec) -> int:
+        if spec not in cache:
+            try:
+                cache[spec] = fast.dot(spec, observed).reshape(-1) == target
+            except (MxsimError, ValueError):
+                cache[spec] = np.zeros(target.shape, bool)
+        return int(cache[spec].sum())
+
+    def complexity(param: str, spec: UnitSpec) -> int:
+        values = search.get(param, [])
+        current = spec.schedule if param == "schedule" else getattr(spec, param)
+        current = getattr(current, "value", current)
+        return values.index(current) if current in values else len(values)
+
+    # Starting points: the two published F values and the default.
+    starts = [base, replace(base, frac_bits=13, acc_format="fp16" if f16 else "e8m13"),
+              replace(base, frac_bits=25)]
+    best: UnitSpec | None = None
+    for spec in starts:
+        for _ in range(sweeps):
+            improved = False
+            for param in _ORDER:
+                if param not in search:
+                    continue
+                here = score(spec)
+                for value in search[param]:
+                    cand = _candidate(spec, param, value)
+                    if cand is None or cand == spec:
+                        continue
+                    s = score(cand)
+                    if s > here or (s == here and complexity(param, cand)
+                                    < complexity(param, spec)):
+                        spec, here, improved = cand, s, True
+            if progress:
+                progress(f"sweep: {score(spec)} of {target.size}")
+            if not improved or score(spec) == target.size:
+                break
+        if best is None or score(spec) > score(best):
+            best = spec
+        if score(best) == target.size:
+            break
+    assert best is not None
+    # Evidence: each value of each parameter, the others as fitted.
+    evidence: dict[str, dict[str, int]] = {}
+    names = {v: n for n, v in schedules(k).items()}
+    for param in _ORDER:
+        if param not in search:
+            continue
+        scores = {}
+        for value in search[param]:
+            cand = _candidate(best, param, value)
+            if cand is not None:
+                label = names.get(value, "custom") if param == "schedule" else str(value)
+                scores[label] = score(cand)
+        evidence[param] = scores
+    ok = cache[best] if best in cache else np.zeros(target.shape, bool)
+    final_equal = score(best)                  # checked against every observed output
+    bad = [tuple(int(i) for i in np.unravel_index(j, observed.d.shape))
+           for j in np.flatnonzero(~ok)[:20]]
+    return Fit(spec=replace(best, name="fitted", provenance=f"mxsim fit on {target.size} "
+                                                             f"outputs ({observed.producer})"),
+               total=int(target.size), equal=final_equal, evidence=evidence,
+               unexplained=bad, evaluated=len(cache))
