@@ -352,6 +352,41 @@ def cmd_gpu_run(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- probe and fit --------------------------------------------------------------------------
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from .probe import probe_suite
+
+    vs = probe_suite(args.kind, k=args.k, seed=args.seed)
+    vectors.save(vs, args.output)
+    _out(args, f"wrote {args.output}: probe suite {args.kind}, {vs.num_dots} dot products "
+               f"(families {', '.join(vs.extra['families'])})",
+         {"output": str(args.output), "dots": vs.num_dots, "families": vs.extra["families"]})
+    return 0
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from .fit import fit
+
+    inputs = vectors.load(args.inputs)
+    observed = vectors.load(args.observed)
+    if not inputs.inputs_equal(observed):
+        raise MxsimError(f"{args.observed} holds results of other inputs than {args.inputs}")
+    result = fit(observed, k=args.k)
+    text = result.report()
+    if result.exact:
+        tmp = Path(str(args.output) + ".tmp")
+        tmp.write_text(result.spec.dumps("toml"))
+        tmp.replace(args.output)
+        text += f"\nwrote {args.output}"
+    else:
+        text += "\nno spec in the search space reproduces every output; nothing written"
+    _out(args, text, {"exact": result.exact, "equal": result.equal, "total": result.total,
+                      "spec": result.spec.to_dict(), "evidence": result.evidence,
+                      "unexplained": result.unexplained})
+    return 0 if result.exact else 1
+
+
 # -- demo -----------------------------------------------------------------------------------
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -477,6 +512,19 @@ def build_parser() -> argparse.ArgumentParser:
                         "takes its formats, against exact")
 
     _quantize_parser(sub)
+
+    pr = add("probe", cmd_probe, "write a probe suite: vectors that separate a unit's "
+                                 "hypotheses")
+    pr.add_argument("--kind", default="fp8", help="probe kind (default: %(default)s)")
+    pr.add_argument("-k", type=int, default=32, help="reduction length (default: %(default)s)")
+    pr.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    pr.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
+    fi = add("fit", cmd_fit, "find the simplest unit spec that reproduces observed outputs")
+    fi.add_argument("inputs", metavar="IN.npz", help="the vectors that were run")
+    fi.add_argument("observed", metavar="GPU_OUT.npz", help="their results (same inputs)")
+    fi.add_argument("-k", type=int, default=32, help="instruction K (default: %(default)s)")
+    fi.add_argument("-o", "--output", required=True, metavar="FITTED.toml",
+                    help="where to write the spec (only when it explains every output)")
 
     gp = sub.add_parser("gpu", help="run vector sets on the local NVIDIA GPU",
                         description="run vector sets on the local NVIDIA GPU, path by path")

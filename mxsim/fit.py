@@ -2,12 +2,15 @@
 
 :func:`fit` searches the ``UnitSpec`` space in a structured way rather than by brute force:
 coordinate descent over the parameters (step schedule, fraction bits F, alignment rounding,
-product normalisation, where C enters, accumulator format and rounding, zero-term exponent),
-from a few starting points, scoring each candidate by the number of observed outputs it
-reproduces bit for bit with the fast engine. Every parameter value is tried with the others
-held at their current best, so each sweep is linear in the number of values, and sweeps repeat
-until nothing improves. Ties go to the simpler value (each parameter lists its values simplest
-first), so an unobservable parameter keeps its simplest setting.
+product normalisation, operand upcast, where C enters, accumulator format and rounding,
+zero-term exponent), from a few starting points, scoring each candidate by the number of
+observed outputs it reproduces bit for bit with the fast engine. Every parameter value is tried
+with the others held at their current best, so each sweep is linear in the number of values;
+when a sweep stalls short of every output, joint moves of F with the parameters that can
+compensate for it (upcast, product exponent, alignment, accumulator, C mode, schedule) get it
+out of the local optimum; sweeps repeat until nothing improves. Ties go to the simpler value
+(each parameter lists its values simplest first), so an unobservable parameter keeps its
+simplest setting.
 
 The result is checked against every observed output before it is returned: either it
 reproduces all of them (``Fit.exact``) or the fit says it cannot explain the data and lists the
@@ -57,6 +60,7 @@ DEFAULT_SEARCH: dict[str, list[Any]] = {
     "frac_bits": [None, *range(0, 41)],
     "align": ["rz", "rd", "rne", "rz-jam"],
     "product": ["raw", "normalized"],
+    "upcast": [None, "fp16"],
     "c_mode": ["step", "after"],
     "acc_format": ["fp32", "e8m13", "fp16", "bf16", *[f"e8m{m}" for m in range(22, 9, -1)
                                                        if m != 13]],
@@ -67,7 +71,7 @@ DEFAULT_SEARCH: dict[str, list[Any]] = {
 
 #: Order of the coordinate sweeps: the parameters that move the most bits first.
 _ORDER = ["schedule", "frac_bits", "acc_format", "acc_rounding", "align", "c_mode", "product",
-          "e_zero", "c_rounding"]
+          "upcast", "e_zero", "c_rounding"]
 
 
 @dataclass
@@ -165,22 +169,51 @@ def fit(observed: VectorSet, *, k: int, start: UnitSpec | None = None,
     # Starting points: the two published F values and the default.
     starts = [base, replace(base, frac_bits=13, acc_format="fp16" if f16 else "e8m13"),
               replace(base, frac_bits=25)]
+    # An operand upcast moves exponents everywhere at once; when the plain starts do not
+    # explain everything, start again from upcast ones (tried only while nothing is exact).
+    for up in search.get("upcast", []):
+        if up is not None:
+            starts += [s for s in (_candidate(st, "upcast", up) for st in starts[:3])
+                       if s is not None]
+    def sweep(spec: UnitSpec) -> tuple[UnitSpec, bool]:
+        """One pass over every parameter, each value tried with the others held."""
+        improved = False
+        for param in _ORDER:
+            if param not in search:
+                continue
+            here = score(spec)
+            for value in search[param]:
+                cand = _candidate(spec, param, value)
+                if cand is None or cand == spec:
+                    continue
+                s = score(cand)
+                if s > here or (s == here and complexity(param, cand)
+                                < complexity(param, spec)):
+                    spec, here, improved = cand, s, True
+        return spec, improved
+
+    def pair_moves(spec: UnitSpec) -> tuple[UnitSpec, bool]:
+        """Joint moves of F (a window around its value) with each parameter that can
+        compensate for it; coordinate sweeps alone stall where two of them trade off."""
+        here = score(spec)
+        f = spec.frac_bits if spec.frac_bits is not None else 24
+        window = [v for v in search.get("frac_bits", []) if v is not None and abs(v - f) <= 3]
+        improved = False
+        for param in ("upcast", "product", "align", "acc_format", "c_mode", "schedule"):
+            for value in search.get(param, []):
+                for fb in window:
+                    cand = _candidate(spec, param, value)
+                    cand = cand and _candidate(cand, "frac_bits", fb)
+                    if cand is not None and score(cand) > here:
+                        spec, here, improved = cand, score(cand), True
+        return spec, improved
+
     best: UnitSpec | None = None
     for spec in starts:
         for _ in range(sweeps):
-            improved = False
-            for param in _ORDER:
-                if param not in search:
-                    continue
-                here = score(spec)
-                for value in search[param]:
-                    cand = _candidate(spec, param, value)
-                    if cand is None or cand == spec:
-                        continue
-                    s = score(cand)
-                    if s > here or (s == here and complexity(param, cand)
-                                    < complexity(param, spec)):
-                        spec, here, improved = cand, s, True
+            spec, improved = sweep(spec)
+            if score(spec) < target.size and not improved:
+                spec, improved = pair_moves(spec)
             if progress:
                 progress(f"sweep: {score(spec)} of {target.size}")
             if not improved or score(spec) == target.size:
