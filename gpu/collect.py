@@ -133,7 +133,7 @@ CANDIDATES = {
     "mma-sync": ["hopper-mma-sync", "hopper-wgmma", "blackwell-f8f6f4", "exact"],
     "triton-dot": ["hopper-cublas-fast", "blackwell-f8f6f4", "exact"],
     "triton-dot-scaled": ["blackwell-mxf8f6f4", "ocp-fp32", "exact"],
-    "cublas-fast": ["exact"], "cublas": ["exact"],
+    "cublas-fast": ["exact"], "cublas": ["hopper-cublas", "exact"],
 }
 
 
@@ -189,6 +189,9 @@ def run_paths(out: Path, size: int, only: str | None = None, salt: str = "",
             plans.append((path, dict(a_format="e4m3", b_format="e4m3",
                                      k=512 if gran == "block" else 256, with_c=False,
                                      scale_format="fp32", scale_granularity=gran)))
+    for a, b in cublas_pairs():
+        for k in (256, 1024, 4096):
+            plans.append(("cublas", dict(a_format=a, b_format=b, k=k, with_c=False)))
     if only:
         plans = [(p, o) for p, o in plans
                  if only in f"{p}:{o.get('scale_granularity', '')}"]
@@ -240,6 +243,33 @@ def run_paths(out: Path, size: int, only: str | None = None, salt: str = "",
         bundle[key] = vectors.VectorSet(**{**first.__dict__, **stack, "extra": {
             **first.extra, "families": [s.extra.get("family") for s in sets]}})
     save_bundle(bundle, out / "h200_paths.npz")
+    return summary
+
+
+def cublas_pairs():
+    return cublas.PAIRS
+
+
+SHAPES = ((16, 16, 4096), (64, 64, 512), (128, 256, 2048), (512, 512, 1024), (256, 1024, 256),
+          (1024, 128, 8192), (2048, 2048, 384))
+
+
+def run_shapes(out: Path, preset: str, fast_accum: bool, salt: str = "") -> dict:
+    """One cuBLASLt path on several M, N, K: where does ``preset`` hold?"""
+    summary: dict = {"device": device_info(), "preset": preset, "fast_accum": fast_accum,
+                     "rows": []}
+    for m, n, k in SHAPES:
+        for fam in ("normal", "llm", "cancellation"):
+            vs = vectors.generate(fam, a_format="e4m3", b_format="e4m3", m=m, n=n, k=k,
+                                  with_c=False, seed=_seed(salt, "shape", m, n, k, fam))
+            res = cublas.scaled_mm(vs, fast_accum=fast_accum)
+            spec = presets.get(preset).spec_for(res)
+            eq = int((fast.dot(spec, res) == res.d).sum())
+            summary["rows"].append({"m": m, "n": n, "k": k, "family": fam, "dots": res.d.size,
+                                    "equal": eq})
+            print(f"{m:5} {n:5} {k:5} {fam:13} {res.d.size:8} {eq:8}", flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"shapes_{preset}.json").write_text(json.dumps(summary, indent=1, default=str))
     return summary
 
 
@@ -298,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
                                                          "(default: %(default)s)")
     p.add_argument("--long-size", type=int, default=64, help="M = N of the long-K sets "
                                                              "(default: %(default)s)")
-    p.add_argument("--what", choices=("hopper", "paths"), default="hopper",
+    p.add_argument("--what", choices=("hopper", "paths", "shapes"), default="hopper",
                    help="hopper: the hopper-wgmma/hopper-cublas-fast validation; paths: every "
                         "path against its candidate presets (default: %(default)s)")
     p.add_argument("--only", metavar="TEXT", default=None,
@@ -308,6 +338,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--candidates", default=None, metavar="P1,P2",
                    help="paths mode: compare with these presets only")
     args = p.parse_args(argv)
+    if args.what == "shapes":
+        run_shapes(args.out, args.candidates or "hopper-cublas", fast_accum=False,
+                   salt=args.salt)
+        return 0
     if args.what == "paths":
         summary = run_paths(args.out, args.size, args.only, args.salt,
                             args.candidates.split(",") if args.candidates else None)

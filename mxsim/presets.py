@@ -110,6 +110,14 @@ def _cublas_fast(a, b, scale_format, block, c_format) -> UnitSpec:
                         provenance=PRESETS_PROVENANCE["hopper-cublas-fast"])
 
 
+def _hopper_cublas(a, b, scale_format, block, c_format) -> UnitSpec:
+    spec = _hopper_wgmma(a, b, scale_format, block, c_format, name="hopper-cublas")
+    return spec.replace(instruction="cublasLtMatmul FP8, use_fast_accum=False "
+                                    "(torch._scaled_mm): wgmma k32 chains promoted to FP32",
+                        promote_every=4, promote_rounding=Rounding.RNE,
+                        provenance=PRESETS_PROVENANCE["hopper-cublas"])
+
+
 def _blackwell_f8f6f4(a, b, scale_format, block, c_format) -> UnitSpec:
     f16 = c_format == "fp16"
     d = "f16" if f16 else "f32"
@@ -165,6 +173,11 @@ PRESETS_PROVENANCE = {
         "operands upcast to FP16, two fused steps (k mod 4 in {0,1}, then {2,3}), F=25, RZ FP32 "
         "(RNE FP16), C added after with RNE; the FP16 upcast found from 4 of 3.1M validation "
         "dots (E4M3 subnormals are FP16 normals)",
+    "hopper-cublas":
+        "fitted by `mxsim fit` (with promotion in its search) to H200 outputs of "
+        "torch._scaled_mm use_fast_accum=False (tests/data/h200/h200_cublas_noacc.npz): chains "
+        "of 4 hopper-wgmma k32 steps (128 of K), each started from +0 and added into an FP32 "
+        "total (which starts as C) with RNE, the DeepGEMM-style promotion",
     "blackwell-f8f6f4": f"{MMASIM}: F=25, 32 products per step, RZ FP32, e_zero -133",
     "blackwell-mxf8f6f4": f"{MMASIM}: E8M0 scale exponents added to each product's exponent "
                           "before alignment, F=25, RZ FP32, e_zero -133",
@@ -198,6 +211,14 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
            "Triton's tl.dot FP8 chain equals it too (1,179,648 dots)",
            (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3")),
            ((None, None),), ("fp32",), _cublas_fast),
+    Preset("hopper-cublas", "cuBLASLt FP8 GEMM without fast accumulation: wgmma k32 chains "
+                            "promoted to FP32 every 128 of K (RNE)",
+           PRESETS_PROVENANCE["hopper-cublas"],
+           "H200 (driver 580.159.04, cuBLAS 13.1): 1,769,472 fresh dots (three pairs, K = 256, "
+           "1024, 4096, every family) and 14,660,352 more over 7 M x N x K shapes from "
+           "16x16x4096 to 2048x2048x384, 0 mismatches (tests/data/h200/cublas_validation.json)",
+           (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3")), ((None, None),), ("fp32",),
+           _hopper_cublas),
     Preset("hopper-mma-sync", "Hopper FP8 mma.sync m16n8k32 (emulated on FP16 tensor cores): "
                               "two interleaved steps, F=25, C added after (RNE)",
            PRESETS_PROVENANCE["hopper-mma-sync"],

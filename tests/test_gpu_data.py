@@ -44,7 +44,7 @@ def test_gpu_data_cublas_fast_accum_is_hopper_cublas_fast():
 
 
 # How far cuBLASLt without fast accumulation is from the chained-wgmma model: it promotes
-# partial sums to FP32 (issue "probe and fit" models it). Pinned so a change is noticed.
+# partial sums to FP32 every 128 of K (hopper-cublas). Pinned so a change is noticed.
 NOACC_EQUAL_TO_CHAIN = {
     "noacc_k1024_e4m3_e4m3_normal": 1, "noacc_k1024_e4m3_e4m3_cancellation": 0,
     "noacc_k4096_e4m3_e4m3_normal": 0, "noacc_k4096_e4m3_e4m3_llm": 0,
@@ -62,6 +62,16 @@ def test_gpu_data_cublas_without_fast_accum_is_not_the_chain():
     for key, vs in sets.items():
         twin = fast_sets[key.replace("noacc", "fast")]
         assert twin.inputs_equal(vs) and not np.array_equal(twin.d, vs.d)
+
+
+def test_gpu_data_cublas_without_fast_accum_is_hopper_cublas():
+    for key, vs in _bundle("h200_cublas_noacc").items():
+        assert _agree(vs, "hopper-cublas") == vs.d.size, key
+    s = json.loads((DATA / "cublas_validation.json").read_text())
+    assert sum(r["dots"] for r in s["agreement"]) == 1769472
+    assert sum(r["dots"] for r in s["shapes"]) == 14660352
+    assert all(r["equal"] == r["dots"] for r in s["agreement"] + s["shapes"])
+    assert len({(r["m"], r["n"], r["k"]) for r in s["shapes"]}) == 7
 
 
 @pytest.mark.parametrize("name,wgmma,fast", [("summary.json", 2359296, 589824),
