@@ -254,4 +254,5 @@ def test_cli_compare_plot_writes_a_png(capsys, tmp_path):
     from mxsim.plot import error_distribution
     curves = error_distribution(vectors.load(out), tmp_path / "again.png")
     assert set(curves) == {"mxsim unit hopper-wgmma", "preset hopper-wgmma",
-                           "preset hopper-cublas-fast", "preset blackwell-f8f6f4"}
+                           "preset hopper-cublas-fast", "preset hopper-cublas",
+                           "preset hopper-mma-sync", "preset blackwell-f8f6f4"}
