@@ -44,6 +44,9 @@ CONFIGS = [
     ("hopper-wgmma", dict(a_format="e4m3", b_format="e5m2")),
     ("hopper-wgmma", dict(a_format="e5m2", b_format="e5m2", c_fp16=True)),
     ("hopper-cublas-fast", dict(a_format="e5m2", b_format="e4m3", k=128)),
+    ("hopper-cublas", dict(a_format="e4m3", b_format="e5m2", k=256)),
+    ("hopper-mma-sync", dict(a_format="e4m3", b_format="e5m2")),
+    ("hopper-mma-sync", dict(a_format="e5m2", b_format="e5m2", c_fp16=True)),
     ("blackwell-f8f6f4", dict(a_format="e2m1", b_format="e3m2")),
     ("blackwell-f8f6f4", dict(a_format="e2m3", b_format="e4m3", c_fp16=True)),
     ("blackwell-mxf8f6f4", dict(a_format="e5m2", b_format="e2m1", scale_format="e8m0")),
@@ -73,7 +76,7 @@ def test_engine_presets_fast_equals_reference(preset, opts, family):
     _twins(presets.get(preset).spec_for(vs), vs)
 
 
-@pytest.mark.parametrize("preset,opts", CONFIGS[:9], ids=[p for p, _ in CONFIGS[:9]])
+@pytest.mark.parametrize("preset,opts", CONFIGS[:12], ids=[p for p, _ in CONFIGS[:12]])
 def test_engine_presets_long_k_chains(preset, opts):
     """Chains of instructions up to K = 4096, D of one the C of the next."""
     opts = {**opts, "k": 4096}
@@ -124,7 +127,7 @@ def _adversarial(a_format, b_format, scale_format, block, k, rng):
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("preset,opts", CONFIGS[:10], ids=[p for p, _ in CONFIGS[:10]])
+@pytest.mark.parametrize("preset,opts", CONFIGS[:13], ids=[p for p, _ in CONFIGS[:13]])
 def test_engine_presets_adversarial(preset, opts, seed):
     rng = np.random.default_rng([seed, 99])
     vs = _adversarial(opts["a_format"], opts.get("b_format", opts["a_format"]),
