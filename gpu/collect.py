@@ -132,7 +132,8 @@ def load_bundle(path: str | Path) -> dict[str, vectors.VectorSet]:
 CANDIDATES = {
     "mma-sync": ["hopper-mma-sync", "hopper-wgmma", "blackwell-f8f6f4", "exact"],
     "triton-dot": ["hopper-cublas-fast", "blackwell-f8f6f4", "exact"],
-    "triton-dot-scaled": ["blackwell-mxf8f6f4", "ocp-fp32", "exact"],
+    "triton-dot-scaled": ["triton-dot-scaled-hopper", "blackwell-mxf8f6f4", "ocp-fp32",
+                          "exact"],
     "cublas-fast": ["exact"], "cublas": ["hopper-cublas", "exact"],
 }
 

@@ -118,6 +118,16 @@ def _hopper_cublas(a, b, scale_format, block, c_format) -> UnitSpec:
                         provenance=PRESETS_PROVENANCE["hopper-cublas"])
 
 
+def _triton_dot_scaled_hopper(a, b, scale_format, block, c_format) -> UnitSpec:
+    return UnitSpec(
+        name="triton-dot-scaled-hopper",
+        instruction=f"triton tl.dot_scaled({a}, {b}) on sm_90: bf16 upcast, wgmma bf16 k16",
+        a_format=a, b_format=b, scale_format="e8m0", block=32, k=32,
+        schedule=(tuple(range(16)), tuple(range(16, 32))), frac_bits=25, upcast="bf16",
+        acc_format="fp32", acc_rounding=Rounding.RZ, e_zero=-133,
+        provenance=PRESETS_PROVENANCE["triton-dot-scaled-hopper"])
+
+
 def _blackwell_f8f6f4(a, b, scale_format, block, c_format) -> UnitSpec:
     f16 = c_format == "fp16"
     d = "f16" if f16 else "f32"
@@ -178,6 +188,10 @@ PRESETS_PROVENANCE = {
         "torch._scaled_mm use_fast_accum=False (tests/data/h200/h200_cublas_noacc.npz): chains "
         "of 4 hopper-wgmma k32 steps (128 of K), each started from +0 and added into an FP32 "
         "total (which starts as C) with RNE, the DeepGEMM-style promotion",
+    "triton-dot-scaled-hopper":
+        "fitted by `mxsim fit` to H200 outputs of gpu/triton_runner.py (tl.dot_scaled, Triton "
+        "3.6; 2,304 sample dots): operands upcast to bf16 (scales folded into the exponent), "
+        "two bf16 wgmma k16 steps per 32 of K, F=25, RZ FP32, C in the first step",
     "blackwell-f8f6f4": f"{MMASIM}: F=25, 32 products per step, RZ FP32, e_zero -133",
     "blackwell-mxf8f6f4": f"{MMASIM}: E8M0 scale exponents added to each product's exponent "
                           "before alignment, F=25, RZ FP32, e_zero -133",
@@ -226,6 +240,14 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
            "e4m3/e5m2 pairs, FP32 and FP16 accumulate, K = 32 and 256, every generator family, "
            "0 mismatches (docs/gpu.md, tests/data/h200/mma_sync_validation.json)",
            tuple(product(FP8, FP8)), ((None, None),), ("fp32", "fp16"), _hopper_mma_sync),
+    Preset("triton-dot-scaled-hopper", "Triton tl.dot_scaled on Hopper (emulated): bf16 "
+                                       "upcast, steps of 16, F=25, RZ FP32",
+           PRESETS_PROVENANCE["triton-dot-scaled-hopper"],
+           "H200 (Triton 3.6): 573,440 fresh dots bit-exact (e4m3, e5m2, e2m1; every generator "
+           "family incl. NaN scales) except where it does NOT hold: E8M0 scale extremes (Triton "
+           "maps 0x00 to 0; bf16 over/underflow) and e5m2 Inf/NaN (docs/findings.md)",
+           tuple(product(("e4m3", "e5m2", "e2m1"), ("e4m3", "e5m2", "e2m1"))),
+           (("e8m0", 32),), ("fp32",), _triton_dot_scaled_hopper),
     Preset("blackwell-f8f6f4", "Blackwell kind::f8f6f4: F=25, RZ FP32 (RNE FP16 out)",
            PRESETS_PROVENANCE["blackwell-f8f6f4"], _UNVERIFIED,
            tuple(product(F8F6F4, F8F6F4)), ((None, None),), ("fp32", "fp16"),
