@@ -976,7 +976,31 @@ def _pad(x: npt.NDArray, axis: int, multiple: int) -> npt.NDArray:
     return np.pad(x, width)
 
 
-class MmaSyncBlockScaled:
+class _BlockScaledRunner:
+    """What the two block-scaled MMA runners share: the kind, the name, where they run."""
+    prefix: str
+    archs: dict[tuple[int, int], str]
+    what: str
+    mma_sync: bool
+
+    def __init__(self, kind: str):
+        if kind not in KINDS:
+            raise ValueError(f"Kind must be one of {', '.join(KINDS)}, not {kind!r}")
+        self.kind = kind
+        self.name = f"{self.prefix}-{kind}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.kind!r})"
+
+    def unavailable_reason(self) -> str | None:
+        return (_arch_reason(self.archs, f"{self.what} kind::{self.kind}")
+                or _cupy_reason())
+
+    def variant(self, vs: VectorSet) -> BlockScaledVariant:
+        return _variant_for(vs, self.kind, mma_sync=self.mma_sync)
+
+
+class MmaSyncBlockScaled(_BlockScaledRunner):
     """Runner for ``mma.sync ... .block_scale`` of one kind (sm_120a / sm_121a).
 
     ``run(vs)`` packs the set (M padded to 16 and N to 8 with zero codes; K must be a multiple
@@ -984,21 +1008,7 @@ class MmaSyncBlockScaled:
     returns D as FP32 bit patterns: one instruction per 16x8xK tile step, chained over K.
     """
 
-    def __init__(self, kind: str):
-        if kind not in KINDS:
-            raise ValueError(f"Kind must be one of {', '.join(KINDS)}, not {kind!r}")
-        self.kind = kind
-        self.name = f"mma-sync-{kind}"
-
-    def __repr__(self) -> str:
-        return f"MmaSyncBlockScaled({self.kind!r})"
-
-    def unavailable_reason(self) -> str | None:
-        return (_arch_reason(MMA_SYNC_ARCHS, f"mma.sync kind::{self.kind}")
-                or _cupy_reason())
-
-    def variant(self, vs: VectorSet) -> BlockScaledVariant:
-        return _variant_for(vs, self.kind, mma_sync=True)
+    prefix, archs, what, mma_sync = "mma-sync", MMA_SYNC_ARCHS, "mma.sync", True
 
     def pack(self, vs: VectorSet) -> dict[str, Any]:
         """The kernel's buffers and sizes for ``vs`` (host side only; runs anywhere)."""
@@ -1043,7 +1053,7 @@ class MmaSyncBlockScaled:
                               instruction=v.mma_sync_instruction, device=device_info())
 
 
-class Tcgen05BlockScaled:
+class Tcgen05BlockScaled(_BlockScaledRunner):
     """Runner for ``tcgen05.mma.cta_group::1 ... .block_scale`` of one kind (sm_100a/sm_103a).
 
     ``run(vs)`` packs the set into 128-row M tiles and N tiles of up to 128 columns (padding
@@ -1052,21 +1062,7 @@ class Tcgen05BlockScaled:
     up to a whole stage is padding on which no MMA is issued.
     """
 
-    def __init__(self, kind: str):
-        if kind not in KINDS:
-            raise ValueError(f"Kind must be one of {', '.join(KINDS)}, not {kind!r}")
-        self.kind = kind
-        self.name = f"tcgen05-{kind}"
-
-    def __repr__(self) -> str:
-        return f"Tcgen05BlockScaled({self.kind!r})"
-
-    def unavailable_reason(self) -> str | None:
-        return (_arch_reason(TCGEN05_ARCHS, f"tcgen05.mma kind::{self.kind}")
-                or _cupy_reason())
-
-    def variant(self, vs: VectorSet) -> BlockScaledVariant:
-        return _variant_for(vs, self.kind, mma_sync=False)
+    prefix, archs, what, mma_sync = "tcgen05", TCGEN05_ARCHS, "tcgen05.mma", False
 
     @staticmethod
     def n_tile(n: int) -> int:

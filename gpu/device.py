@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 from typing import Any
 
-__all__ = ["device_info", "torch_unavailable_reason", "capability"]
+__all__ = ["device_info", "torch_unavailable_reason", "capability", "needs"]
 
 
 def torch_unavailable_reason() -> str | None:
@@ -16,6 +16,23 @@ def torch_unavailable_reason() -> str | None:
         return "torch is not installed"
     if not torch.cuda.is_available():
         return f"torch {torch.__version__} sees no CUDA GPU"
+    return None
+
+
+def needs(module: str, min_capability: tuple[int, int], what: str) -> str | None:
+    """None when ``module`` imports and GPU 0 has at least ``min_capability``; else why not."""
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return f"{module} is not installed"
+    cap = capability()
+    if cap is None:
+        return torch_unavailable_reason() or "no CUDA GPU"
+    if cap < min_capability:
+        return (f"{what} needs compute capability {min_capability[0]}.{min_capability[1]} or "
+                f"newer, not {cap[0]}.{cap[1]}")
     return None
 
 

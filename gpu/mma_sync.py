@@ -22,7 +22,7 @@ import numpy as np
 from mxsim.errors import UnitError
 from mxsim.vectors import VectorSet
 
-from .device import capability, device_info
+from .device import capability, device_info, needs
 
 __all__ = ["source", "unavailable_reason", "run", "FORMATS"]
 
@@ -86,17 +86,7 @@ def source() -> str:
 
 
 def unavailable_reason() -> str | None:
-    try:
-        import cupy  # noqa: F401
-    except ImportError:
-        return "cupy is not installed"
-    cap = capability()
-    if cap is None:
-        from .device import torch_unavailable_reason
-        return torch_unavailable_reason() or "no CUDA GPU"
-    if cap < (8, 9):
-        return f"FP8 mma.sync needs compute capability 8.9 or newer, not {cap[0]}.{cap[1]}"
-    return None
+    return needs("cupy", (8, 9), "FP8 mma.sync")
 
 
 _MODULE = None

@@ -15,7 +15,7 @@ import numpy as np
 from mxsim.errors import UnitError
 from mxsim.vectors import VectorSet
 
-from .device import capability, device_info
+from .device import device_info, needs
 
 __all__ = ["unavailable_reason", "run_dot", "run_dot_scaled", "DOT_SCALED_FORMATS"]
 
@@ -28,17 +28,7 @@ _KERNELS = None
 
 
 def unavailable_reason() -> str | None:
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        return "triton is not installed"
-    cap = capability()
-    if cap is None:
-        from .device import torch_unavailable_reason
-        return torch_unavailable_reason() or "no CUDA GPU"
-    if cap < (8, 9):
-        return f"FP8 tl.dot needs compute capability 8.9 or newer, not {cap[0]}.{cap[1]}"
-    return None
+    return needs("triton", (8, 9), "FP8 tl.dot")
 
 
 def _kernels():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -560,3 +561,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mxsim: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (``mxsim ... | head``): nothing more to say, and not an error.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
