@@ -38,7 +38,7 @@ class Preset:
 
     def spec(self, a_format: str, b_format: str | None = None, *,
              scale_format: str | None = None, block: int | None = None,
-             c_format: str = "fp32") -> UnitSpec:
+             c_format: str = "fp32", granularity: str | None = None) -> UnitSpec:
         """The spec for one operand-format pair (raises UnitError for one it lacks)."""
         b_format = b_format or a_format
         if (a_format, b_format) not in self.pairs:
@@ -54,12 +54,18 @@ class Preset:
         if c_format not in self.c_formats:
             raise UnitError(f"Unit {self.name} takes C and D as {' or '.join(self.c_formats)}"
                             f", not {c_format}")
+        if scale_format == "fp32" and self.make in _BY_GRANULARITY:
+            return self.make(a_format, b_format, scale_format, block, c_format,
+                             granularity=granularity or "row")
         return self.make(a_format, b_format, scale_format, block, c_format)
 
     def spec_for(self, vs) -> UnitSpec:
-        """The spec that applies to a vector set's formats."""
+        """The spec that applies to a vector set's formats (and FP32 scale granularity)."""
+        granularity = None
+        if vs.scale_format == "fp32":
+            granularity = "tensor" if vs.a_scale.ndim == 0 else "row"
         return self.spec(vs.a_format, vs.b_format, scale_format=vs.scale_format,
-                         block=vs.block, c_format=vs.c_format)
+                         block=vs.block, c_format=vs.c_format, granularity=granularity)
 
 
 def _exact(a, b, scale_format, block, c_format) -> UnitSpec:
@@ -116,6 +122,20 @@ def _hopper_cublas(a, b, scale_format, block, c_format) -> UnitSpec:
                                     "(torch._scaled_mm): wgmma k32 chains promoted to FP32",
                         promote_every=4, promote_rounding=Rounding.RNE,
                         provenance=PRESETS_PROVENANCE["hopper-cublas"])
+
+
+def _hopper_cublas_rowwise(a, b, scale_format, block, c_format, granularity="row") -> UnitSpec:
+    spec = _hopper_cublas(a, b, None, None, c_format)
+    # cuBLASLt's epilogue (H200): per-tensor scales as alpha = fl(sa*sb), then fl(alpha*D);
+    # row-wise (outer-vector) scales column first: fl(fl(D*sb)*sa).
+    return spec.replace(name="hopper-cublas-rowwise", scale_format="fp32", block=None,
+                        epilogue="alpha" if granularity == "tensor" else "col-row",
+                        instruction="cublasLtMatmul FP8, use_fast_accum=False, per-tensor / "
+                                    "row-wise (outer vector) FP32 scales",
+                        provenance=PRESETS_PROVENANCE["hopper-cublas-rowwise"])
+
+
+_BY_GRANULARITY = (_hopper_cublas_rowwise,)
 
 
 def _triton_dot_scaled_hopper(a, b, scale_format, block, c_format) -> UnitSpec:
@@ -192,6 +212,10 @@ PRESETS_PROVENANCE = {
         "fitted by `mxsim fit` to H200 outputs of gpu/triton_runner.py (tl.dot_scaled, Triton "
         "3.6; 2,304 sample dots): operands upcast to bf16 (scales folded into the exponent), "
         "two bf16 wgmma k16 steps per 32 of K, F=25, RZ FP32, C in the first step",
+    "hopper-cublas-rowwise":
+        "hopper-cublas's accumulation, then cuBLASLt's epilogue as fitted to H200 samples "
+        "(tests/data/h200/h200_paths.npz): per-tensor fl(fl(sa*sb)*D) + 0 (a zero is +0), "
+        "row-wise fl(fl(D*sb)*sa)",
     "blackwell-f8f6f4": f"{MMASIM}: F=25, 32 products per step, RZ FP32, e_zero -133",
     "blackwell-mxf8f6f4": f"{MMASIM}: E8M0 scale exponents added to each product's exponent "
                           "before alignment, F=25, RZ FP32, e_zero -133",
@@ -233,6 +257,14 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
            "16x16x4096 to 2048x2048x384, 0 mismatches (tests/data/h200/cublas_validation.json)",
            (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3")), ((None, None),), ("fp32",),
            _hopper_cublas),
+    Preset("hopper-cublas-rowwise", "cuBLASLt FP8 without fast accumulation, per-tensor or "
+                                    "row-wise FP32 scales applied in the epilogue",
+           PRESETS_PROVENANCE["hopper-cublas-rowwise"],
+           "H200 (driver 580.159.04, cuBLAS 13.1): 1,572,864 fresh dots, e4m3 x e4m3, K = 256, "
+           "per-tensor and row-wise scales, every generator family incl. scale extremes, 0 "
+           "mismatches (tests/data/h200/cublas_rowwise_validation.json)",
+           (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3")), (("fp32", None),),
+           ("fp32",), _hopper_cublas_rowwise),
     Preset("hopper-mma-sync", "Hopper FP8 mma.sync m16n8k32 (emulated on FP16 tensor cores): "
                               "two interleaved steps, F=25, C added after (RNE)",
            PRESETS_PROVENANCE["hopper-mma-sync"],

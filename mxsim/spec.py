@@ -30,7 +30,9 @@ After the last step the result is converted to ``d_format`` (exact for every pre
 ``D = round(C + result)`` to ``d_format`` with ``c_rounding``. A GEMM over a longer K chains
 instructions: the D of one is the C of the next. With ``promote_every=P``, every P instructions
 the chain restarts from +0 and its result is added into an FP32 running total (which starts as
-C) with ``promote_rounding``.
+C) with ``promote_rounding``. An ``epilogue`` applies per-tensor or row-wise FP32 scales to the
+FP32 result as cuBLASLt does: ``alpha`` gives ``fl(fl(sa*sb)*D) + 0`` (so a zero is +0) and
+``col-row`` gives ``fl(fl(D*sb)*sa)`` (keeping -0), each multiply rounded once to nearest even.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ __all__ = ["Align", "Product", "CMode", "ZeroSign", "UnitSpec", "SpecError",
 ELEMENT_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
 OUTPUT_FORMATS = ("fp32", "fp16", "bf16")
 MAX_FRAC_BITS = 40        # int64 sums: terms below 2**(F + 20), at most 2**2 of them per bit
+EPILOGUES = ("alpha", "col-row")   # fl(fl(sa*sb)*acc); fl(fl(acc*sb)*sa)  (cuBLASLt, H200)
 MAX_GROUP_BITS = 54       # a group sum times two UE4M3 significands must stay below 2**63
 
 
@@ -138,6 +141,7 @@ class UnitSpec:
     nan_code: int | None = None        #: NaN result code; None: all-ones payload, +
     promote_every: int | None = None
     promote_rounding: Rounding = Rounding.RNE
+    epilogue: str | None = None        #: FP32 scales after the chain: "alpha" or "col-row"
     provenance: str = ""
 
     def __post_init__(self) -> None:
@@ -188,11 +192,20 @@ class UnitSpec:
         if self.scale_format not in (None, "e8m0", "ue4m3", "fp32"):
             raise fail(f"scale_format must be null, e8m0, ue4m3 or fp32, not "
                        f"{self.scale_format!r}")
+        if self.epilogue is not None:
+            if self.epilogue not in EPILOGUES:
+                raise fail(f"epilogue must be null or one of {', '.join(EPILOGUES)}, not "
+                           f"{self.epilogue!r}")
+            if self.scale_format != "fp32" or self.block is not None or self.exact \
+                    or self.d_format != "fp32":
+                raise fail("an epilogue applies per-tensor or row-wise fp32 scales (block "
+                           "null) to the FP32 result of a non-exact unit")
         if self.scale_format == "fp32":
             # FP32 scales (per tensor, row-wise, 128-blocks) are applied outside the tensor
-            # core; only the exact arithmetic takes them as they are.
-            if not self.exact:
-                raise fail("fp32 scales need the exact arithmetic (k and frac_bits null)")
+            # core: exactly by the exact arithmetic, or by an epilogue after the chain.
+            if not self.exact and self.epilogue is None:
+                raise fail("fp32 scales need the exact arithmetic (k and frac_bits null) or "
+                           "an epilogue")
             if self.block not in (None, 128):
                 raise fail(f"block must be null or 128 for fp32 scales, not {self.block!r}")
         elif (self.scale_format is None) != (self.block is None):

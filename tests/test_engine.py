@@ -55,6 +55,10 @@ CONFIGS = [
     ("blackwell-mxf4nvf4", dict(a_format="e2m1", scale_format="e8m0", block=16, k=64)),
     ("ocp-fp32", dict(a_format="int8", b_format="e4m3", scale_format="e8m0", k=96)),
     ("exact", dict(a_format="e2m3", b_format="int8", scale_format="e8m0")),
+    ("hopper-cublas-rowwise", dict(a_format="e4m3", b_format="e5m2", scale_format="fp32",
+                                   scale_granularity="tensor", k=256)),
+    ("hopper-cublas-rowwise", dict(a_format="e5m2", b_format="e4m3", scale_format="fp32",
+                                   scale_granularity="row", k=256)),
 ]
 
 

@@ -118,7 +118,6 @@ def test_gpu_data_triton_dot_is_the_wgmma_chain(pair):
 # Paths no preset reproduces yet (the probe-and-fit issue's starting point): how many of the
 # sample outputs each candidate reproduces, pinned so that a change is noticed.
 UNMODELLED = {
-    "cublas_e4m3_e4m3_fp32_k256_row": {"exact": 1},
     "cublas_e4m3_e4m3_fp32_k512_block": {"exact": 0},
 }
 
@@ -162,6 +161,18 @@ def test_gpu_data_triton_dot_scaled_hopper_where_it_holds():
     assert broken == [("e2m1", "scale-extremes"), ("e4m3", "scale-extremes"),
                       ("e5m2", "scale-extremes"), ("e5m2", "specials")]
     assert sum(r["dots"] for r in s["rows"] if r["equal"] == r["dots"]) == 573440
+
+
+def test_gpu_data_cublas_rowwise_scales():
+    """Per-tensor and row-wise FP32 scales: cuBLASLt's epilogue on the promoted chain."""
+    sets = _paths()
+    for gran in ("tensor", "row"):
+        vs = sets[f"cublas_e4m3_e4m3_fp32_k256_{gran}"]
+        assert _agree(vs, "hopper-cublas-rowwise") == vs.d.size
+    s = json.loads((DATA / "cublas_rowwise_validation.json").read_text())
+    assert sum(r["dots"] for r in s["rows"]) == 1572864
+    assert all(r["equal"] == r["dots"] for r in s["rows"])
+    assert {r["granularity"] for r in s["rows"]} == {"tensor", "row"}
 
 
 def test_gpu_data_mma_sync_validation_run():

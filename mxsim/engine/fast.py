@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import formats
-from ..formats import _bit_length
+from ..formats import Overflow, _bit_length
 from ..spec import Align, CMode, Product, UnitSpec, ZeroSign
 from ..vectors import VectorSet
 from . import _kernels
@@ -492,6 +492,9 @@ def dot(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
     spec.check_vectors(vs)
     if spec.exact:
         return matmul_exact(vs)
+    if spec.epilogue is not None:
+        inner, plain = _without_epilogue(spec, vs)
+        return _epilogue(spec, vs, dot(inner, plain))
     ops = _Operands.of(spec, vs)
     d_fmt, acc_fmt = formats.get(spec.d_format), formats.get(spec.acc_format)
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))
@@ -530,6 +533,50 @@ def dot(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
         out[bi] = _by_rows(lambda x: np.where(d_fmt.classify(x) == formats.Class.NAN,
                                               spec.d_nan, x).astype(d_fmt.code_dtype), d)
     return out.reshape(vs.batch_shape + (m, n))
+
+
+def _without_epilogue(spec: UnitSpec, vs: VectorSet) -> tuple[UnitSpec, VectorSet]:
+    """The unit and vectors before the epilogue: no FP32 scales, no epilogue."""
+    from dataclasses import replace
+    inner = replace(spec, scale_format=None, block=None, epilogue=None)
+    plain = replace(vs, a_scale=None, b_scale=None, scale_format=None, block=None, d=None)
+    return inner, plain.validate()
+
+
+def _epilogue_scales(vs: VectorSet) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
+    """FP32 bits of each dot's A scale and B scale (per tensor or row-wise)."""
+    shape = vs.batch_shape + (vs.m, vs.n)
+    sa = np.broadcast_to(np.asarray(vs.a_scale, np.float32), shape if vs.a_scale.ndim == 0
+                         else vs.batch_shape + (vs.m, 1))
+    sb = np.broadcast_to(np.asarray(vs.b_scale, np.float32), shape if vs.b_scale.ndim == 0
+                         else vs.batch_shape + (1, vs.n))
+    return (np.broadcast_to(sa, shape).view(np.uint32),
+            np.broadcast_to(sb, shape).view(np.uint32))
+
+
+def _mul_fp32(x: npt.NDArray, y: npt.NDArray) -> npt.NDArray[np.uint32]:
+    """IEEE FP32 ``x * y`` on bit patterns: the exact product rounded once to nearest even."""
+    fp32 = formats.get("fp32")
+    ox, oy = _Operand.of(fp32, x), _Operand.of(fp32, y)
+    sign = (ox.sign ^ oy.sign).astype(np.uint8)
+    sig = ox.sig.astype(np.uint64) * oy.sig.astype(np.uint64)      # 24 x 24 bits: exact
+    codes = formats.round_to(fp32, sign, ox.lsb + oy.lsb, sig, False, "rne", Overflow.IEEE)
+    nan = ox.nan | oy.nan | (ox.inf & oy.zero) | (ox.zero & oy.inf)
+    inf = (ox.inf | oy.inf) & ~nan
+    return _special_codes(fp32, nan, inf & (sign == 0), inf & (sign == 1), codes)
+
+
+def _epilogue(spec: UnitSpec, vs: VectorSet, d: npt.NDArray) -> npt.NDArray[np.uint32]:
+    sa, sb = _epilogue_scales(vs)
+    if spec.epilogue == "alpha":
+        out = _mul_fp32(_mul_fp32(sa, sb), d)
+        # alpha * D + beta * C with beta = 0: a -0 product plus +0 is +0 (measured on the
+        # H200: 33,016 of 33,016 such outputs); the row-wise epilogue keeps -0 (4,098 of them).
+        out = np.where(out == np.uint32(0x80000000), np.uint32(0), out)
+    else:                                              # col-row
+        out = _mul_fp32(_mul_fp32(d, sb), sa)
+    nan = formats.get("fp32").classify(out) == formats.Class.NAN
+    return np.where(nan, np.uint32(spec.d_nan), out).astype(np.uint32)
 
 
 def _by_rows(fn, x: npt.NDArray) -> npt.NDArray:

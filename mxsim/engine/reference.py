@@ -343,12 +343,51 @@ def _acc_exponent(spec: UnitSpec, fmt: formats.Format, v: _Val) -> int:
     return max(e, fmt.emin)                 # subnormals sit at the smallest exponent
 
 
+def _mul_ref(x: _Val, y: _Val) -> _Val:
+    """IEEE FP32 multiply of two values, rounded once to nearest even."""
+    fp32 = formats.get("fp32")
+    special = _mul_vals([x, y])
+    if special.kind != "num":
+        return special
+    if special.q == 0:
+        return special
+    return _round_value(special.q, fp32, Rounding.RNE, Overflow.IEEE)
+
+
+def _epilogue_ref(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
+    """The unit without its epilogue, then the FP32 scales as the epilogue applies them."""
+    from dataclasses import replace
+    inner = replace(spec, scale_format=None, block=None, epilogue=None)
+    plain = replace(vs, a_scale=None, b_scale=None, scale_format=None, block=None,
+                    d=None).validate()
+    d = dot(inner, plain)
+    fp32 = formats.get("fp32")
+    out = np.empty_like(d)
+    for index in np.ndindex(*d.shape):
+        *bt, i, j = index
+        sa = vs.a_scale if vs.a_scale.ndim == 0 else vs.a_scale[tuple(bt) + (i, 0)]
+        sb = vs.b_scale if vs.b_scale.ndim == 0 else vs.b_scale[tuple(bt) + (0, j)]
+        va = _Val.of_code(fp32, int(np.float32(sa).view(np.uint32)))
+        vb = _Val.of_code(fp32, int(np.float32(sb).view(np.uint32)))
+        acc = _Val.of_code(fp32, int(d[index]))
+        if spec.epilogue == "alpha":
+            r = _mul_ref(_mul_ref(va, vb), acc)
+            if r.kind == "num" and r.q == 0:
+                r = _Val("num")                    # alpha * D + 0 * C: -0 becomes +0
+        else:
+            r = _mul_ref(_mul_ref(acc, vb), va)
+        out[index] = spec.d_nan if r.kind == "nan" else _code(fp32, r)
+    return out
+
+
 def dot(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
     """The unit of ``spec``, as :func:`mxsim.engine.fast.dot` documents it, one dot at a time."""
     vs.validate()
     spec.check_vectors(vs)
     if spec.exact:
         return matmul_exact(vs)
+    if spec.epilogue is not None:
+        return _epilogue_ref(spec, vs)
     d_fmt, acc_fmt = formats.get(spec.d_format), formats.get(spec.acc_format)
     out = np.empty(vs.batch_shape + (vs.m, vs.n), d_fmt.code_dtype)
     for index in np.ndindex(*vs.batch_shape, vs.m, vs.n):
