@@ -6,11 +6,12 @@ product normalisation, operand upcast, where C enters, accumulator format and ro
 zero-term exponent), from a few starting points, scoring each candidate by the number of
 observed outputs it reproduces bit for bit with the fast engine. Every parameter value is tried
 with the others held at their current best, so each sweep is linear in the number of values;
-when a sweep stalls short of every output, joint moves of F with the parameters that can
-compensate for it (upcast, product exponent, alignment, accumulator, C mode, schedule) get it
-out of the local optimum; sweeps repeat until nothing improves. Ties go to the simpler value
-(each parameter lists its values simplest first), so an unobservable parameter keeps its
-simplest setting.
+when a sweep stalls short of every output, joint moves get it out of the local optimum: F
+with the parameters that can compensate for it (upcast, product exponent, alignment,
+accumulator, C mode, schedule), the accumulator's width with its rounding, and the operand
+upcast with the parameters that move exponents; sweeps repeat until nothing improves. Ties go
+to the simpler value (each parameter lists its values simplest first), so an unobservable
+parameter keeps its simplest setting.
 
 The result is checked against every observed output before it is returned: either it
 reproduces all of them (``Fit.exact``) or the fit says it cannot explain the data and lists the
@@ -204,6 +205,17 @@ def fit(observed: VectorSet, *, k: int, start: UnitSpec | None = None,
                 for fb in window:
                     cand = _candidate(spec, param, value)
                     cand = cand and _candidate(cand, "frac_bits", fb)
+                    if cand is not None and score(cand) > here:
+                        spec, here, improved = cand, score(cand), True
+        # Pairs that trade off without F: the accumulator's width against its rounding, and an
+        # operand upcast against the parameters that move exponents.
+        for p1, p2 in (("acc_format", "acc_rounding"), ("upcast", "align"), ("upcast", "product"),
+                       ("upcast", "schedule"), ("upcast", "acc_rounding"),
+                       ("upcast", "c_mode"), ("align", "acc_rounding")):
+            for v1 in search.get(p1, []):
+                for v2 in search.get(p2, []):
+                    cand = _candidate(spec, p1, v1)
+                    cand = cand and _candidate(cand, p2, v2)
                     if cand is not None and score(cand) > here:
                         spec, here, improved = cand, score(cand), True
         return spec, improved

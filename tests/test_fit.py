@@ -58,19 +58,23 @@ def _drawn(rng: np.random.Generator) -> UnitSpec:
 
 def test_fit_recovers_randomly_drawn_specs():
     """20 drawn specs (F, interleaved schedules, C entry, e_zero, roundings, upcast): the fit
-    reproduces the probe outputs of at least 18 exactly (measured: 18; the misses trade an
-    accumulator rounding or the upcast against other parameters) and never claims more."""
+    reproduces every probe output of each, and its spec also reproduces the true one on a
+    fresh probe suite for at least 19 (measured: 19; in the 20th the FP16 upcast leaves no
+    trace in the 16-row cut of the suite, so the simpler spec without it is kept)."""
     suite = probe.probe_suite(k=32).subset(slice(0, 16))
+    fresh = probe.probe_suite(k=32, seed=1).subset(slice(0, 16))
     rng = np.random.default_rng(2026)
-    recovered = 0
+    recovered = generalises = 0
     for _ in range(20):
         true = _drawn(rng)
         observed = suite.with_result(fast.dot(true, suite), producer="model")
         result = fit.fit(observed, k=32)
-        # The claim is checked: an exact fit reproduces every output, a failed one says so.
+        # The claim is checked: an exact fit reproduces every output.
         assert int((fast.dot(result.spec, observed) == observed.d).sum()) == result.equal
         recovered += result.exact
-    assert recovered >= 18
+        generalises += np.array_equal(fast.dot(result.spec, fresh), fast.dot(true, fresh))
+    assert recovered == 20
+    assert generalises >= 19
 
 
 def test_fit_says_when_it_cannot_explain(tmp_path, capsys):
