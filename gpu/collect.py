@@ -186,10 +186,12 @@ def run_paths(out: Path, size: int, only: str | None = None, salt: str = "",
                                                 scale_format="e8m0")))
     for gran in ("tensor", "row", "block"):
         for path in ("cublas-fast", "cublas"):
-            # K/128 must be a multiple of 4 for cuBLASLt's block-wise modes.
-            plans.append((path, dict(a_format="e4m3", b_format="e4m3",
-                                     k=512 if gran == "block" else 256, with_c=False,
-                                     scale_format="fp32", scale_granularity=gran)))
+            # K/128 must be a multiple of 4 for cuBLASLt's block-wise modes; block-wise
+            # scales also run a long K (16 scaled partials).
+            for k in ((512, 2048) if gran == "block" and path == "cublas" else
+                      (512,) if gran == "block" else (256,)):
+                plans.append((path, dict(a_format="e4m3", b_format="e4m3", k=k, with_c=False,
+                                         scale_format="fp32", scale_granularity=gran)))
     for a, b in cublas_pairs():
         for k in (256, 1024, 4096):
             plans.append(("cublas", dict(a_format=a, b_format=b, k=k, with_c=False)))
@@ -277,7 +279,8 @@ def run_shapes(out: Path, preset: str, fast_accum: bool, salt: str = "") -> dict
 def _keep_sample(path: str, o: dict, family: str) -> bool:
     """Which runs leave a sample for CI (a few hundred KB in all)."""
     if o.get("scale_format") == "fp32":
-        return family == "normal" and (o["scale_granularity"] != "block" or path == "cublas")
+        return family == "normal" and (o["scale_granularity"] != "block"
+                                       or (path == "cublas" and o["k"] == 512))
     if o["k"] > 128 and not (path == "mma-sync" and o["a_format"] == o["b_format"] == "e4m3"
                              and o.get("c_format", "fp32") == "fp32"):
         return False

@@ -138,6 +138,17 @@ def _hopper_cublas_rowwise(a, b, scale_format, block, c_format, granularity="row
 _BY_GRANULARITY = (_hopper_cublas_rowwise,)
 
 
+def _hopper_cublas_blockwise(a, b, scale_format, block, c_format) -> UnitSpec:
+    spec = _hopper_cublas(a, b, None, None, c_format)
+    # DeepSeek-style 1x128 / 128x128 FP32 scales: each promoted 128-K partial P is scaled
+    # inside the main loop, total = fma(P, fl(sa*sb), total) (fitted on H200 samples).
+    return spec.replace(name="hopper-cublas-blockwise", scale_format="fp32", block=128,
+                        epilogue="block-fma",
+                        instruction="cublasLtMatmul FP8, use_fast_accum=False, block-wise FP32 "
+                                    "scales (1x128 A, 128x128 B)",
+                        provenance=PRESETS_PROVENANCE["hopper-cublas-blockwise"])
+
+
 def _triton_dot_scaled_hopper(a, b, scale_format, block, c_format) -> UnitSpec:
     return UnitSpec(
         name="triton-dot-scaled-hopper",
@@ -216,6 +227,10 @@ PRESETS_PROVENANCE = {
         "hopper-cublas's accumulation, then cuBLASLt's epilogue as fitted to H200 samples "
         "(tests/data/h200/h200_paths.npz): per-tensor fl(fl(sa*sb)*D) + 0 (a zero is +0), "
         "row-wise fl(fl(D*sb)*sa)",
+    "hopper-cublas-blockwise":
+        "hopper-cublas's 128-K chains, each partial P scaled in the main loop as fitted to an "
+        "H200 sample (tests/data/h200/h200_paths.npz, 1,024 of 1,024 dots against at most 798 "
+        "for any other order or rounding): total = fma(P, fl(sa*sb), total), RNE",
     "blackwell-f8f6f4": f"{MMASIM}: F=25, 32 products per step, RZ FP32, e_zero -133",
     "blackwell-mxf8f6f4": f"{MMASIM}: E8M0 scale exponents added to each product's exponent "
                           "before alignment, F=25, RZ FP32, e_zero -133",
@@ -265,6 +280,13 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
            "mismatches (tests/data/h200/cublas_rowwise_validation.json)",
            (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3")), (("fp32", None),),
            ("fp32",), _hopper_cublas_rowwise),
+    Preset("hopper-cublas-blockwise", "cuBLASLt FP8 without fast accumulation, DeepSeek-style "
+                                      "block-wise FP32 scales applied to each 128-K partial",
+           PRESETS_PROVENANCE["hopper-cublas-blockwise"],
+           "H200 (driver 580.159.04, cuBLAS 13.1): 1,867,776 fresh dots, e4m3 x e4m3, K = 512 "
+           "(every generator family incl. scale extremes) and K = 2048 (7 families), 0 "
+           "mismatches (tests/data/h200/cublas_blockwise_validation.json)",
+           (("e4m3", "e4m3"),), (("fp32", 128),), ("fp32",), _hopper_cublas_blockwise),
     Preset("hopper-mma-sync", "Hopper FP8 mma.sync m16n8k32 (emulated on FP16 tensor cores): "
                               "two interleaved steps, F=25, C added after (RNE)",
            PRESETS_PROVENANCE["hopper-mma-sync"],

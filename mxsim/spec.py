@@ -33,6 +33,10 @@ the chain restarts from +0 and its result is added into an FP32 running total (w
 C) with ``promote_rounding``. An ``epilogue`` applies per-tensor or row-wise FP32 scales to the
 FP32 result as cuBLASLt does: ``alpha`` gives ``fl(fl(sa*sb)*D) + 0`` (so a zero is +0) and
 ``col-row`` gives ``fl(fl(D*sb)*sa)`` (keeping -0), each multiply rounded once to nearest even.
+``block-fma`` applies DeepSeek-style block-wise FP32 scales (1x128 for A, 128x128 for B) inside
+the main loop, as cuBLASLt does on sm_90: each 128-K chain (promotion from +0) gives a partial
+P, and the FP32 running total (C, or +0) becomes ``fma(P, fl(sa*sb), total)``, one rounding to
+nearest even with IEEE zero signs.
 """
 
 from __future__ import annotations
@@ -55,7 +59,9 @@ __all__ = ["Align", "Product", "CMode", "ZeroSign", "UnitSpec", "SpecError",
 ELEMENT_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
 OUTPUT_FORMATS = ("fp32", "fp16", "bf16")
 MAX_FRAC_BITS = 40        # int64 sums: terms below 2**(F + 20), at most 2**2 of them per bit
-EPILOGUES = ("alpha", "col-row")   # fl(fl(sa*sb)*acc); fl(fl(acc*sb)*sa)  (cuBLASLt, H200)
+#: How FP32 scales are applied (cuBLASLt, H200): fl(fl(sa*sb)*acc); fl(fl(acc*sb)*sa); and per
+#: 128-K block, total = fma(partial, fl(sa*sb), total).
+EPILOGUES = ("alpha", "col-row", "block-fma")
 MAX_GROUP_BITS = 54       # a group sum times two UE4M3 significands must stay below 2**63
 
 
@@ -141,7 +147,7 @@ class UnitSpec:
     nan_code: int | None = None        #: NaN result code; None: all-ones payload, +
     promote_every: int | None = None
     promote_rounding: Rounding = Rounding.RNE
-    epilogue: str | None = None        #: FP32 scales after the chain: "alpha" or "col-row"
+    epilogue: str | None = None        #: FP32 scales: "alpha", "col-row" or "block-fma"
     provenance: str = ""
 
     def __post_init__(self) -> None:
@@ -196,10 +202,16 @@ class UnitSpec:
             if self.epilogue not in EPILOGUES:
                 raise fail(f"epilogue must be null or one of {', '.join(EPILOGUES)}, not "
                            f"{self.epilogue!r}")
-            if self.scale_format != "fp32" or self.block is not None or self.exact \
+            block = 128 if self.epilogue == "block-fma" else None
+            if self.scale_format != "fp32" or self.block != block or self.exact \
                     or self.d_format != "fp32":
-                raise fail("an epilogue applies per-tensor or row-wise fp32 scales (block "
-                           "null) to the FP32 result of a non-exact unit")
+                raise fail("an epilogue applies fp32 scales to the FP32 result of a non-exact "
+                           "unit: per tensor or row-wise (block null) for alpha and col-row, "
+                           "in 128-blocks for block-fma")
+            if self.epilogue == "block-fma" and (self.k is None or self.promote_every is None
+                                                 or self.k * self.promote_every != 128):
+                raise fail("block-fma scales each 128-K partial sum: it needs promote_every "
+                           "* k == 128")
         if self.scale_format == "fp32":
             # FP32 scales (per tensor, row-wise, 128-blocks) are applied outside the tensor
             # core: exactly by the exact arithmetic, or by an epilogue after the chain.
@@ -215,7 +227,7 @@ class UnitSpec:
         if self.k is not None:
             if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
                 raise fail(f"k must be a positive integer or null, not {self.k!r}")
-            if self.block is not None and self.k % self.block:
+            if self.block is not None and self.k % self.block and self.epilogue != "block-fma":
                 raise fail(f"k ({self.k}) must be a multiple of the block ({self.block})")
         if self.frac_bits is not None and not (isinstance(self.frac_bits, int)
                                                and 0 <= self.frac_bits <= MAX_FRAC_BITS):

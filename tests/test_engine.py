@@ -59,13 +59,50 @@ CONFIGS = [
                                    scale_granularity="tensor", k=256)),
     ("hopper-cublas-rowwise", dict(a_format="e5m2", b_format="e4m3", scale_format="fp32",
                                    scale_granularity="row", k=256)),
+    ("hopper-cublas-blockwise", dict(a_format="e4m3", b_format="e4m3", scale_format="fp32",
+                                     scale_granularity="block", k=256, m=1, n=128)),
 ]
+
+
+def _fp32_edges(rng, size):
+    """FP32 bit patterns from the edges: zeros, subnormals, near-overflow, Inf/NaN, any."""
+    pool = [np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000], np.uint32),
+            rng.integers(1, 1 << 23, 64, dtype=np.uint32) | np.uint32(0x80000000) * (
+                rng.integers(0, 2, 64, dtype=np.uint32)),
+            rng.integers(0x7E000000, 0x7F800000, 64, dtype=np.uint32),
+            rng.integers(0, 1 << 32, 256, dtype=np.uint64).astype(np.uint32),
+            # small significands: products and sums land on ties and cancel exactly
+            ((rng.integers(100, 160, 256, dtype=np.uint32) << 23)
+             | (rng.integers(0, 8, 256, dtype=np.uint32) << 20)
+             | (rng.integers(0, 2, 256, dtype=np.uint32) << 31))]
+    which = rng.integers(0, len(pool), size)
+    return np.array([rng.choice(pool[w]) for w in which], np.uint32)
+
+
+def test_engine_fp32_fma_is_rounded_once():
+    """The float64 round-to-odd FMA of block-wise scaling against exact fractions."""
+    from mxsim.engine.fast import _fma_fp32
+    from mxsim.engine.reference import _add_ref, _code, _mul_vals, _Val
+    from mxsim.spec import ZeroSign
+    fp32 = formats.get("fp32")
+    rng = np.random.default_rng(11)
+    x, y, z = (_fp32_edges(rng, 4000) for _ in range(3))
+    got = _fma_fp32(x, y, z)
+    for i in range(x.size):
+        v = [_Val.of_code(fp32, int(c[i])) for c in (x, y, z)]
+        r = _add_ref(v[2], _mul_vals(v[:2]), fp32, formats.Rounding.RNE,
+                     formats.Overflow.IEEE, ZeroSign.IEEE)
+        if r.kind == "nan":
+            assert fp32.classify(got[i:i + 1])[0] == formats.Class.NAN
+        else:
+            assert int(got[i]) == _code(fp32, r), (hex(x[i]), hex(y[i]), hex(z[i]))
 
 
 def _config_set(family, opts, seed=3, m=3, n=4):
     opts = dict(opts)
     k = opts.pop("k", 32)
     c_fp16 = opts.pop("c_fp16", False)
+    m, n = opts.pop("m", m), opts.pop("n", n)           # block-wise FP32 scales need N = 128
     vs = vectors.generate(family, m=m, n=n, k=k, seed=seed, **opts)
     return _fp16_c(vs) if c_fp16 else vs
 
@@ -289,10 +326,11 @@ def test_engine_presets_without_c(preset, opts):
     """An absent C is a +0 accumulator (it still takes part in the maximum, with e_zero)."""
     opts = {k: v for k, v in opts.items() if k != "c_fp16"}
     k = opts.pop("k", 32)
+    m, n = opts.pop("m", 3), opts.pop("n", 4)
     for family in ("normal", "specials", "scale-extremes", "zeros"):
-        vs = vectors.generate(family, m=3, n=4, k=2 * k, with_c=False, seed=4, **opts)
+        vs = vectors.generate(family, m=m, n=n, k=2 * k, with_c=False, seed=4, **opts)
         d = _twins(presets.get(preset).spec_for(vs), vs)
-        c0 = VectorSet(**{**vs.__dict__, "c": np.zeros((3, 4), np.uint32)}).validate()
+        c0 = VectorSet(**{**vs.__dict__, "c": np.zeros((m, n), np.uint32)}).validate()
         np.testing.assert_array_equal(fast.dot(presets.get(preset).spec_for(c0), c0), d)
 
 

@@ -115,19 +115,19 @@ def test_gpu_data_triton_dot_is_the_wgmma_chain(pair):
     assert _agree(vs, "hopper-wgmma") == vs.d.size == 768
 
 
-# Paths no preset reproduces yet (the probe-and-fit issue's starting point): how many of the
-# sample outputs each candidate reproduces, pinned so that a change is noticed.
-UNMODELLED = {
-    "cublas_e4m3_e4m3_fp32_k512_block": {"exact": 0},
-}
-
-
-@pytest.mark.parametrize("key", sorted(UNMODELLED))
-def test_gpu_data_unmodelled_paths_distance_from_presets(key):
-    vs = _paths()[key]
-    got = {preset: _agree(vs, preset) for preset in UNMODELLED[key]}
-    assert got == UNMODELLED[key]
-    assert all(n < vs.d.size for n in got.values())      # none of them is the model yet
+def test_gpu_data_cublas_blockwise_scales():
+    """DeepSeek-style block-wise FP32 scales: each 128-K partial scaled by an FMA."""
+    vs = _paths()["cublas_e4m3_e4m3_fp32_k512_block"]
+    assert vs.block == 128 and vs.a_scale.shape[-1] == 4
+    assert _agree(vs, "hopper-cublas-blockwise") == vs.d.size == 1024
+    assert _agree(vs, "exact") == 0
+    s = json.loads((DATA / "cublas_blockwise_validation.json").read_text())
+    assert s["device"]["gpu"] == "NVIDIA H200"
+    assert sum(r["dots"] for r in s["rows"]) == 1867776
+    assert all(r["equal"] == r["dots"] for r in s["rows"])
+    assert {r["family"] for r in s["rows"] if r["k"] == 512} == \
+        set(vectors.FAMILIES) - {"nan-scale"}
+    assert {r["k"] for r in s["rows"]} == {512, 2048}
 
 
 @pytest.mark.parametrize("key", ["mma-sync_e4m3_e4m3_fp32_k32_none",

@@ -63,9 +63,13 @@ def test_spec_enums_from_strings_and_replace():
      "upcast applies to the products of fused steps, not to GST groups"),
     (dict(scale_format="fp32"), "fp32 scales need the exact arithmetic (k and frac_bits null) "
                                 "or an epilogue"),
-    (dict(epilogue="beta"), "epilogue must be null or one of alpha, col-row, not 'beta'"),
-    (dict(epilogue="alpha"), "an epilogue applies per-tensor or row-wise fp32 scales (block "
-                             "null) to the FP32 result of a non-exact unit"),
+    (dict(epilogue="beta"), "epilogue must be null or one of alpha, col-row, block-fma, not "
+                            "'beta'"),
+    (dict(epilogue="alpha"), "an epilogue applies fp32 scales to the FP32 result of a non-exact "
+                             "unit: per tensor or row-wise (block null) for alpha and col-row, "
+                             "in 128-blocks for block-fma"),
+    (dict(epilogue="block-fma", scale_format="fp32", block=128, promote_every=2),
+     "block-fma scales each 128-K partial sum: it needs promote_every * k == 128"),
     (dict(promote_every=0), "promote_every must be a positive integer or null, not 0"),
     (dict(promote_every=2, d_format="fp16", acc_format="fp16"),
      "promotion needs an instruction k and d_format fp32"),

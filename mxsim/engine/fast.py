@@ -492,6 +492,8 @@ def dot(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
     spec.check_vectors(vs)
     if spec.exact:
         return matmul_exact(vs)
+    if spec.epilogue == "block-fma":
+        return _block_fma(spec, vs)
     if spec.epilogue is not None:
         inner, plain = _without_epilogue(spec, vs)
         return _epilogue(spec, vs, dot(inner, plain))
@@ -541,6 +543,54 @@ def _without_epilogue(spec: UnitSpec, vs: VectorSet) -> tuple[UnitSpec, VectorSe
     inner = replace(spec, scale_format=None, block=None, epilogue=None)
     plain = replace(vs, a_scale=None, b_scale=None, scale_format=None, block=None, d=None)
     return inner, plain.validate()
+
+
+def _block_slices(spec: UnitSpec, vs: VectorSet):
+    """(partial-sum spec, [(vectors of one 128-K block, FP32 bits of fl(sa*sb))]) of a
+    block-wise scaled unit: each block is the chain from +0 without scales or promotion."""
+    from dataclasses import replace
+    inner = replace(spec, scale_format=None, block=None, epilogue=None, promote_every=None)
+    n = vs.n
+    out = []
+    for kb in range(vs.k // 128):
+        ks = slice(kb * 128, (kb + 1) * 128)
+        plain = replace(vs, a=vs.a[..., ks], b=vs.b[..., ks, :], c=None, d=None, a_scale=None,
+                        b_scale=None, scale_format=None, block=None).validate()
+        sa = np.asarray(vs.a_scale, np.float32)[..., kb][..., :, None]
+        sb = np.repeat(np.asarray(vs.b_scale, np.float32)[..., kb, :], 128, axis=-1)[..., :n]
+        shape = vs.batch_shape + (vs.m, n)
+        s = _mul_fp32(np.broadcast_to(sa, shape).view(np.uint32),
+                      np.broadcast_to(sb[..., None, :], shape).view(np.uint32))
+        out.append((plain, s))
+    return inner, out
+
+
+def _fma_fp32(x: npt.NDArray, y: npt.NDArray, z: npt.NDArray) -> npt.NDArray[np.uint32]:
+    """IEEE FP32 ``fma(x, y, z)`` on bit patterns: rounded once to nearest even.
+
+    In float64 the product of two FP32 values is exact; TwoSum gives the sum's rounding error
+    exactly, which turns the float64 sum into its round-to-odd value (53 >= 24 + 2 bits), and
+    rounding that to FP32 is the correctly rounded FMA (Boldo & Melquiond, 2008)."""
+    with np.errstate(all="ignore"):         # NaN and Inf flow through as IEEE says
+        f64 = [np.asarray(v, np.uint32).view(np.float32).astype(np.float64) for v in (x, y, z)]
+        prod = f64[0] * f64[1]
+        s = prod + f64[2]
+        bb = s - prod
+        err = (prod - (s - bb)) + (f64[2] - bb)
+        even = (s.view(np.uint64) & np.uint64(1)) == 0
+        fix = np.isfinite(s) & (err != 0) & even
+        s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+        return s.astype(np.float32).view(np.uint32)
+
+
+def _block_fma(spec: UnitSpec, vs: VectorSet) -> npt.NDArray[np.uint32]:
+    inner, blocks = _block_slices(spec, vs)
+    shape = vs.batch_shape + (vs.m, vs.n)
+    total = np.zeros(shape, np.uint32) if vs.c is None else np.asarray(vs.c, np.uint32)
+    for plain, s in blocks:
+        total = _fma_fp32(dot(inner, plain), s, total)
+    nan = formats.get("fp32").classify(total) == formats.Class.NAN
+    return np.where(nan, np.uint32(spec.d_nan), total).astype(np.uint32)
 
 
 def _epilogue_scales(vs: VectorSet) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:

@@ -380,12 +380,42 @@ def _epilogue_ref(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
     return out
 
 
+def _block_fma_ref(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
+    """Block-wise FP32 scales: per 128-K block, total = fma(partial, fl(sa*sb), total)."""
+    from dataclasses import replace
+    inner = replace(spec, scale_format=None, block=None, epilogue=None, promote_every=None)
+    fp32 = formats.get("fp32")
+    parts = []
+    for kb in range(vs.k // 128):
+        ks = slice(kb * 128, (kb + 1) * 128)
+        plain = replace(vs, a=vs.a[..., ks], b=vs.b[..., ks, :], c=None, d=None, a_scale=None,
+                        b_scale=None, scale_format=None, block=None).validate()
+        parts.append(dot(inner, plain))
+    out = np.empty(vs.batch_shape + (vs.m, vs.n), np.uint32)
+
+    def val(x) -> _Val:
+        return _Val.of_code(fp32, int(np.float32(x).view(np.uint32)))
+
+    for index in np.ndindex(*out.shape):
+        *bt, i, j = index
+        bt = tuple(bt)
+        total = _Val.of_code(fp32, int(vs.c[index])) if vs.c is not None else _Val("num")
+        for kb, part in enumerate(parts):
+            s = _mul_ref(val(vs.a_scale[bt + (i, kb)]), val(vs.b_scale[bt + (kb, j // 128)]))
+            prod = _mul_vals([_Val.of_code(fp32, int(part[index])), s])
+            total = _add_ref(total, prod, fp32, Rounding.RNE, Overflow.IEEE, ZeroSign.IEEE)
+        out[index] = spec.d_nan if total.kind == "nan" else _code(fp32, total)
+    return out
+
+
 def dot(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
     """The unit of ``spec``, as :func:`mxsim.engine.fast.dot` documents it, one dot at a time."""
     vs.validate()
     spec.check_vectors(vs)
     if spec.exact:
         return matmul_exact(vs)
+    if spec.epilogue == "block-fma":
+        return _block_fma_ref(spec, vs)
     if spec.epilogue is not None:
         return _epilogue_ref(spec, vs)
     d_fmt, acc_fmt = formats.get(spec.d_format), formats.get(spec.acc_format)
