@@ -130,6 +130,41 @@ def test_gpu_data_cublas_blockwise_scales():
     assert {r["k"] for r in s["rows"]} == {512, 2048}
 
 
+def test_gpu_data_cublas_blockwise_order_is_decided():
+    """The evidence of docs/findings.md §7: only the FMA of fl(sa*sb) reproduces the sample."""
+    from mxsim.engine.fast import _block_slices, _fma_fp32, _mul_fp32
+    vs = _paths()["cublas_e4m3_e4m3_fp32_k512_block"]
+    inner, blocks = _block_slices(presets.get("hopper-cublas-blockwise").spec_for(vs), vs)
+    shape = vs.d.shape
+    one = np.full(shape, np.float32(1).view(np.uint32))
+
+    def add(x, y):
+        return _fma_fp32(x, one, y)                # x + y rounded once
+
+    def scales(kb):
+        sa = np.asarray(vs.a_scale, np.float32)[..., kb][..., :, None]
+        sb = np.repeat(np.asarray(vs.b_scale, np.float32)[..., kb, :], 128, -1)[..., None, :]
+        return (np.broadcast_to(sa, shape).copy().view(np.uint32),
+                np.broadcast_to(sb, shape).copy().view(np.uint32))
+
+    hypotheses = {
+        "fma(P, fl(sa*sb), t)": lambda p, sa, sb, t: _fma_fp32(p, _mul_fp32(sa, sb), t),
+        "fl(t + fl(P*fl(sa*sb)))": lambda p, sa, sb, t: add(t, _mul_fp32(p, _mul_fp32(sa, sb))),
+        "fma(fl(P*sb), sa, t)": lambda p, sa, sb, t: _fma_fp32(_mul_fp32(p, sb), sa, t),
+        "fma(fl(P*sa), sb, t)": lambda p, sa, sb, t: _fma_fp32(_mul_fp32(p, sa), sb, t),
+        "fl(t + fl(fl(P*sb)*sa))": lambda p, sa, sb, t: add(t, _mul_fp32(_mul_fp32(p, sb), sa)),
+        "fl(t + fl(fl(P*sa)*sb))": lambda p, sa, sb, t: add(t, _mul_fp32(_mul_fp32(p, sa), sb)),
+    }
+    parts = [fast.dot(inner, plain) for plain, _ in blocks]
+    scores = {}
+    for name, h in hypotheses.items():
+        t = np.zeros(shape, np.uint32)
+        for kb, p in enumerate(parts):
+            t = h(p, *scales(kb), t)
+        scores[name] = int((t == vs.d).sum())
+    assert list(scores.values()) == [1024, 798, 642, 632, 603, 598]
+
+
 @pytest.mark.parametrize("key", ["mma-sync_e4m3_e4m3_fp32_k32_none",
                                  "mma-sync_e4m3_e4m3_fp32_k256_none",
                                  "mma-sync_e4m3_e4m3_fp16_k32_none",
