@@ -537,25 +537,28 @@ def dot(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
     return out.reshape(vs.batch_shape + (m, n))
 
 
-def _without_epilogue(spec: UnitSpec, vs: VectorSet) -> tuple[UnitSpec, VectorSet]:
-    """The unit and vectors before the epilogue: no FP32 scales, no epilogue."""
+def _without_epilogue(spec: UnitSpec, vs: VectorSet,
+                      ks: slice | None = None) -> tuple[UnitSpec, VectorSet]:
+    """The unit and vectors before the FP32 scales: no scales, no epilogue.
+
+    With ``ks`` (block-fma), the vectors are one 128-K slice without C and the unit is the
+    chain without promotion: the slice is one partial sum for the FMA to scale."""
     from dataclasses import replace
     inner = replace(spec, scale_format=None, block=None, epilogue=None)
     plain = replace(vs, a_scale=None, b_scale=None, scale_format=None, block=None, d=None)
+    if ks is not None:
+        inner = replace(inner, promote_every=None)
+        plain = replace(plain, a=vs.a[..., ks], b=vs.b[..., ks, :], c=None)
     return inner, plain.validate()
 
 
 def _block_slices(spec: UnitSpec, vs: VectorSet):
     """(partial-sum spec, [(vectors of one 128-K block, FP32 bits of fl(sa*sb))]) of a
     block-wise scaled unit: each block is the chain from +0 without scales or promotion."""
-    from dataclasses import replace
-    inner = replace(spec, scale_format=None, block=None, epilogue=None, promote_every=None)
     n = vs.n
     out = []
     for kb in range(vs.k // 128):
-        ks = slice(kb * 128, (kb + 1) * 128)
-        plain = replace(vs, a=vs.a[..., ks], b=vs.b[..., ks, :], c=None, d=None, a_scale=None,
-                        b_scale=None, scale_format=None, block=None).validate()
+        inner, plain = _without_epilogue(spec, vs, slice(kb * 128, (kb + 1) * 128))
         sa = np.asarray(vs.a_scale, np.float32)[..., kb][..., :, None]
         sb = np.repeat(np.asarray(vs.b_scale, np.float32)[..., kb, :], 128, axis=-1)[..., :n]
         shape = vs.batch_shape + (vs.m, n)

@@ -19,6 +19,9 @@ from ..formats import Overflow, Rounding
 from ..spec import Align, CMode, Product, UnitSpec, ZeroSign
 from ..vectors import VectorSet
 
+# Plumbing only (which vectors and which unit run before the FP32 scales), no arithmetic.
+from .fast import _without_epilogue
+
 __all__ = ["matmul_exact", "dot", "round_fp32_rne"]
 
 
@@ -356,11 +359,7 @@ def _mul_ref(x: _Val, y: _Val) -> _Val:
 
 def _epilogue_ref(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
     """The unit without its epilogue, then the FP32 scales as the epilogue applies them."""
-    from dataclasses import replace
-    inner = replace(spec, scale_format=None, block=None, epilogue=None)
-    plain = replace(vs, a_scale=None, b_scale=None, scale_format=None, block=None,
-                    d=None).validate()
-    d = dot(inner, plain)
+    d = dot(*_without_epilogue(spec, vs))
     fp32 = formats.get("fp32")
     out = np.empty_like(d)
     for index in np.ndindex(*d.shape):
@@ -382,15 +381,9 @@ def _epilogue_ref(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
 
 def _block_fma_ref(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
     """Block-wise FP32 scales: per 128-K block, total = fma(partial, fl(sa*sb), total)."""
-    from dataclasses import replace
-    inner = replace(spec, scale_format=None, block=None, epilogue=None, promote_every=None)
     fp32 = formats.get("fp32")
-    parts = []
-    for kb in range(vs.k // 128):
-        ks = slice(kb * 128, (kb + 1) * 128)
-        plain = replace(vs, a=vs.a[..., ks], b=vs.b[..., ks, :], c=None, d=None, a_scale=None,
-                        b_scale=None, scale_format=None, block=None).validate()
-        parts.append(dot(inner, plain))
+    parts = [dot(*_without_epilogue(spec, vs, slice(kb * 128, (kb + 1) * 128)))
+             for kb in range(vs.k // 128)]
     out = np.empty(vs.batch_shape + (vs.m, vs.n), np.uint32)
 
     def val(x) -> _Val:
