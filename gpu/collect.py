@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mxsim import presets, vectors
+from mxsim import formats, presets, vectors
 from mxsim.compare import compare
 from mxsim.engine import fast
 
@@ -163,7 +163,8 @@ def _vs_candidates(res, path: str, candidates: list[str] | None = None) -> dict:
 
 
 def run_paths(out: Path, size: int, only: str | None = None, salt: str = "",
-              candidates: list[str] | None = None) -> dict:
+              candidates: list[str] | None = None, families: list[str] | None = None,
+              pairs: list[str] | None = None) -> dict:
     """Every Hopper path on every family: agreement with each candidate preset, and samples."""
     from .paths import get as get_path
 
@@ -182,22 +183,27 @@ def run_paths(out: Path, size: int, only: str | None = None, salt: str = "",
                 for k in (32, 256):
                     plans.append(("triton-dot", dict(a_format=a, b_format=b, k=k)))
     for a in ("e4m3", "e5m2", "e2m1"):
-        plans.append(("triton-dot-scaled", dict(a_format=a, b_format=a, k=128,
-                                                scale_format="e8m0")))
+        for b in ("e4m3", "e5m2", "e2m1"):
+            for k in ((128, 1024) if a == b else (128,)):
+                plans.append(("triton-dot-scaled", dict(a_format=a, b_format=b, k=k,
+                                                        scale_format="e8m0")))
     for gran in ("tensor", "row", "block"):
         for path in ("cublas-fast", "cublas"):
             # K/128 must be a multiple of 4 for cuBLASLt's block-wise modes; block-wise
             # scales also run a long K (16 scaled partials).
             for k in ((512, 2048) if gran == "block" and path == "cublas" else
                       (512,) if gran == "block" else (256,)):
-                plans.append((path, dict(a_format="e4m3", b_format="e4m3", k=k, with_c=False,
-                                         scale_format="fp32", scale_granularity=gran)))
+                for a, b in cublas_pairs():
+                    plans.append((path, dict(a_format=a, b_format=b, k=k, with_c=False,
+                                             scale_format="fp32", scale_granularity=gran)))
     for a, b in cublas_pairs():
         for k in (256, 1024, 4096):
             plans.append(("cublas", dict(a_format=a, b_format=b, k=k, with_c=False)))
     if only:
-        plans = [(p, o) for p, o in plans
-                 if only in f"{p}:{o.get('scale_granularity', '')}"]
+        plans = [(p, o) for p, o in plans if any(
+            part in f"{p}:{o.get('scale_granularity', '')}" for part in only.split(","))]
+    if pairs:
+        plans = [(p, o) for p, o in plans if f"{o['a_format']}x{o['b_format']}" in pairs]
     for path, opts in plans:
         p = get_path(path)
         reason = p.unavailable_reason()
@@ -207,6 +213,8 @@ def run_paths(out: Path, size: int, only: str | None = None, salt: str = "",
         n = 128 if opts.get("scale_granularity") == "block" else size
         for fam in vectors.FAMILIES:
             if fam == "nan-scale" and opts.get("scale_format") in (None, "fp32"):
+                continue
+            if families and fam not in families:
                 continue
             o = dict(opts)
             o.setdefault("with_c", True)
@@ -249,6 +257,86 @@ def run_paths(out: Path, size: int, only: str | None = None, salt: str = "",
     return summary
 
 
+def operand_map_sets(fmt: str) -> dict[str, vectors.VectorSet]:
+    """Sets whose outputs are the operands as ``tl.dot_scaled``'s emulation sees them.
+
+    Batch entry s (every E8M0 code) times row (or column) c (every element code): one product
+    of the element, under scale s, with 1.0 (scale 127) and zeros elsewhere, so D[s, c] is the
+    upcast operand itself. ``a-lift`` multiplies by 2**100 (B's scale 227), lifting bf16
+    subnormal operands into FP32's normal range to show whether they were kept.
+    """
+    f = formats.get(fmt)
+    codes = (np.arange(256) % (1 << f.bits)).astype(np.uint8)
+    one = f.encode(np.array([1.0]))[0]
+    nb, k = 256, 32
+    scale = np.arange(256, dtype=np.uint8)
+    out = {}
+    for side, b_scale in (("a", 127), ("a-lift", 227), ("b", None)):
+        if side == "b":
+            m, n = 64, 256
+            a = np.zeros((nb, m, k), np.uint8)
+            a[:, :, 0] = one
+            b = np.zeros((nb, k, n), np.uint8)
+            b[:, 0, :] = codes
+            sa = np.full((nb, m, 1), 127, np.uint8)
+            sb = np.broadcast_to(scale[:, None, None], (nb, 1, n)).copy()
+        else:
+            m, n = 256, 64
+            a = np.zeros((nb, m, k), np.uint8)
+            a[:, :, 0] = codes
+            b = np.zeros((nb, k, n), np.uint8)
+            b[:, 0, :] = one
+            sa = np.broadcast_to(scale[:, None, None], (nb, m, 1)).copy()
+            sb = np.full((nb, 1, n), b_scale, np.uint8)
+        out[side] = vectors.VectorSet(
+            a=a, b=b, a_format=fmt, b_format=fmt, c=np.zeros((nb, m, n), np.uint32),
+            a_scale=sa, b_scale=sb, scale_format="e8m0", block=32,
+            extra={"probe": "operand-map", "side": side}).validate()
+    return out
+
+
+def run_operand_map(out: Path) -> dict:
+    """tl.dot_scaled's operand upcast, every element code under every E8M0 scale."""
+    from .triton_runner import run_dot_scaled
+    summary: dict = {"device": device_info(), "rows": [],
+                     "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    maps = {}
+    for fmt in ("e4m3", "e5m2", "e2m1"):
+        for side, vs in operand_map_sets(fmt).items():
+            res = run_dot_scaled(vs)
+            spec = presets.get("triton-dot-scaled-hopper").spec_for(res)
+            model = fast.dot(spec, res)
+            d = res.d[:, :, 0] if side != "b" else res.d[:, 0, :]
+            maps[f"{fmt}/{side}"] = d
+            summary["rows"].append({"format": fmt, "side": side, "dots": int(res.d.size),
+                                    "equal": int((model == res.d).sum())})
+            print(summary["rows"][-1], flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out / "triton_operand_map.npz", **maps)
+    (out / "operand_map_summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    return summary
+
+
+def run_probe(out: Path) -> dict:
+    """The fp8 probe suite (mxsim.probe) through the paths that take its e5m2 x e4m3 + C."""
+    from mxsim.probe import probe_suite
+
+    from .paths import get as get_path
+    out.mkdir(parents=True, exist_ok=True)
+    suite = probe_suite("fp8")
+    vectors.save(suite, out / "probe_fp8.npz")
+    summary: dict = {"device": device_info(), "rows": []}
+    for path, preset in (("triton-dot", "hopper-wgmma"), ("mma-sync", "hopper-mma-sync")):
+        res = get_path(path).run(suite)
+        vectors.save(res, out / f"probe_fp8_{path}.npz")
+        model = fast.dot(presets.get(preset).spec_for(res), res)
+        summary["rows"].append({"path": path, "preset": preset, "dots": int(res.d.size),
+                                "equal": int((model == res.d).sum())})
+        print(summary["rows"][-1], flush=True)
+    (out / "probe_summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    return summary
+
+
 def cublas_pairs():
     return cublas.PAIRS
 
@@ -281,6 +369,11 @@ def _keep_sample(path: str, o: dict, family: str) -> bool:
     if o.get("scale_format") == "fp32":
         return family == "normal" and (o["scale_granularity"] != "block"
                                        or (path == "cublas" and o["k"] == 512))
+    if path == "triton-dot-scaled":
+        # The operand upcast's special rules (scale 0x00, bf16 over/underflow, E5M2 Inf/NaN)
+        # show in scale-extremes and specials.
+        return o["k"] == 128 and o["a_format"] == o["b_format"] and family in (
+            "normal", "specials", "scale-extremes")
     if o["k"] > 128 and not (path == "mma-sync" and o["a_format"] == o["b_format"] == "e4m3"
                              and o.get("c_format", "fp32") == "fp32"):
         return False
@@ -332,11 +425,19 @@ def main(argv: list[str] | None = None) -> int:
                                                          "(default: %(default)s)")
     p.add_argument("--long-size", type=int, default=64, help="M = N of the long-K sets "
                                                              "(default: %(default)s)")
-    p.add_argument("--what", choices=("hopper", "paths", "shapes"), default="hopper",
+    p.add_argument("--what", choices=("hopper", "paths", "shapes", "operand-map", "probe"),
+                   default="hopper",
                    help="hopper: the hopper-wgmma/hopper-cublas-fast validation; paths: every "
-                        "path against its candidate presets (default: %(default)s)")
+                        "path against its candidate presets; operand-map: tl.dot_scaled's "
+                        "operand upcast, every code under every scale; probe: the fp8 probe "
+                        "suite through triton-dot and mma-sync (default: %(default)s)")
+    p.add_argument("--families", default=None, metavar="F1,F2",
+                   help="paths mode: run only these generator families")
     p.add_argument("--only", metavar="TEXT", default=None,
-                   help="paths mode: run only the plans whose 'path:granularity' contains TEXT")
+                   help="paths mode: run only the plans whose 'path:granularity' contains "
+                        "TEXT (several, comma-separated: any of them)")
+    p.add_argument("--pairs", default=None, metavar="AxB,...",
+                   help="paths mode: run only these operand pairs (e.g. e4m3xe5m2)")
     p.add_argument("--salt", default="", help="changes every seed: fresh vectors for a "
                                                "validation run (default: none)")
     p.add_argument("--candidates", default=None, metavar="P1,P2",
@@ -346,9 +447,17 @@ def main(argv: list[str] | None = None) -> int:
         run_shapes(args.out, args.candidates or "hopper-cublas", fast_accum=False,
                    salt=args.salt)
         return 0
+    if args.what == "operand-map":
+        run_operand_map(args.out)
+        return 0
+    if args.what == "probe":
+        run_probe(args.out)
+        return 0
     if args.what == "paths":
         summary = run_paths(args.out, args.size, args.only, args.salt,
-                            args.candidates.split(",") if args.candidates else None)
+                            args.candidates.split(",") if args.candidates else None,
+                            args.families.split(",") if args.families else None,
+                            args.pairs.split(",") if args.pairs else None)
         print(_paths_table(summary))
         return 0
     reason = cublas.unavailable_reason()

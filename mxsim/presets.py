@@ -155,7 +155,8 @@ def _triton_dot_scaled_hopper(a, b, scale_format, block, c_format) -> UnitSpec:
         instruction=f"triton tl.dot_scaled({a}, {b}) on sm_90: bf16 upcast, wgmma bf16 k16",
         a_format=a, b_format=b, scale_format="e8m0", block=32, k=32,
         schedule=(tuple(range(16)), tuple(range(16, 32))), frac_bits=25, upcast="bf16",
-        acc_format="fp32", acc_rounding=Rounding.RZ, e_zero=-133,
+        fold_scales=True, upcast_specials="finite", acc_format="fp32",
+        acc_rounding=Rounding.RZ, e_zero=-133,
         provenance=PRESETS_PROVENANCE["triton-dot-scaled-hopper"])
 
 
@@ -221,8 +222,11 @@ PRESETS_PROVENANCE = {
         "total (which starts as C) with RNE, the DeepGEMM-style promotion",
     "triton-dot-scaled-hopper":
         "fitted by `mxsim fit` to H200 outputs of gpu/triton_runner.py (tl.dot_scaled, Triton "
-        "3.6; 2,304 sample dots): operands upcast to bf16 (scales folded into the exponent), "
-        "two bf16 wgmma k16 steps per 32 of K, F=25, RZ FP32, C in the first step",
+        "3.6; 2,304 sample dots): two bf16 wgmma k16 steps per 32 of K, F=25, RZ FP32, C in "
+        "the first step; the operand upcast read from Triton's DecomposeScaledBlocked pass "
+        "and confirmed code by code on the H200 (gpu.collect --what operand-map): each "
+        "operand is fl_bf16(x * scale) with E8M0 0x00 as 0 and 0xFF as NaN, and E5M2 Inf/NaN "
+        "codes become the numbers 2**16 * (1 + m/4) (Triton's bit-shift E5M2-to-BF16)",
     "hopper-cublas-rowwise":
         "hopper-cublas's accumulation, then cuBLASLt's epilogue as fitted to H200 samples "
         "(tests/data/h200/h200_paths.npz): per-tensor fl(fl(sa*sb)*D) + 0 (a zero is +0), "
@@ -275,18 +279,20 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
     Preset("hopper-cublas-rowwise", "cuBLASLt FP8 without fast accumulation, per-tensor or "
                                     "row-wise FP32 scales applied in the epilogue",
            PRESETS_PROVENANCE["hopper-cublas-rowwise"],
-           "H200 (driver 580.159.04, cuBLAS 13.1): 1,572,864 fresh dots, e4m3 x e4m3, K = 256, "
-           "per-tensor and row-wise scales, every generator family incl. scale extremes, 0 "
-           "mismatches (tests/data/h200/cublas_rowwise_validation.json)",
+           "H200 (driver 580.159.04, cuBLAS 13.1): 4,718,592 fresh dots, e4m3 x e4m3, "
+           "e4m3 x e5m2 and e5m2 x e4m3, K = 256, per-tensor and row-wise scales, every "
+           "generator family incl. scale extremes, 0 mismatches "
+           "(tests/data/h200/cublas_rowwise_validation.json)",
            (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3")), (("fp32", None),),
            ("fp32",), _hopper_cublas_rowwise),
     Preset("hopper-cublas-blockwise", "cuBLASLt FP8 without fast accumulation, DeepSeek-style "
                                       "block-wise FP32 scales applied to each 128-K partial",
            PRESETS_PROVENANCE["hopper-cublas-blockwise"],
-           "H200 (driver 580.159.04, cuBLAS 13.1): 1,867,776 fresh dots, e4m3 x e4m3, K = 512 "
-           "(every generator family incl. scale extremes) and K = 2048 (7 families), 0 "
-           "mismatches (tests/data/h200/cublas_blockwise_validation.json)",
-           (("e4m3", "e4m3"),), (("fp32", 128),), ("fp32",), _hopper_cublas_blockwise),
+           "H200 (driver 580.159.04, cuBLAS 13.1): 3,932,160 fresh dots, e4m3 x e4m3, "
+           "e4m3 x e5m2 and e5m2 x e4m3, K = 512 and 2048, every generator family incl. scale "
+           "extremes, 0 mismatches (tests/data/h200/cublas_blockwise_validation.json)",
+           (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3")), (("fp32", 128),), ("fp32",),
+           _hopper_cublas_blockwise),
     Preset("hopper-mma-sync", "Hopper FP8 mma.sync m16n8k32 (emulated on FP16 tensor cores): "
                               "two interleaved steps, F=25, C added after (RNE)",
            PRESETS_PROVENANCE["hopper-mma-sync"],
@@ -297,9 +303,10 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
     Preset("triton-dot-scaled-hopper", "Triton tl.dot_scaled on Hopper (emulated): bf16 "
                                        "upcast, steps of 16, F=25, RZ FP32",
            PRESETS_PROVENANCE["triton-dot-scaled-hopper"],
-           "H200 (Triton 3.6): 573,440 fresh dots bit-exact (e4m3, e5m2, e2m1; every generator "
-           "family incl. NaN scales) except where it does NOT hold: E8M0 scale extremes (Triton "
-           "maps 0x00 to 0; bf16 over/underflow) and e5m2 Inf/NaN (docs/findings.md)",
+           "H200 (Triton 3.6): 2,555,904 fresh dots, all 9 pairs of e4m3/e5m2/e2m1, K = 128 "
+           "and 1024, every generator family incl. scale extremes, NaN scales and Inf/NaN, 0 "
+           "mismatches (tests/data/h200/triton_dot_scaled_validation.json); and every element "
+           "code under every E8M0 scale, 37,748,736 dots (triton_operand_map.npz)",
            tuple(product(("e4m3", "e5m2", "e2m1"), ("e4m3", "e5m2", "e2m1"))),
            (("e8m0", 32),), ("fp32",), _triton_dot_scaled_hopper),
     Preset("blackwell-f8f6f4", "Blackwell kind::f8f6f4: F=25, RZ FP32 (RNE FP16 out)",

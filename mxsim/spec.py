@@ -10,10 +10,16 @@ The model (MMA-Sim's truncated fused dot-product-add, generalised): an instructi
 ``k`` consecutive indices of the reduction. Its ``schedule`` splits them into fused steps (groups
 of k indices, in order, not necessarily contiguous). In each step:
 
-1. every product ``a·b`` (times its block scales) is exact (with ``upcast``, the operands are
-   first converted exactly to that format, whose exponents are then the ones that count: sm_90
-   runs FP8 ``mma.sync`` on FP16 operands); its *alignment exponent* is
-   ``e_a + e_b`` (plus the scale exponents) with significands left in [0, 4) (``product="raw"``),
+1. every product ``a·b`` (times its block scales) is exact. With ``upcast``, the operands are
+   first converted exactly to that format, whose exponents are then the ones that count (sm_90
+   runs FP8 ``mma.sync`` on FP16 operands). With ``fold_scales``, the E8M0 block scales are
+   multiplied into the operands in that format first: one RNE rounding each, gradual
+   underflow, overflow to Inf, scale code 0x00 read as 0 and 0xFF as NaN (Triton's
+   ``dot_scaled`` emulation builds a bf16 scale by shifting the code into bf16's exponent
+   field). With ``upcast_specials="finite"``, an IEEE-style format's Inf/NaN codes upcast as
+   the numbers their bits spell (Triton's bit-shift E5M2-to-BF16 conversion). A product's
+   *alignment exponent* is ``e_a + e_b`` (plus the scale exponents) with significands left in
+   [0, 4) (``product="raw"``),
    or the exponent of the exact product (``product="normalized"``). With ``group=G`` (GST-FDPA),
    each run of G products is first summed exactly and that sum times the scale product is one
    term whose alignment exponent is the sum of the two scale exponents.
@@ -62,6 +68,9 @@ MAX_FRAC_BITS = 40        # int64 sums: terms below 2**(F + 20), at most 2**2 of
 #: How FP32 scales are applied (cuBLASLt, H200): fl(fl(sa*sb)*acc); fl(fl(acc*sb)*sa); and per
 #: 128-K block, total = fma(partial, fl(sa*sb), total).
 EPILOGUES = ("alpha", "col-row", "block-fma")
+#: How an upcast reads Inf/NaN element codes: as Inf/NaN, or ("finite", Triton's bit-shift
+#: E5M2-to-BF16 conversion) the top exponent binade as ordinary numbers, 2**16 * (1 + m/4).
+UPCAST_SPECIALS = ("ieee", "finite")
 MAX_GROUP_BITS = 54       # a group sum times two UE4M3 significands must stay below 2**63
 
 
@@ -71,6 +80,17 @@ def _holds(up: formats.Format, name: str) -> bool:
     f = formats.get(name)
     values = f.decode(f.finite_codes())
     return bool(np.array_equal(up.decode(up.encode(values, "rne", saturate=False)), values))
+
+
+def _holds_top_binade(up: formats.Format, name: str) -> bool:
+    """True when ``up`` holds, exactly, the numbers an IEEE-style format's Inf/NaN codes spell
+    when read as one more binade (True for formats without such codes)."""
+    import numpy as np
+    f = formats.get(name)
+    if f.kind != "float" or f.specials is not formats.Specials.IEEE:
+        return True
+    top = np.ldexp(1.0 + np.arange(1 << f.man_bits) / (1 << f.man_bits), f.emax + 1)
+    return bool(np.array_equal(up.decode(up.encode(top, "rne", saturate=False)), top))
 
 
 def group_sum_bits(a_format: str, b_format: str, group: int) -> int:
@@ -135,6 +155,8 @@ class UnitSpec:
     align: Align = Align.RZ
     product: Product = Product.RAW
     upcast: str | None = None          #: operands converted (exactly) to this format first
+    fold_scales: bool = False          #: E8M0 scales multiplied into the upcast operands
+    upcast_specials: str = "ieee"      #: "ieee", or "finite": E5M2 Inf/NaN codes read as numbers
     group: int | None = None           #: GST-FDPA group size G
     c_mode: CMode = CMode.STEP
     c_rounding: Rounding = Rounding.RNE
@@ -184,6 +206,21 @@ class UnitSpec:
                            f"{self.b_format} value exactly, not {self.upcast!r}")
             if self.group is not None:
                 raise fail("upcast applies to the products of fused steps, not to GST groups")
+        if not isinstance(self.fold_scales, bool):
+            raise fail(f"fold_scales must be true or false, not {self.fold_scales!r}")
+        if self.fold_scales and (self.upcast is None or self.scale_format != "e8m0"):
+            raise fail("fold_scales multiplies E8M0 block scales into the operands in the upcast "
+                       "format: it needs upcast and scale_format e8m0")
+        if self.upcast_specials not in UPCAST_SPECIALS:
+            raise fail(f"upcast_specials must be one of {', '.join(UPCAST_SPECIALS)}, not "
+                       f"{self.upcast_specials!r}")
+        if self.upcast_specials != "ieee":
+            if self.upcast is None:
+                raise fail("upcast_specials describes the operand upcast: it needs upcast")
+            if not all(_holds_top_binade(formats.get(self.upcast), name)
+                       for name in (self.a_format, self.b_format)):
+                raise fail(f"upcast_specials 'finite' reads Inf/NaN codes as numbers up to "
+                           f"2**(emax+2); {self.upcast} cannot hold them (use bf16 or fp32)")
         if self.d_format not in OUTPUT_FORMATS:
 
             raise fail(f"d_format must be one of {', '.join(OUTPUT_FORMATS)}, not "

@@ -270,12 +270,18 @@ def _specs(draw):
         if upcast is not None and not all(spec._holds(formats.get(upcast), f)
                                           for f in (a_format, b_format)):
             upcast = None
+    # Triton's emulation rules: E8M0 scales folded into the upcast operands, and E5M2's
+    # Inf/NaN codes read as numbers.
+    fold = upcast is not None and scale == "e8m0" and draw(st.booleans())
+    up_specials = draw(st.sampled_from(["ieee", "finite"])) if upcast in ("bf16", "fp32") \
+        else "ieee"
     return UnitSpec(
         name="drawn", a_format=a_format, b_format=b_format, scale_format=scale, block=block, k=k,
         schedule=schedule, group=group,
         frac_bits=draw(st.one_of(st.none(), st.integers(0, 30))),
         align=draw(st.sampled_from(["rz", "rd", "rne", "rz-jam"])),
         product=draw(st.sampled_from(["raw", "normalized"])), upcast=upcast,
+        fold_scales=fold, upcast_specials=up_specials,
         c_mode=draw(st.sampled_from(["step", "after"])),
         c_rounding=draw(st.sampled_from(["rne", "rz"])),
         acc_format=draw(st.sampled_from(["fp32", "e8m13", "e8m10", "fp16", "bf16"])),

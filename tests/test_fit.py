@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from gpu.collect import load_bundle
-from mxsim import fit, presets, probe
+from mxsim import fit, presets, probe, vectors
 from mxsim.cli import main
 from mxsim.engine import fast
 from mxsim.spec import UnitSpec
@@ -33,6 +33,26 @@ def test_fit_finds_hopper_mma_sync_from_h200_outputs():
     assert result.exact, result.report()
     assert result.spec.schedule == fit.schedules(32)["pairs 01|23"]
     assert (result.spec.frac_bits, result.spec.c_mode.value) == (25, "after")
+
+
+@pytest.mark.parametrize("path, preset", [("triton-dot", "hopper-wgmma"),
+                                          ("mma-sync", "hopper-mma-sync")])
+def test_fit_recovers_presets_from_h200_probe_runs(path, preset):
+    """The probe suite run on the H200 (`gpu.collect --what probe`): tl.dot lowers to wgmma
+    with C in its accumulator, so this run also decides where C enters. No prior given."""
+    observed = vectors.load(f"{DATA}/probe_fp8_{path}.npz")
+    suite = probe.probe_suite("fp8")
+    for name in ("a", "b", "c"):                      # the committed inputs are the suite
+        assert np.array_equal(getattr(observed, name), getattr(suite, name)), name
+    assert observed.extra["path"] == path and observed.extra["device"]["gpu"] == "NVIDIA H200"
+    result = fit.fit(observed, k=32)
+    assert result.exact, result.report()
+    want = presets.get(preset).spec("e5m2", "e4m3")
+    for param in ("schedule", "frac_bits", "align", "product", "c_mode", "acc_format",
+                  "acc_rounding", "upcast"):
+        assert getattr(result.spec, param) == getattr(want, param), param
+        scores = result.evidence[param]
+        assert sorted(scores.values())[-2] < result.total, param    # decided, not tied
 
 
 def test_fit_recovers_presets_from_the_probe_suite():

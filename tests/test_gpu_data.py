@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gpu.collect import load_bundle
-from mxsim import presets, vectors
+from mxsim import formats, presets, vectors
 from mxsim.engine import fast
 
 DATA = Path(__file__).parent / "data" / "h200"
@@ -121,13 +121,17 @@ def test_gpu_data_cublas_blockwise_scales():
     assert vs.block == 128 and vs.a_scale.shape[-1] == 4
     assert _agree(vs, "hopper-cublas-blockwise") == vs.d.size == 1024
     assert _agree(vs, "exact") == 0
+    for pair in ("e4m3_e5m2", "e5m2_e4m3"):
+        vs = _paths()[f"cublas_{pair}_fp32_k512_block"]
+        assert _agree(vs, "hopper-cublas-blockwise") == vs.d.size == 1024
     s = json.loads((DATA / "cublas_blockwise_validation.json").read_text())
     assert s["device"]["gpu"] == "NVIDIA H200"
-    assert sum(r["dots"] for r in s["rows"]) == 1867776
+    assert sum(r["dots"] for r in s["rows"]) == 3932160
     assert all(r["equal"] == r["dots"] for r in s["rows"])
-    assert {r["family"] for r in s["rows"] if r["k"] == 512} == \
-        set(vectors.FAMILIES) - {"nan-scale"}
-    assert {r["k"] for r in s["rows"]} == {512, 2048}
+    for pair in ("e4m3xe4m3", "e4m3xe5m2", "e5m2xe4m3"):     # every family at both K
+        for k in (512, 2048):
+            assert {r["family"] for r in s["rows"] if (r["pair"], r["k"]) == (pair, k)} == \
+                set(vectors.FAMILIES) - {"nan-scale"}, (pair, k)
 
 
 def test_gpu_data_cublas_blockwise_order_is_decided():
@@ -182,32 +186,68 @@ def test_gpu_data_mma_sync_is_hopper_mma_sync(key):
     assert _agree(vs, "hopper-wgmma") < vs.d.size                # and it is not wgmma
 
 
-def test_gpu_data_triton_dot_scaled_hopper_where_it_holds():
-    """tl.dot_scaled on Hopper: the fitted preset holds on normal/specials/one-large samples
-    except e5m2's Inf/NaN (specials), and on fresh H200 runs except the documented families."""
+def test_gpu_data_triton_dot_scaled_hopper():
+    """tl.dot_scaled on Hopper: the preset reproduces every sample, and the two upcast rules
+    (scales folded into bf16 operands, E5M2 Inf/NaN read as numbers) are what it takes."""
     sets = _paths()
-    for fmt in ("e4m3", "e2m1"):
+    plain = {"fold_scales": False, "upcast_specials": "ieee"}
+    for fmt in ("e4m3", "e5m2", "e2m1"):
         vs = sets[f"triton-dot-scaled_{fmt}_{fmt}_fp32_k128_none"]
+        assert vs.extra["families"] == ["normal", "specials", "scale-extremes"]
         assert _agree(vs, "triton-dot-scaled-hopper") == vs.d.size == 768
-    e5 = sets["triton-dot-scaled_e5m2_e5m2_fp32_k128_none"]
-    assert _agree(e5, "triton-dot-scaled-hopper") == 523                # 245 specials differ
+        spec = presets.get("triton-dot-scaled-hopper").spec_for(vs)
+        d = fast.dot(spec.replace(**plain), vs)
+        assert (d[2] == vs.d[2]).sum() < 256 // 2                   # scale extremes need fold
+        if fmt == "e5m2":
+            d = fast.dot(spec.replace(upcast_specials="ieee"), vs)
+            assert (d[1] == vs.d[1]).sum() < 256 // 2               # Inf/NaN read as numbers
     s = json.loads((DATA / "triton_dot_scaled_validation.json").read_text())
-    broken = sorted({(r["a_format"], r["family"]) for r in s["rows"] if r["equal"] != r["dots"]})
-    assert broken == [("e2m1", "scale-extremes"), ("e4m3", "scale-extremes"),
-                      ("e5m2", "scale-extremes"), ("e5m2", "specials")]
-    assert sum(r["dots"] for r in s["rows"] if r["equal"] == r["dots"]) == 573440
+    assert s["device"]["gpu"] == "NVIDIA H200"
+    assert sum(r["dots"] for r in s["rows"]) == 2555904
+    assert all(r["equal"] == r["dots"] for r in s["rows"])
+    assert {(r["a_format"], r["b_format"]) for r in s["rows"]} == {
+        (a, b) for a in ("e4m3", "e5m2", "e2m1") for b in ("e4m3", "e5m2", "e2m1")}
+    assert {r["family"] for r in s["rows"]} == set(vectors.FAMILIES)
+    assert {r["k"] for r in s["rows"]} == {128, 1024}
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2", "e2m1"])
+def test_gpu_data_triton_operand_map(fmt):
+    """Every element code under every E8M0 scale, as tl.dot_scaled's emulation feeds it to
+    the tensor core (gpu.collect --what operand-map): the model gives every output bit."""
+    from gpu.collect import operand_map_sets
+    with np.load(DATA / "triton_operand_map.npz") as z:
+        maps = {k: z[k] for k in z.files}
+    for side, vs in operand_map_sets(fmt).items():
+        vs = vs.subset(slice(0, 1), slice(None)) if side == "b" else \
+            vs.subset(slice(None), slice(0, 1))
+        spec = presets.get("triton-dot-scaled-hopper").spec_for(vs)
+        d = fast.dot(spec, vs)
+        got = maps[f"{fmt}/{side}"]
+        want = d[:, 0, :] if side == "b" else d[:, :, 0]
+        assert np.array_equal(want, got), side
+    got = maps[f"{fmt}/a"].view(np.float32)
+    finite = np.isfinite(formats.get(fmt).decode(np.arange(256) % (1 << formats.get(fmt).bits)))
+    assert (got[0][finite] == 0).all()                              # scale 0x00 reads as 0
+    assert np.isnan(got[255]).all()                                 # 0xFF is NaN
+    if fmt == "e5m2":                                               # Inf and NaN are numbers
+        assert got[127][[0x7C, 0x7D, 0xFC]].tolist() == [65536.0, 81920.0, -65536.0]
 
 
 def test_gpu_data_cublas_rowwise_scales():
     """Per-tensor and row-wise FP32 scales: cuBLASLt's epilogue on the promoted chain."""
     sets = _paths()
     for gran in ("tensor", "row"):
-        vs = sets[f"cublas_e4m3_e4m3_fp32_k256_{gran}"]
-        assert _agree(vs, "hopper-cublas-rowwise") == vs.d.size
+        for pair in ("e4m3_e4m3", "e4m3_e5m2", "e5m2_e4m3"):
+            vs = sets[f"cublas_{pair}_fp32_k256_{gran}"]
+            assert _agree(vs, "hopper-cublas-rowwise") == vs.d.size
     s = json.loads((DATA / "cublas_rowwise_validation.json").read_text())
-    assert sum(r["dots"] for r in s["rows"]) == 1572864
+    assert sum(r["dots"] for r in s["rows"]) == 4718592
     assert all(r["equal"] == r["dots"] for r in s["rows"])
-    assert {r["granularity"] for r in s["rows"]} == {"tensor", "row"}
+    for pair in ("e4m3xe4m3", "e4m3xe5m2", "e5m2xe4m3"):
+        for gran in ("tensor", "row"):
+            assert {r["family"] for r in s["rows"] if (r["pair"], r["granularity"]) ==
+                    (pair, gran)} == set(vectors.FAMILIES) - {"nan-scale"}, (pair, gran)
 
 
 def test_gpu_data_mma_sync_validation_run():

@@ -61,6 +61,16 @@ def test_spec_enums_from_strings_and_replace():
                           "exactly, not 'e5m2'"),
     (dict(upcast="fp16", scale_format="e8m0", block=32, group=16),
      "upcast applies to the products of fused steps, not to GST groups"),
+    (dict(fold_scales=True, upcast="bf16"), "fold_scales multiplies E8M0 block scales into "
+                                            "the operands in the upcast format: it needs "
+                                            "upcast and scale_format e8m0"),
+    (dict(fold_scales=1), "fold_scales must be true or false, not 1"),
+    (dict(upcast_specials="nan"), "upcast_specials must be one of ieee, finite, not 'nan'"),
+    (dict(upcast_specials="finite"), "upcast_specials describes the operand upcast: it needs "
+                                     "upcast"),
+    (dict(upcast_specials="finite", upcast="fp16", a_format="e5m2"),
+     "upcast_specials 'finite' reads Inf/NaN codes as numbers up to 2**(emax+2); fp16 cannot "
+     "hold them (use bf16 or fp32)"),
     (dict(scale_format="fp32"), "fp32 scales need the exact arithmetic (k and frac_bits null) "
                                 "or an epilogue"),
     (dict(epilogue="beta"), "epilogue must be null or one of alpha, col-row, block-fma, not "

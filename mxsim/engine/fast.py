@@ -329,17 +329,28 @@ class _Operands:
         fa, fb = formats.get(vs.a_format), formats.get(vs.b_format)
         nb = int(np.prod(vs.batch_shape, dtype=np.int64))
         a_codes, b_codes = vs.a.reshape(nb, vs.m, vs.k), vs.b.reshape(nb, vs.k, vs.n)
+        folded = False
         if spec.upcast is not None:
-            # The operands as the tensor core sees them: re-encoded (exactly) in the upcast
-            # format, whose fields then give the alignment exponents.
+            # The operands as the tensor core sees them: re-encoded in the upcast format (with
+            # the block scales folded in, where the spec says so), whose fields then give the
+            # alignment exponents.
             up = formats.get(spec.upcast)
-            a_codes = up.encode(fa.decode(a_codes), "rne", saturate=False)
-            b_codes = up.encode(fb.decode(b_codes), "rne", saturate=False)
+            va = _upcast_values(fa, a_codes, spec.upcast_specials)
+            vb = _upcast_values(fb, b_codes, spec.upcast_specials)
+            if spec.fold_scales:
+                blk = vs.block
+                with np.errstate(invalid="ignore"):      # Inf * a zero scale is NaN
+                    va = va * np.repeat(_folded_scales(vs.a_scale.reshape(nb, vs.m, -1)), blk, -1)
+                    vb = vb * np.repeat(_folded_scales(vs.b_scale.reshape(nb, -1, vs.n)), blk,
+                                        -2)
+                folded = True
+            a_codes = up.encode(va, "rne", saturate=False)
+            b_codes = up.encode(vb, "rne", saturate=False)
             fa = fb = up
         a = _Operand.of(fa, a_codes)
         b = _Operand.of(fb, b_codes)
         sa = sb = None
-        if vs.scale_format is not None:
+        if vs.scale_format is not None and not folded:
             fs = formats.get(vs.scale_format)
             blk = vs.block
             sa = _Operand.of(fs, np.repeat(vs.a_scale.reshape(nb, vs.m, -1), blk, axis=-1))
@@ -350,6 +361,24 @@ class _Operands:
                         or (sa is not None and (sa.nan.any() or sb.nan.any())))
         lsb_min = lambda f: (f.emin - f.man_bits) if f.kind == "float" else -f.man_bits  # noqa: E731
         return cls(a, b, sa, sb, lsb_min(fa), lsb_min(fb), specials)
+
+
+def _upcast_values(fmt: formats.Format, codes: npt.NDArray, specials: str) -> npt.NDArray:
+    """Element values as an upcast reads them: exactly, or (``specials="finite"``) with an
+    IEEE-style format's Inf/NaN codes read as ``±2**(emax+1) * (1 + m / 2**man_bits)``."""
+    values = fmt.decode(codes)
+    if specials == "finite" and fmt.kind == "float" and fmt.specials is formats.Specials.IEEE:
+        top = fmt.exp(codes) == (1 << fmt.exp_bits) - 1
+        mag = np.ldexp(1.0 + fmt.man(codes) / (1 << fmt.man_bits), fmt.emax + 1)
+        values = np.where(top, np.where(fmt.sign(codes) == 1, -mag, mag), values)
+    return values
+
+
+def _folded_scales(codes: npt.NDArray) -> npt.NDArray[np.float64]:
+    """E8M0 scale values as a bf16-folding emulation builds them: 0x00 is 0, 0xFF NaN."""
+    codes = codes.astype(np.int64)
+    return np.where(codes == 0xFF, np.nan,
+                    np.where(codes == 0, 0.0, np.ldexp(1.0, codes - 127)))
 
 
 def _special_codes(fmt: formats.Format, nan, pinf, ninf, codes):

@@ -223,15 +223,22 @@ def _product(spec: UnitSpec, vs: VectorSet, bt: tuple, i: int, j: int, kk: int,
     """(value, alignment exponent) of one product, times its block scales if ``scaled``."""
     fa, fb = formats.get(vs.a_format), formats.get(vs.b_format)
     ca, cb = int(vs.a[bt + (i, kk)]), int(vs.b[bt + (kk, j)])
-    va, vb = _Val.of_code(fa, ca), _Val.of_code(fb, cb)
+    if spec.fold_scales:
+        # Each operand times its scale, rounded once into the upcast format.
+        up = formats.get(spec.upcast)
+        blk = kk // vs.block
+        va = _fold(spec, up, fa, ca, int(vs.a_scale[bt + (i, blk)]))
+        vb = _fold(spec, up, fb, cb, int(vs.b_scale[bt + (blk, j)]))
+        e = sum(int(up.fields(_code(up, v)).e) for v in (va, vb))
+        return _mul_vals([va, vb]), e
+    va, vb = _upcast_val(spec, fa, ca), _upcast_val(spec, fb, cb)
     factors = [va, vb]
     if spec.upcast is not None:
         # Exponents as the upcast format holds the values (an exact conversion).
         up = formats.get(spec.upcast)
-        ca = int(up.encode(fa.decode(np.array([ca], fa.code_dtype)), "rne", saturate=False)[0])
-        cb = int(up.encode(fb.decode(np.array([cb], fb.code_dtype)), "rne", saturate=False)[0])
-        fa = fb = up
-    e = int(fa.fields(ca).e) + int(fb.fields(cb).e)
+        e = int(up.fields(_code(up, va)).e) + int(up.fields(_code(up, vb)).e)
+    else:
+        e = int(fa.fields(ca).e) + int(fb.fields(cb).e)
     if scaled and vs.scale_format is not None:
         fs = formats.get(vs.scale_format)
         blk = kk // vs.block
@@ -240,6 +247,32 @@ def _product(spec: UnitSpec, vs: VectorSet, bt: tuple, i: int, j: int, kk: int,
             factors.append(_Val.of_code(fs, code))
             e += int(fs.fields(code).e)
     return _mul_vals(factors), e
+
+
+def _upcast_val(spec: UnitSpec, fmt: formats.Format, code: int) -> _Val:
+    """An element as the unit reads it: with ``upcast_specials="finite"``, the top exponent
+    binade of an IEEE-style format holds numbers, not Inf and NaN."""
+    bits = fmt.bits - 1 - fmt.man_bits if fmt.kind == "float" else 0
+    top = (code >> fmt.man_bits) & ((1 << bits) - 1) == (1 << bits) - 1 if bits else False
+    if spec.upcast_specials == "finite" and fmt.kind == "float" \
+            and fmt.specials is formats.Specials.IEEE and top:
+        man = Fraction(code & ((1 << fmt.man_bits) - 1), 1 << fmt.man_bits)
+        q = Fraction(2) ** (fmt.emax + 1) * (1 + man)
+        neg = bool(code >> (fmt.bits - 1) & 1)
+        return _Val("num", -q if neg else q, neg)
+    return _Val.of_code(fmt, code)
+
+
+def _fold(spec: UnitSpec, up: formats.Format, fmt: formats.Format, code: int,
+          scale: int) -> _Val:
+    """fl_up(element * scale) with the scale as a bf16-building emulation reads E8M0."""
+    v = _upcast_val(spec, fmt, code)
+    s = (_Val("nan") if scale == 0xFF else _Val("num") if scale == 0 else
+         _Val("num", Fraction(2) ** (scale - 127)))
+    p = _mul_vals([v, s])
+    if p.kind != "num" or p.q == 0:
+        return p
+    return _round_value(p.q, up, Rounding.RNE, Overflow.IEEE)
 
 
 def _mul_vals(factors: list[_Val]) -> _Val:
