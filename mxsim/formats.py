@@ -364,6 +364,10 @@ class Format:
             return self._table[c]
         # Signalling-NaN codes (quiet bit clear) make the float32 -> float64 cast raise
         # FE_INVALID; they decode to NaN like every NaN code, so the flag means nothing here.
+        c = c.astype(np.uint32)
+        if self.bits != 32:          # e8mN accumulators: FP32's layout, mantissa cut short
+            pad = 23 - self.man_bits
+            c = ((c >> (self.bits - 1)) << 31) | ((c & ((1 << (self.bits - 1)) - 1)) << pad)
         with np.errstate(invalid="ignore"):
             return c.astype(np.uint32).view(np.float32).astype(np.float64)   # fp32
 

@@ -1044,3 +1044,19 @@ def test_formats_errors() -> None:
                                                    "multiple of 3, not (4,)") + "$"):
         formats.unpack_fp6([1, 2, 3, 4])
 
+
+
+@pytest.mark.parametrize("name", ["e8m13", "e8m10", "e8m22"])
+def test_formats_accumulator_decode_matches_fields(name):
+    """e8mN codes (wider than 16 bits, narrower than FP32) decode through their own fields."""
+    f = formats.get(name)
+    codes = np.random.default_rng(f.man_bits).integers(0, 1 << f.bits, 20000).astype(np.uint32)
+    sign, e, sig = f.fields(codes)
+    cls = f.classify(codes)
+    finite = (cls != formats.Class.NAN) & (cls != formats.Class.INF)
+    want = np.where(sign == 1, -1.0, 1.0) * np.ldexp(sig.astype(float), e - f.man_bits)
+    got = f.decode(codes)
+    assert np.array_equal(got[finite], want[finite])
+    assert np.isnan(got[cls == formats.Class.NAN]).all()
+    assert np.array_equal(got[cls == formats.Class.INF],
+                          np.where(sign == 1, -np.inf, np.inf)[cls == formats.Class.INF])
