@@ -388,6 +388,63 @@ def cmd_fit(args: argparse.Namespace) -> int:
     return 0 if result.exact else 1
 
 
+# -- rtl ------------------------------------------------------------------------------------
+
+def cmd_rtl(args: argparse.Namespace) -> int:
+    """Verilog of a unit (and its lint and Yosys statistics)."""
+    from .microarch import MicroArch, check_rtl
+    if args.output is None and not args.stats:
+        raise MxsimError("rtl needs -o OUT.v (the Verilog) and/or --stats (Yosys statistics)")
+    unit = units.get(args.unit)
+    spec = unit.spec_for_formats(args.a_format, args.b_format)
+    ua = MicroArch(lanes=args.lanes if args.lanes is not None else spec.k or 1,
+                   stages=args.stages)
+    check_rtl(spec, ua)                       # before anything is elaborated
+    try:
+        from hdl import verilog
+    except ImportError:
+        raise MxsimError("the RTL generator needs the rtl extra (pip install -e '.[rtl]', or "
+                         "run `make demo`)") from None
+    info: dict[str, Any] = {"unit": unit.name, "a_format": spec.a_format,
+                            "b_format": spec.b_format, "lanes": ua.lanes, "stages": ua.stages,
+                            "latency": ua.latency(spec), "passes": ua.passes(spec),
+                            "interval": ua.interval(spec, False),
+                            "interval_chained": ua.interval(spec, True),
+                            "digest": spec.digest()}
+    lines = [f"{unit.name} {spec.a_format} x {spec.b_format}: lanes {ua.lanes}, stages "
+             f"{ua.stages}; latency {info['latency']} cycles, a block every {info['interval']} "
+             f"cycles ({info['interval_chained']} chained); spec digest {info['digest']}"]
+    status = 0
+    if args.output is not None:
+        out = Path(args.output)
+        text = verilog.generate(spec, ua)
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(out)
+        lines.append(f"wrote {out} ({len(text.splitlines())} lines)")
+        info["output"] = str(out)
+        if args.lint:
+            warnings = verilog.lint(out)
+            info["lint"] = warnings
+            lines.append("verilator --lint-only -Wall: " + (
+                "clean (accepted: " + ", ".join(verilog.ACCEPTED_WARNINGS) + ")"
+                if not warnings else f"{len(warnings)} warnings\n  " + "\n  ".join(warnings)))
+            status = 1 if warnings else 0
+    if args.stats:
+        st = verilog.stats(spec, ua, ice40=not args.no_ice40)
+        info.update(cells=st.cells, total_cells=st.total_cells, flip_flops=st.flip_flops,
+                    depth=st.depth, gate_equivalents=st.gate_equivalents, ice40=st.ice40)
+        lines.append(f"yosys synth: {st.total_cells} cells ({st.flip_flops} flip-flops), "
+                     f"longest path {st.depth} cells, ~{st.gate_equivalents:,.0f} gate "
+                     f"equivalents")
+        lines += [f"  {c:16} {n}" for c, n in sorted(st.cells.items())]
+        if st.ice40:
+            lines.append("yosys synth_ice40: " + ", ".join(f"{c} {n}"
+                                                           for c, n in sorted(st.ice40.items())))
+    _out(args, "\n".join(lines), info)
+    return status
+
+
 # -- demo -----------------------------------------------------------------------------------
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -451,6 +508,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("formats", cmd_formats, "list the element, scale and output formats")
     add("units", cmd_units, "list the units with their provenance")
+
+    rp = add("rtl", cmd_rtl, "Verilog of a unit's datapath, its lint and Yosys statistics")
+    rp.add_argument("--unit", default="hopper-wgmma",
+                    help="preset name or spec file (default: %(default)s)")
+    rp.add_argument("--a-format", default="e4m3", help="A's element format (default: e4m3)")
+    rp.add_argument("--b-format", default=None, help="B's element format (default: A's)")
+    rp.add_argument("--lanes", type=int, default=None,
+                    help="products per cycle (default: the unit's k)")
+    rp.add_argument("--stages", type=int, default=1,
+                    help="register stages after the accumulator, 1-3 (default: 1)")
+    rp.add_argument("-o", "--output", default=None, metavar="OUT.v", help="write the Verilog")
+    rp.add_argument("--lint", action="store_true",
+                    help="lint the written Verilog with Verilator -Wall (exit 1 on warnings)")
+    rp.add_argument("--stats", action="store_true", help="synthesise with Yosys and report")
+    rp.add_argument("--no-ice40", action="store_true", help="with --stats: skip synth_ice40")
 
     vp = sub.add_parser("vectors", help="generate or inspect vector sets",
                         description="generate or inspect vector sets (mxsim.vectors/1 .npz)")

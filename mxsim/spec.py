@@ -402,6 +402,12 @@ class UnitSpec:
             lines.append(f"{key} = {json.dumps(value)}")
         return "\n".join(lines) + "\n"
 
+    def digest(self) -> str:
+        """A short hash of every field (16 hex digits): the same spec, the same digest."""
+        import hashlib
+        text = json.dumps(self.to_dict(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
     def replace(self, **changes: Any) -> UnitSpec:
         return replace(self, **changes)
 

@@ -42,6 +42,18 @@ class Unit:
                                   None if vs.c is None else vs.c_format)
         return self.fixed
 
+    def spec_for_formats(self, a_format: str, b_format: str | None = None) -> UnitSpec:
+        """The spec for an operand pair, with the unit's first scale pattern (for the RTL
+        generator, which has no vector set to read formats from)."""
+        b_format = b_format or a_format
+        if self.preset is not None:
+            scale, block = self.preset.scales[0]
+            return self.preset.spec(a_format, b_format, scale_format=scale, block=block)
+        if (a_format, b_format) != (self.fixed.a_format, self.fixed.b_format):
+            raise UnitError(f"Unit {self.name} is specified for {self.fixed.a_format} x "
+                            f"{self.fixed.b_format}, not {a_format} x {b_format}")
+        return self.fixed
+
     def compute(self, vs: VectorSet, engine: str = "fast") -> npt.NDArray:
         """``d`` codes of this unit on the inputs of ``vs``."""
         if engine not in ENGINES:

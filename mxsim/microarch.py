@@ -1,0 +1,118 @@
+"""``MicroArch``: how a dot-product unit is built, beside the ``UnitSpec`` of what it computes.
+
+A micro-architecture never changes numerics: the RTL (``hdl``) and the cycle model
+(:mod:`mxsim.cycle`) built from the same ``(spec, microarch)`` give the engine's outputs, and
+differ from other micro-architectures only in timing and area.
+
+``lanes``
+    Products multiplied, aligned and added per cycle. A K-block takes ``K / lanes`` cycles
+    (passes) in the accumulate stage.
+``stages``
+    Register stages between the accumulator and the output register: 1 (normalise, round and
+    pack in one cycle), 2 (a register after the normaliser) or 3 (and one after rounding).
+
+:func:`check_rtl` says, before anything is elaborated, whether a spec is one the RTL generator
+builds: single-step truncated fused sums (T-FDPA), optionally with E8M0 block scales over the
+whole instruction (ST-FDPA), FP32 output.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+from .errors import MxsimError
+from .spec import Align, CMode, Product, UnitSpec, ZeroSign
+
+__all__ = ["MicroArch", "MicroArchError", "check_rtl", "RTL_FORMATS", "MAX_STAGES"]
+
+#: Element formats the RTL decodes.
+RTL_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
+MAX_STAGES = 3
+
+
+class MicroArchError(MxsimError, ValueError):
+    """A micro-architecture or spec the RTL generator cannot build (raised before elaboration)."""
+
+
+@dataclass(frozen=True)
+class MicroArch:
+    """Lanes and pipeline stages of a dot-product unit (see the module docstring)."""
+    lanes: int = 32
+    stages: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("lanes", "stages"):
+            value = getattr(self, name)
+            try:
+                value = operator.index(value)
+            except TypeError:
+                raise MicroArchError(f"{name} must be an integer, not {value!r}") from None
+            object.__setattr__(self, name, value)
+        if self.lanes < 1:
+            raise MicroArchError(f"lanes must be at least 1, not {self.lanes}")
+        if not 1 <= self.stages <= MAX_STAGES:
+            raise MicroArchError(f"stages must be 1, 2 or 3 (registers after the accumulator), "
+                                 f"not {self.stages}")
+
+    def passes(self, spec: UnitSpec) -> int:
+        """Cycles a K-block spends in the accumulate stage."""
+        return spec.k // self.lanes
+
+    def latency(self, spec: UnitSpec) -> int:
+        """Cycles from a block's input handshake to its result on the output (no stalls)."""
+        return self.passes(spec) + self.stages + 1
+
+    def interval(self, spec: UnitSpec, chained: bool) -> int:
+        """Cycles between accepted blocks: independent ones, or links of one chain in steady
+        state (each waits in S0 for the previous result, which it takes as C; a chain's second
+        block is still taken ``passes`` cycles after its first)."""
+        return self.passes(spec) + (self.stages if chained else 0)
+
+
+def check_rtl(spec: UnitSpec, ua: MicroArch | None = None) -> None:
+    """Raise MicroArchError unless the RTL generator builds ``spec`` with ``ua``."""
+    def fail(msg: str) -> MicroArchError:
+        return MicroArchError(f"Unit {spec.name!r} cannot be built as RTL: {msg}")
+
+    for name in ("a_format", "b_format"):
+        if getattr(spec, name) not in RTL_FORMATS:
+            raise fail(f"{name} {getattr(spec, name)!r} is not decoded in RTL (choose one of "
+                       f"{', '.join(RTL_FORMATS)})")
+    if spec.k is None or spec.frac_bits is None:
+        raise fail("the RTL builds truncated fused sums; the exact unit (k or frac_bits null) "
+                   "has no fixed width")
+    if spec.schedule is not None and len(spec.steps()) > 1:
+        raise fail(f"the RTL builds one fused step per instruction, not {len(spec.steps())} "
+                   f"(schedule)")
+    if spec.scale_format not in (None, "e8m0"):
+        raise fail(f"the RTL takes E8M0 block scales or none, not {spec.scale_format}")
+    if spec.scale_format == "e8m0" and spec.block != spec.k:
+        raise fail(f"the RTL takes one E8M0 scale per operand per instruction (block = k = "
+                   f"{spec.k}), not blocks of {spec.block}")
+    unsupported = [
+        (spec.group is not None, "GST groups (group)"),
+        (spec.upcast is not None, "an operand upcast (upcast)"),
+        (spec.align is not Align.RZ, f"align {spec.align.value} (the RTL truncates: rz)"),
+        (spec.product is not Product.RAW, "normalised product exponents (product)"),
+        (spec.c_mode is not CMode.STEP, "C added after the step (c_mode after)"),
+        (spec.acc_rounding.value not in ("rz", "rne"), f"acc_rounding "
+                                                       f"{spec.acc_rounding.value}"),
+        (spec.d_format != "fp32", f"d_format {spec.d_format} (the RTL outputs FP32)"),
+        (not (spec.acc_format == "fp32" or spec.acc_format.startswith("e8m")),
+         f"acc_format {spec.acc_format} (FP32 or E8Mn)"),
+        (spec.zero_sign is not ZeroSign.POSITIVE, "IEEE zero signs (zero_sign)"),
+        (spec.promote_every is not None, "promotion (promote_every)"),
+        (spec.epilogue is not None, "FP32-scale epilogues"),
+        (spec.nan_code is not None and spec.nan_code != 0x7FFFFFFF, "a NaN code other than "
+                                                                   "0x7FFFFFFF"),
+    ]
+    for bad, what in unsupported:
+        if bad:
+            raise fail(f"{what} is not supported")
+    if ua is None:
+        return
+    if spec.k % ua.lanes:
+        divisors = ", ".join(str(d) for d in range(1, spec.k + 1) if spec.k % d == 0)
+        raise MicroArchError(f"lanes ({ua.lanes}) must divide the instruction k ({spec.k}) of "
+                             f"unit {spec.name!r}: try one of {divisors}")
