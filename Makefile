@@ -18,8 +18,10 @@ $(VENV)/.stamp-test: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[rtl,fast,plot,peers,dev]'
 	touch $@ $(VENV)/.stamp-demo
 
+# The main job: RTL generated from the MXFP8 unit spec (blackwell-mxf8f6f4, e4m3, E8M0 blocks
+# of 32), simulated with Verilator through cocotb, checked against the model, with a report.
 demo: $(VENV)/.stamp-demo
-	$(PY) -m mxsim demo
+	$(PY) -m mxsim verify --vectors 20000 --out build/mxsim-verify
 
 test: $(VENV)/.stamp-test
 	$(PY) -m pytest

@@ -56,8 +56,8 @@ class Decoder(wiring.Component):
     0, as the engine has it. Combinational.
     """
 
-    def __init__(self, fmt: str | formats.Format):
-        self._fmt = formats.get(fmt)
+    def __init__(self, fmt: str | formats.Format, *, fault: str | None = None):
+        self._fmt, self._fault = formats.get(fmt), fault
         super().__init__({"code": In(self._fmt.bits), "o": Out(decoded_layout(self._fmt))})
 
     def elaborate(self, platform):
@@ -74,14 +74,15 @@ class Decoder(wiring.Component):
         top = (1 << f.exp_bits) - 1
         if f.specials is formats.Specials.IEEE:
             m.d.comb += [o.nan.eq((expf == top) & (man != 0)), o.inf.eq((expf == top) & (man == 0))]
-        elif f.specials is formats.Specials.FN:
+        elif f.specials is formats.Specials.FN and self._fault != "decode-nan-missed":
             m.d.comb += o.nan.eq(mag == (1 << (f.man_bits + f.exp_bits)) - 1)
         normal = expf != 0
         sig = Signal(sig_width(f))
         m.d.comb += sig.eq(Cat(man, normal) if f.man_bits else normal)
+        sub_exp = 0 if self._fault == "decode-subnormal-exp" else 1
         m.d.comb += [
-            o.sign.eq(code[-1] if f.signed else 0),
-            o.exp.eq(Mux(normal, expf, 1) - f.bias),
+            o.sign.eq(code[-1] if f.signed and self._fault != "decode-sign-dropped" else 0),
+            o.exp.eq(Mux(normal, expf, sub_exp) - f.bias),
             o.sig.eq(Mux(o.nan | o.inf, 0, sig)),
             o.zero.eq((sig == 0) & ~o.nan & ~o.inf),
         ]
@@ -104,9 +105,10 @@ class Multiplier(wiring.Component):
     the other Inf products, signed by ``o.sign``. Combinational.
     """
 
-    def __init__(self, a_format: str, b_format: str, *, scaled: bool, e_zero: int):
+    def __init__(self, a_format: str, b_format: str, *, scaled: bool, e_zero: int,
+                 fault: str | None = None):
         self._a, self._b = formats.get(a_format), formats.get(b_format)
-        self._scaled, self._e_zero = scaled, e_zero
+        self._scaled, self._e_zero, self._fault = scaled, e_zero, fault
         ports = {"a": In(self._a.bits), "b": In(self._b.bits),
                  "o": Out(product_layout(self._a, self._b))}
         if scaled:
@@ -115,8 +117,9 @@ class Multiplier(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.da = da = Decoder(self._a)
-        m.submodules.db = db = Decoder(self._b)
+        m.submodules.da = da = Decoder(self._a, fault=self._fault)
+        m.submodules.db = db = Decoder(self._b, fault=None if self._fault == "decode-sign-dropped"
+                                       else self._fault)
         m.d.comb += [da.code.eq(self.a), db.code.eq(self.b)]
         x, y, o = da.o, db.o, self.o
         exp = Signal(signed(EXP_WIDTH))
@@ -124,15 +127,18 @@ class Multiplier(wiring.Component):
         nan = x.nan | y.nan
         if self._scaled:
             nan = nan | (self.sa == 0xFF) | (self.sb == 0xFF)
-            m.d.comb += exp.eq(x.exp + y.exp + self.sa + self.sb - 254)
+            bias = 253 if self._fault == "mul-scale-bias" else 254
+            m.d.comb += exp.eq(x.exp + y.exp + self.sa + self.sb - bias)
         inf = x.inf | y.inf
-        nan = nan | (inf & (x.zero | y.zero))
+        if self._fault != "mul-inf-zero-not-nan":
+            nan = nan | (inf & (x.zero | y.zero))
         psig = Signal.like(o.sig)
         m.d.comb += [
             psig.eq(x.sig * y.sig),
             o.sign.eq(x.sign ^ y.sign),
             o.sig.eq(psig),
-            o.exp.eq(Mux((x.sig == 0) | (y.sig == 0), self._e_zero, exp)),
+            o.exp.eq(exp if self._fault == "mul-zero-exp" else
+                     Mux((x.sig == 0) | (y.sig == 0), self._e_zero, exp)),
             o.nan.eq(nan),
             o.inf.eq(inf & ~nan),
         ]
@@ -142,8 +148,8 @@ class Multiplier(wiring.Component):
 class MaxTree(wiring.Component):
     """The largest of ``n`` signed ``width``-bit values: a balanced tree of comparators."""
 
-    def __init__(self, n: int, width: int = EXP_WIDTH):
-        self._n, self._width = n, width
+    def __init__(self, n: int, width: int = EXP_WIDTH, *, fault: str | None = None):
+        self._n, self._width, self._fault = n, width, fault
         super().__init__({"i": In(data.ArrayLayout(signed(width), n)), "o": Out(signed(width))})
 
     def elaborate(self, platform):
@@ -154,7 +160,10 @@ class MaxTree(wiring.Component):
             nxt = []
             for j in range(0, len(level) - 1, 2):
                 s = Signal(signed(self._width), name=f"max_{depth}_{j // 2}")
-                m.d.comb += s.eq(Mux(level[j] >= level[j + 1], level[j], level[j + 1]))
+                pick = level[j] >= level[j + 1]
+                if self._fault == "max-tree-node" and depth == 1 and j == 2:
+                    pick = ~pick                    # one comparator the wrong way round
+                m.d.comb += s.eq(Mux(pick, level[j], level[j + 1]))
                 nxt.append(s)
             if len(level) % 2:
                 nxt.append(level[-1])
@@ -171,8 +180,9 @@ class Aligner(wiring.Component):
     ``frac_bits + 3`` bits plus the sign. ``e_max >= exp`` is the caller's promise.
     """
 
-    def __init__(self, sig_bits: int, man_bits: int, frac_bits: int):
-        self._sig_bits, self._man, self._frac = sig_bits, man_bits, frac_bits
+    def __init__(self, sig_bits: int, man_bits: int, frac_bits: int, *,
+                 fault: str | None = None):
+        self._sig_bits, self._man, self._frac, self._fault = sig_bits, man_bits, frac_bits, fault
         super().__init__({
             "sign": In(1), "sig": In(sig_bits), "exp": In(signed(EXP_WIDTH)),
             "e_max": In(signed(EXP_WIDTH)), "q": Out(signed(frac_bits + 4)),
@@ -194,6 +204,13 @@ class Aligner(wiring.Component):
         shift_bits = max(1, width.bit_length())
         mag = Signal(self.q_bits)
         m.d.comb += mag.eq(Mux(d >= width, 0, x >> d[:shift_bits]))
+        if self._fault == "align-drops-lsb":
+            mag = mag & ~1
+        elif self._fault == "align-rounds":         # rounds the cut bits instead of truncating
+            half = Signal(self.q_bits + 1)
+            m.d.comb += half.eq(Mux((d >= 1) & (d <= width), ((x << 1) >> d[:shift_bits]) & 1,
+                                    0))
+            mag = mag + half
         m.d.comb += self.q.eq(Mux(self.sign, -mag, mag))
         return m
 
@@ -202,8 +219,8 @@ class AdderTree(wiring.Component):
     """The exact sum of ``n`` signed ``width``-bit terms: a balanced tree of adders, each
     level one bit wider."""
 
-    def __init__(self, n: int, width: int):
-        self._n, self._width = n, width
+    def __init__(self, n: int, width: int, *, fault: str | None = None):
+        self._n, self._width, self._fault = n, width, fault
         super().__init__({"i": In(data.ArrayLayout(signed(width), n)),
                           "o": Out(signed(width + clog2(n)))})
 
@@ -211,7 +228,7 @@ class AdderTree(wiring.Component):
         m = Module()
         level, w, depth = [self.i[j] for j in range(self._n)], self._width, 0
         while len(level) > 1:
-            w += 1
+            w += 1 if not (self._fault == "adder-carry-dropped" and depth == 0) else 0
             nxt = []
             for j in range(0, len(level) - 1, 2):
                 s = Signal(signed(w), name=f"add_{depth}_{j // 2}")
@@ -234,8 +251,9 @@ class Normaliser(wiring.Component):
     (``man_bits + 1`` bits, below ``2**man_bits`` when subnormal), the guard bit and the
     sticky OR of the bits below. ``o.exp`` is the exponent (FP32's emin when subnormal)."""
 
-    def __init__(self, sum_bits: int, man_bits: int, frac_bits: int):
-        self._sum_bits, self._man, self._frac = sum_bits, man_bits, frac_bits
+    def __init__(self, sum_bits: int, man_bits: int, frac_bits: int, *,
+                 fault: str | None = None):
+        self._sum_bits, self._man, self._frac, self._fault = sum_bits, man_bits, frac_bits, fault
         super().__init__({"sum": In(signed(sum_bits)), "e_max": In(signed(EXP_WIDTH)),
                           "o": Out(normalised_layout(man_bits))})
 
@@ -247,14 +265,16 @@ class Normaliser(wiring.Component):
         lead = Signal(range(w + 1))                 # index of the leading one
         for j in range(w):
             with m.If(mag[j]):
-                m.d.comb += lead.eq(j)
+                m.d.comb += lead.eq(j - 1 if self._fault == "norm-lead-off-by-one" and j ==
+                                    w - 4 else j)
         lsb = Signal(signed(EXP_WIDTH))             # exponent of the sum's LSB
         m.d.comb += lsb.eq(self.e_max - self._frac)
         ev = Signal(signed(EXP_WIDTH))
         m.d.comb += ev.eq(lsb + lead)
         normal = ev >= FP32_EMIN
         r = Signal(signed(EXP_WIDTH))               # right shift to keep man_bits + 1 bits
-        m.d.comb += r.eq(Mux(normal, lead - mb, FP32_EMIN - mb - lsb))
+        m.d.comb += r.eq(Mux(normal, lead - mb, FP32_EMIN - mb - lsb
+                             + (self._fault == "norm-subnormal-shift")))
         left = Signal(range(mb + 1))
         m.d.comb += left.eq(Mux(r < 0, -r, 0))
         right = Signal(range(w + 2))
@@ -275,7 +295,8 @@ class Normaliser(wiring.Component):
             o.exp.eq(Mux(normal, ev, FP32_EMIN)),
             o.sig.eq(Mux(r <= 0, mag << left, shifted[2:])),
             o.guard.eq(Mux(r <= 0, 0, shifted[1])),
-            o.sticky.eq(Mux(r <= 0, 0, shifted[0] | (low != 0))),
+            o.sticky.eq(0 if self._fault == "norm-sticky-dropped" else
+                        Mux(r <= 0, 0, shifted[0] | (low != 0))),
         ]
         return m
 
@@ -283,8 +304,8 @@ class Normaliser(wiring.Component):
 class Rounder(wiring.Component):
     """Round the normalised significand (``rne`` or ``rz``); a carry out moves the exponent."""
 
-    def __init__(self, man_bits: int, rounding: Rounding):
-        self._man, self._rounding = man_bits, Rounding(rounding)
+    def __init__(self, man_bits: int, rounding: Rounding, *, fault: str | None = None):
+        self._man, self._rounding, self._fault = man_bits, Rounding(rounding), fault
         layout = normalised_layout(man_bits)
         super().__init__({"i": In(layout), "o": Out(layout)})
 
@@ -292,10 +313,13 @@ class Rounder(wiring.Component):
         m = Module()
         i, o, mb = self.i, self.o, self._man
         up = (i.guard & (i.sticky | i.sig[0])) if self._rounding is Rounding.RNE else 0
+        if self._fault == "round-up-on-guard":
+            up = i.guard                            # ties away instead of to even (or RZ)
         s = Signal(mb + 2)
         m.d.comb += s.eq(i.sig + up)
+        carry = 0 if self._fault == "round-carry-lost" else s[mb + 1]
         m.d.comb += [o.sign.eq(i.sign), o.zero.eq(i.zero), o.guard.eq(0), o.sticky.eq(0),
-                     o.sig.eq(Mux(s[mb + 1], s[1:], s)), o.exp.eq(i.exp + s[mb + 1])]
+                     o.sig.eq(Mux(s[mb + 1], s[1:], s)), o.exp.eq(i.exp + carry)]
         return m
 
 
@@ -304,8 +328,10 @@ class Packer(wiring.Component):
     signed Inf, else the significand and exponent in place (an E8Mn accumulator's code padded
     with zeros below)."""
 
-    def __init__(self, man_bits: int, rounding: Rounding, overflow: Overflow):
+    def __init__(self, man_bits: int, rounding: Rounding, overflow: Overflow, *,
+                 fault: str | None = None):
         self._man, self._rounding, self._overflow = man_bits, Rounding(rounding), overflow
+        self._fault = fault
         super().__init__({"i": In(normalised_layout(man_bits)), "nan": In(1), "pinf": In(1),
                           "ninf": In(1), "code": Out(32)})
 
@@ -320,13 +346,15 @@ class Packer(wiring.Component):
         big = Cat(Const(0, 23 - mb), Const((1 << mb) - 1, mb), Const(0xFE, 8), i.sign)
         to_max = self._overflow is Overflow.SATURATE or (
             self._overflow is Overflow.IEEE and self._rounding is Rounding.RZ)
-        over = i.exp > FP32_EMAX
+        over = i.exp > FP32_EMAX + (self._fault == "pack-overflow-missed")
+        nan_code = 0x7FC00000 if self._fault == "pack-nan-code" else 0x7FFFFFFF
         with m.If(self.nan | (self.pinf & self.ninf)):
-            m.d.comb += self.code.eq(0x7FFFFFFF)
+            m.d.comb += self.code.eq(nan_code)
         with m.Elif(self.pinf):
             m.d.comb += self.code.eq(0x7F800000)
         with m.Elif(self.ninf):
-            m.d.comb += self.code.eq(0xFF800000)
+            m.d.comb += self.code.eq(0x7F800000 if self._fault == "pack-inf-sign" else
+                                     0xFF800000)
         with m.Elif(i.zero):
             m.d.comb += self.code.eq(0)
         with m.Elif(over):

@@ -70,10 +70,15 @@ class DotProductUnit(wiring.Component):
     Members: ``i`` (in, ``stream.Signature(block_layout(spec))``), ``o`` (out,
     ``stream.Signature(32)``: FP32 codes of D). Latency, interval and the cycle-by-cycle
     behaviour are in the module docstring; ``latency`` and ``passes`` give them as numbers.
+
+    ``fault`` elaborates a mutant with one injected fault, named in
+    ``testbenches.mutants.FAULTS`` (mutation testing of the testbench); never for use.
     """
 
-    def __init__(self, spec: UnitSpec, microarch: MicroArch | None = None):
+    def __init__(self, spec: UnitSpec, microarch: MicroArch | None = None, *,
+                 fault: str | None = None):
         microarch = microarch or MicroArch(lanes=spec.k or 1)
+        self._fault = fault                 # one injected fault (testbenches.mutants), or None
         try:
             check_rtl(spec, microarch)
         except MicroArchError:
@@ -106,7 +111,7 @@ class DotProductUnit(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        spec, ua = self._spec, self._ua
+        spec, ua, fault = self._spec, self._ua, self._fault
         k, lanes, passes, R = spec.k, ua.lanes, self.passes, ua.stages
         scaled = spec.scale_format is not None
         fa, fb = self._fa, self._fb
@@ -126,10 +131,11 @@ class DotProductUnit(wiring.Component):
         go = Signal()
         s0_done = Signal()
         m.d.comb += [
-            stall.eq(out_valid & ~self.o.ready),
-            go.eq(s0_valid & (blk.first | ~post_busy) & ~stall),
+            stall.eq(0 if fault == "stall-ignored" else out_valid & ~self.o.ready),
+            go.eq(s0_valid & (blk.first | ~post_busy | (fault == "chain-no-wait")) & ~stall),
             s0_done.eq(go & (p == passes - 1)),
-            self.i.ready.eq(~s0_valid | s0_done),
+            self.i.ready.eq(~s0_valid | (s0_valid & (p == passes - 1) if fault ==
+                                         "ready-ignores-stall" else s0_done)),
             self.o.valid.eq(out_valid),
             self.o.payload.eq(out_code),
         ]
@@ -144,20 +150,22 @@ class DotProductUnit(wiring.Component):
         # significand products of these are unused, and synthesis drops them) -------------------
         mults = []
         for j in range(k):
-            mul = Multiplier(spec.a_format, spec.b_format, scaled=scaled, e_zero=spec.e_zero)
+            mul = Multiplier(spec.a_format, spec.b_format, scaled=scaled, e_zero=spec.e_zero,
+                             fault=fault)
             m.submodules[f"exp{j}"] = mul
             m.d.comb += [mul.a.eq(blk.a[j]), mul.b.eq(blk.b[j])]
             if scaled:
                 m.d.comb += [mul.sa.eq(blk.a_scale), mul.sb.eq(blk.b_scale)]
             mults.append(mul)
         c_code = Signal(32)
-        m.d.comb += c_code.eq(Mux(blk.first, blk.c, fb_code))
+        m.d.comb += c_code.eq(Mux(blk.first & (fault != "first-ignored"), blk.c, fb_code))
         m.submodules.dec_c = dc = Decoder("fp32")
         m.d.comb += dc.code.eq(c_code)
-        m.submodules.max_tree = mt = MaxTree(k + 1)
+        m.submodules.max_tree = mt = MaxTree(k + 1, fault=fault)
         for j, mul in enumerate(mults):
             m.d.comb += mt.i[j].eq(mul.o.exp)
-        m.d.comb += mt.i[k].eq(Mux(dc.o.zero | dc.o.nan | dc.o.inf, spec.e_zero, dc.o.exp))
+        c_special = dc.o.zero | dc.o.nan | dc.o.inf | (fault == "max-tree-drops-c")
+        m.d.comb += mt.i[k].eq(Mux(c_special, spec.e_zero, dc.o.exp))
         e_max = mt.o
         nan = Signal()
         pinf = Signal()
@@ -171,7 +179,7 @@ class DotProductUnit(wiring.Component):
         # -- this pass's lanes: align and add (C joins in pass 0) -------------------------------
         psig_bits = sig_width(fa) + sig_width(fb)
         mab = fa.man_bits + fb.man_bits
-        m.submodules.adders = adders = AdderTree(lanes + 1, self._q_bits + 1)
+        m.submodules.adders = adders = AdderTree(lanes + 1, self._q_bits + 1, fault=fault)
         for lane in range(lanes):
             # The lane's operands this pass (a multiplexer when lanes < k), its product.
             if passes > 1:
@@ -181,21 +189,24 @@ class DotProductUnit(wiring.Component):
                                 f"b_lane{lane}")
             else:
                 a_sel, b_sel = blk.a[lane], blk.b[lane]
-            mul = Multiplier(spec.a_format, spec.b_format, scaled=scaled, e_zero=spec.e_zero)
+            mul = Multiplier(spec.a_format, spec.b_format, scaled=scaled, e_zero=spec.e_zero,
+                             fault=fault)
             m.submodules[f"lane_mul{lane}"] = mul
             m.d.comb += [mul.a.eq(a_sel), mul.b.eq(b_sel)]
             if scaled:
                 m.d.comb += [mul.sa.eq(blk.a_scale), mul.sb.eq(blk.b_scale)]
-            al = Aligner(psig_bits, mab, spec.frac_bits)
+            al = Aligner(psig_bits, mab, spec.frac_bits, fault=fault)
             m.submodules[f"align{lane}"] = al
             m.d.comb += [al.sign.eq(mul.o.sign), al.sig.eq(mul.o.sig), al.exp.eq(mul.o.exp),
                          al.e_max.eq(e_max), adders.i[lane].eq(al.q)]
         m.submodules.align_c = ac = Aligner(24, 23, spec.frac_bits)
-        m.d.comb += [ac.sign.eq(dc.o.sign), ac.sig.eq(dc.o.sig), ac.exp.eq(dc.o.exp),
-                     ac.e_max.eq(e_max),
-                     adders.i[lanes].eq(Mux((p == 0) & ~dc.o.zero, ac.q, 0))]
+        c_pass = (p == 0) | (fault == "c-every-pass")
+        m.d.comb += [ac.sign.eq(dc.o.sign & (fault != "align-c-sign")), ac.sig.eq(dc.o.sig),
+                     ac.exp.eq(dc.o.exp), ac.e_max.eq(e_max),
+                     adders.i[lanes].eq(Mux(c_pass & ~dc.o.zero, ac.q, 0))]
         acc_next = Signal(signed(self._sum_bits))
-        m.d.comb += acc_next.eq(Mux(p == 0, 0, acc) + adders.o)
+        cleared = Mux(p == 0, 0, acc) if fault != "acc-not-cleared" else acc
+        m.d.comb += acc_next.eq(cleared + adders.o)
         with m.If(go):
             m.d.sync += acc.eq(acc_next)
 
@@ -207,9 +218,11 @@ class DotProductUnit(wiring.Component):
             m.d.sync += [s1.f.valid.eq(s0_done), s1.f.last.eq(blk.last), s1.f.nan.eq(nan),
                          s1.f.pinf.eq(pinf), s1.f.ninf.eq(ninf), s1.sum.eq(acc_next),
                          s1.e_max.eq(e_max)]
-        m.submodules.norm = norm = Normaliser(self._sum_bits, self._man, spec.frac_bits)
-        m.submodules.rnd = rnd = Rounder(self._man, spec.acc_rounding)
-        m.submodules.pack = pack = Packer(self._man, spec.acc_rounding, spec.overflow)
+        m.submodules.norm = norm = Normaliser(self._sum_bits, self._man, spec.frac_bits,
+                                              fault=fault)
+        m.submodules.rnd = rnd = Rounder(self._man, spec.acc_rounding, fault=fault)
+        m.submodules.pack = pack = Packer(self._man, spec.acc_rounding, spec.overflow,
+                                          fault=fault)
         m.d.comb += [norm.sum.eq(s1.sum), norm.e_max.eq(s1.e_max)]
         f = s1.f
         busy = [s1.f.valid]
@@ -236,9 +249,9 @@ class DotProductUnit(wiring.Component):
         # -- result: the chain's feedback, and the output register -----------------------------
         with m.If(~stall & f.valid):
             m.d.sync += fb_code.eq(pack.code)
-        with m.If(self.o.valid & self.o.ready):
+        with m.If(self.o.valid & self.o.ready & (fault != "out-valid-stuck")):
             m.d.sync += out_valid.eq(0)
-        with m.If(~stall & f.valid & f.last):
+        with m.If(~stall & f.valid & (f.last | (fault == "last-ignored"))):
             m.d.sync += [out_valid.eq(1), out_code.eq(pack.code)]
         return m
 

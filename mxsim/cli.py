@@ -445,6 +445,34 @@ def cmd_rtl(args: argparse.Namespace) -> int:
     return status
 
 
+# -- verify ---------------------------------------------------------------------------------
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """RTL against the model through cocotb (or the bulk harness): exit 0 only on zero
+    mismatches."""
+    from .microarch import MicroArch, check_rtl
+    unit = units.get(args.unit)
+    spec = unit.spec_for_formats(args.a_format, args.b_format)
+    ua = MicroArch(lanes=args.lanes if args.lanes is not None else spec.k or 1,
+                   stages=args.stages)
+    check_rtl(spec, ua)
+    if args.vectors < 1:
+        raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
+    replay = vectors.load(args.replay) if args.replay else None
+    if replay is not None:
+        spec.check_vectors(replay)
+    try:
+        from testbenches.verify import verify
+    except ImportError:
+        raise MxsimError("verification needs the rtl extra (pip install -e '.[rtl]', or run "
+                         "`make demo`)") from None
+    rep = verify(spec, ua, unit_name=unit.name, sim=args.sim, dots=args.vectors,
+                 seed=args.seed, chunk=args.chunk, out_dir=args.out, bulk=args.bulk,
+                 replay=replay, waves=args.waves, progress=None if not args.json else False)
+    _out(args, rep.format(), rep.to_dict())
+    return 0 if rep.passed else 1
+
+
 # -- demo -----------------------------------------------------------------------------------
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -523,6 +551,31 @@ def build_parser() -> argparse.ArgumentParser:
                     help="lint the written Verilog with Verilator -Wall (exit 1 on warnings)")
     rp.add_argument("--stats", action="store_true", help="synthesise with Yosys and report")
     rp.add_argument("--no-ice40", action="store_true", help="with --stats: skip synth_ice40")
+
+    ve = add("verify", cmd_verify, "simulate a unit's RTL and check it against the model "
+                                   "bit and cycle exactly, with coverage")
+    ve.add_argument("--unit", default="blackwell-mxf8f6f4",
+                    help="preset name or spec file (default: %(default)s, MXFP8)")
+    ve.add_argument("--a-format", default="e4m3", help="A's element format (default: e4m3)")
+    ve.add_argument("--b-format", default=None, help="B's element format (default: A's)")
+    ve.add_argument("--lanes", type=int, default=None,
+                    help="products per cycle (default: the unit's k)")
+    ve.add_argument("--stages", type=int, default=2,
+                    help="register stages after the accumulator, 1-3 (default: 2)")
+    ve.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
+                    help="simulator (default: %(default)s)")
+    ve.add_argument("--vectors", type=int, default=20000,
+                    help="dot products to check (default: %(default)s)")
+    ve.add_argument("--seed", type=int, default=0, help="stimulus seed (default: 0)")
+    ve.add_argument("--chunk", type=int, default=4000,
+                    help="dot products per simulator run (default: %(default)s)")
+    ve.add_argument("--bulk", action="store_true",
+                    help="the C++ harness instead of cocotb (millions of vectors)")
+    ve.add_argument("--out", default="mxsim-verify", metavar="DIR",
+                    help="builds, reports and failing sets (default: %(default)s)")
+    ve.add_argument("--replay", default=None, metavar="FAILING.npz",
+                    help="run exactly this vector set (a failing set a run wrote)")
+    ve.add_argument("--waves", action="store_true", help="write a waveform (FST/VCD)")
 
     vp = sub.add_parser("vectors", help="generate or inspect vector sets",
                         description="generate or inspect vector sets (mxsim.vectors/1 .npz)")

@@ -3,16 +3,22 @@
 Everything is prepared before simulation by :mod:`testbenches.runner` and read from the file
 named by ``MXSIM_TB``: each beat's packed ``i__payload``, the valid-gap and ready patterns, and
 the cycle model's trace for them (``i.ready``, ``o.valid``, ``o.payload`` per cycle), whose
-output values are the numerics engine's. Per cycle this test only assigns and reads DUT
-handles: it drives the testbench driver's protocol (mxsim.cycle.Driver), samples the outputs
-in ``ReadOnly`` and compares them with the model at once, so the first difference names its
-cycle, beat and expected/actual values. A summary goes to ``MXSIM_TB_OUT`` (JSON).
+output values are the numerics engine's.
+
+The shape is cocotb's matrix-multiplier example: a :class:`Driver` (the stimulus protocol of
+``mxsim.cycle.Driver``: a beat is offered from the first cycle whose gap bit is 1 and held until
+taken), a :class:`Monitor` (samples the handshakes in ``ReadOnly``) and an in-order
+:class:`Scoreboard` (every cycle's ``i.ready``/``o.valid``/``o.payload`` against the model, so
+an output must carry the engine's value on the very cycle the model predicts). One clocked loop
+calls them, which keeps Python per cycle to a few handle reads and writes. A summary goes to
+``MXSIM_TB_OUT`` (JSON); the first difference names its cycle, beat and both values.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 
 import cocotb
 import numpy as np
@@ -20,13 +26,71 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 
+class Driver:
+    """Drives ``i__valid``/``i__payload`` (gap pattern) and ``o__ready`` (ready pattern)."""
+
+    def __init__(self, dut, payloads: list[int], gaps: list[int], ready: list[int]):
+        self.valid, self.payload, self.o_ready = dut.i__valid, dut.i__payload, dut.o__ready
+        self.payloads, self.gaps, self.ready = payloads, gaps, ready
+        self.n, self.offering = 0, False
+        self._valid = self._ready = None
+
+    def drive(self, c: int) -> int:
+        if not self.offering and self.n < len(self.payloads) and self.gaps[c % len(self.gaps)]:
+            self.offering = True
+            self.payload.value = self.payloads[self.n]
+        if self.offering != self._valid:
+            self.valid.value = self._valid = self.offering
+        r = self.ready[c % len(self.ready)]
+        if r != self._ready:
+            self.o_ready.value = self._ready = r
+        return r
+
+    def taken(self) -> None:
+        self.n += 1
+        self.offering = False
+
+
+class Monitor:
+    """Samples ``i__ready``, ``o__valid`` and ``o__payload`` once settled."""
+
+    def __init__(self, dut):
+        self.i_ready, self.o_valid, self.o_payload = dut.i__ready, dut.o__valid, dut.o__payload
+
+    def sample(self) -> tuple[int, int, int]:
+        ov = int(self.o_valid.value)
+        return int(self.i_ready.value), ov, int(self.o_payload.value) if ov else 0
+
+
+class Scoreboard:
+    """In order, cycle by cycle: what the RTL did against what the cycle model says."""
+
+    def __init__(self, in_ready, out_valid, out_payload, limit: int = 10):
+        self.want = list(zip(in_ready, out_valid, out_payload, strict=True))
+        self.mismatches: list[dict] = []
+        self.results: list[int] = []
+        self.limit = limit
+
+    def check(self, c: int, beat: int, got: tuple[int, int, int]) -> bool:
+        want = self.want[c]
+        if got != want:
+            self.mismatches.append({"cycle": c, "beat": beat,
+                                    "rtl": [got[0], got[1], f"{got[2]:#010x}"],
+                                    "model": [want[0], want[1], f"{want[2]:#010x}"]})
+        return len(self.mismatches) < self.limit
+
+
 @cocotb.test()
 async def mx_dot_matches_model(dut):
     data = np.load(os.environ["MXSIM_TB"], allow_pickle=False)
     payloads = [int(x, 16) for x in data["payloads"]]
-    gaps, ready = data["gaps"], data["ready"]
-    want_ir, want_ov, want_op = data["in_ready"], data["out_valid"], data["out_payload"]
-    n_cycles = len(want_ir)
+    driver = Driver(dut, payloads, data["gaps"].astype(int).tolist(),
+                    data["ready"].astype(int).tolist())
+    monitor = Monitor(dut)
+    board = Scoreboard(data["in_ready"].astype(int).tolist(),
+                       data["out_valid"].astype(int).tolist(),
+                       data["out_payload"].astype(int).tolist())
+    n_cycles = len(board.want)
     dut._log.info("MXSIM_TB=%s: %d beats, %d cycles", os.environ["MXSIM_TB"], len(payloads),
                   n_cycles)
 
@@ -38,34 +102,24 @@ async def mx_dot_matches_model(dut):
     await ClockCycles(dut.clk, 3)
     dut.rst.value = 0
 
-    n, offering, mismatches, results = 0, False, [], []
-    edge = RisingEdge(dut.clk)
+    edge, settled = RisingEdge(dut.clk), ReadOnly()
+    c = 0
+    t0 = time.perf_counter()
     for c in range(n_cycles):
         await edge
-        if not offering and n < len(payloads) and gaps[c % len(gaps)]:
-            offering = True
-        if offering:
-            dut.i__payload.value = payloads[n]
-        dut.i__valid.value = int(offering)
-        o_ready = int(ready[c % len(ready)])
-        dut.o__ready.value = o_ready
-        await ReadOnly()
-        i_ready, o_valid = int(dut.i__ready.value), int(dut.o__valid.value)
-        o_payload = int(dut.o__payload.value) if o_valid else 0
-        if (i_ready, o_valid, o_payload) != (int(want_ir[c]), int(want_ov[c]), int(want_op[c])):
-            mismatches.append({"cycle": c, "beat": n, "rtl": [i_ready, o_valid, hex(o_payload)],
-                               "model": [int(want_ir[c]), int(want_ov[c]), hex(int(want_op[c]))]})
-            if len(mismatches) >= 10:
-                break
-        if offering and i_ready:
-            n += 1
-            offering = False
-        if o_valid and o_ready:
-            results.append(o_payload)
-    summary = {"cycles": c + 1, "beats": n, "results": len(results),
-               "mismatches": mismatches}
+        o_ready = driver.drive(c)
+        await settled
+        got = monitor.sample()
+        if not board.check(c, driver.n, got):
+            break
+        if driver.offering and got[0]:
+            driver.taken()
+        if got[1] and o_ready:
+            board.results.append(got[2])
+    summary = {"cycles": c + 1, "beats": driver.n, "results": len(board.results),
+               "mismatches": board.mismatches, "loop_seconds": time.perf_counter() - t0}
     if os.environ.get("MXSIM_TB_OUT"):
         with open(os.environ["MXSIM_TB_OUT"], "w") as f:
             json.dump(summary, f)
-    assert not mismatches, f"RTL differs from the model: {mismatches[:3]}"
-    assert n == len(payloads), f"only {n} of {len(payloads)} beats were taken"
+    assert not board.mismatches, f"RTL differs from the model: {board.mismatches[:3]}"
+    assert driver.n == len(payloads), f"only {driver.n} of {len(payloads)} beats were taken"

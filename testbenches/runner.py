@@ -22,23 +22,10 @@ from mxsim.microarch import MicroArch, check_rtl
 from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
-__all__ = ["RunResult", "pack_payloads", "strip_initial_values", "run"]
+__all__ = ["Build", "TestRun", "build", "test", "run", "pack_payloads",
+           "strip_initial_values"]
 
 SIMULATORS = ("verilator", "icarus")
-
-
-@dataclass
-class RunResult:
-    """What one simulator run checked."""
-    beats: int
-    dots: int
-    cycles: int
-    mismatches: list
-    build_dir: Path
-
-    @property
-    def passed(self) -> bool:
-        return not self.mismatches
 
 
 def pack_payloads(spec: UnitSpec, vs: VectorSet) -> list[int]:
@@ -81,15 +68,44 @@ def strip_initial_values(verilog: str) -> str:
                   r"=\s*[^;]+;", r"\1;", verilog, flags=re.M)
 
 
-def run(spec: UnitSpec, microarch: MicroArch, vs: VectorSet, build_dir: str | Path, *,
-        sim: str = "verilator", seed: int = 0, valid_p: float = 0.8, ready_p: float = 0.7,
-        x_initial: str | None = "unique", waves: bool = False) -> RunResult:
-    """Simulate ``vs`` through the generated Verilog; compare every cycle with the model."""
+@dataclass
+class Build:
+    """A simulator build of one unit, reusable for many test runs."""
+    spec: UnitSpec
+    microarch: MicroArch
+    sim: str
+    x_initial: str | None
+    build_dir: Path
+    waves: bool = False
+    fault: str | None = None
+
+
+def _env(sim: str):
+    import os
+
+    from .toolchain import verilator_env
+    saved = dict(os.environ)
+    if sim == "verilator":
+        os.environ.update(verilator_env())
+    return saved
+
+
+def _restore(saved) -> None:
+    import os
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
+          sim: str = "verilator", x_initial: str | None = "unique",
+          waves: bool = False, fault: str | None = None) -> Build:
+    """Generate the Verilog and build it for ``sim`` (Verilator: x-initial unique, with the
+    registers' initial values stripped; ``fault``: a mutant)."""
     from cocotb_tools.runner import get_runner
 
     from hdl.verilog import generate
 
-    from .toolchain import icarus_available, verilator_env
+    from .toolchain import icarus_available
 
     check_rtl(spec, microarch)
     if sim not in SIMULATORS:
@@ -97,53 +113,100 @@ def run(spec: UnitSpec, microarch: MicroArch, vs: VectorSet, build_dir: str | Pa
     if sim == "icarus" and not icarus_available():
         raise MxsimError("Icarus Verilog is not installed (iverilog and vvp on PATH); use "
                          "--sim verilator")
-    build = Path(build_dir).resolve()
-    build.mkdir(parents=True, exist_ok=True)
-    verilog = generate(spec, microarch)
+    if sim != "verilator":
+        x_initial = None
+    out = Path(build_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    verilog = generate(spec, microarch, fault=fault)
     if x_initial == "unique":
         verilog = strip_initial_values(verilog)
-    src = build / "mx_dot.v"
+    src = out / "mx_dot.v"
+    b = Build(spec, microarch, sim, x_initial, out, waves, fault)
+    if src.exists() and src.read_text() == verilog and (out / ".built").exists():
+        return b                                     # built from this very Verilog already
+    (out / ".built").unlink(missing_ok=True)
     src.write_text(verilog)
+    build_args = []
+    if sim == "verilator":
+        build_args = ["-Wno-fatal", "-Wno-lint", "-Wno-style"]
+        if x_initial == "unique":
+            build_args += ["--x-assign", "unique", "--x-initial", "unique"]
+    saved = _env(sim)
+    try:
+        get_runner(sim).build(sources=[src], hdl_toplevel="mx_dot", build_dir=out,
+                              build_args=build_args, timescale=("1ns", "1ps"), waves=waves,
+                              log_file=out / "build.log")
+    except Exception as exc:
+        raise MxsimError(f"{sim} failed to build the unit ({exc}); see {out / 'build.log'}") \
+            from None
+    finally:
+        _restore(saved)
+    (out / ".built").write_text(sim)
+    return b
 
+
+@dataclass
+class TestRun:
+    """One test run: what it checked, what differed, the model's trace, the time taken."""
+    beats: int
+    dots: int
+    cycles: int
+    mismatches: list
+    trace: cycle.Trace
+    seconds: float                 #: the whole run, simulator start included
+    loop_seconds: float = 0.0      #: the clocked loop alone
+
+    @property
+    def passed(self) -> bool:
+        return not self.mismatches
+
+
+def test(b: Build, vs: VectorSet, *, seed: int = 0, valid_p: float = 0.8,
+         ready_p: float = 0.7, name: str = "run") -> TestRun:
+    """Run the cocotb test on a build: every cycle of ``vs`` against the cycle model."""
+    import os
+    import time
+
+    from cocotb_tools.runner import get_runner
+    spec, ua = b.spec, b.microarch
     beats = cycle.beats_of(spec, vs)
     gaps, ready = cycle.patterns(4096, valid_p=valid_p, ready_p=ready_p, seed=seed)
-    trace = cycle.run(cycle.UnitModel(spec, microarch), beats, gaps, ready)
-    payloads = pack_payloads(spec, vs)
-    tb = build / "tb.npz"
-    np.savez(tb, payloads=np.array([f"{p:x}" for p in payloads]), gaps=gaps, ready=ready,
-             in_ready=trace.in_ready, out_valid=trace.out_valid,
+    trace = cycle.run(cycle.UnitModel(spec, ua), beats, gaps, ready)
+    tb = b.build_dir / f"{name}.npz"
+    np.savez(tb, payloads=np.array([f"{p:x}" for p in pack_payloads(spec, vs)]), gaps=gaps,
+             ready=ready, in_ready=trace.in_ready, out_valid=trace.out_valid,
              out_payload=trace.out_payload)
-
-    env = verilator_env() if sim == "verilator" else None
-    import os
-    saved = dict(os.environ)
-    if env is not None:
-        os.environ.update(env)
+    out_json = b.build_dir / f"{name}_out.json"
+    out_json.unlink(missing_ok=True)
+    plusargs = ([f"+verilator+seed+{seed + 1}", "+verilator+rand+reset+2"]
+                if b.sim == "verilator" and b.x_initial == "unique" else [])
+    saved = _env(b.sim)
+    t0 = time.perf_counter()
     try:
-        runner = get_runner(sim)
-        build_args = []
-        if sim == "verilator":
-            build_args = ["-Wno-fatal", "-Wno-lint", "-Wno-style"]
-            if x_initial == "unique":
-                build_args += ["--x-assign", "unique", "--x-initial", "unique"]
-        runner.build(sources=[src], hdl_toplevel="mx_dot", build_dir=build,
-                     build_args=build_args, timescale=("1ns", "1ps"), waves=waves,
-                     log_file=build / "build.log")
-        out_json = build / "tb_out.json"
-        plusargs = ([f"+verilator+seed+{seed + 1}", "+verilator+rand+reset+2"]
-                    if sim == "verilator" and x_initial == "unique" else [])
-        runner.test(test_module="testbenches.mx_dot_tb", hdl_toplevel="mx_dot",
-                    build_dir=build, test_dir=build, plusargs=plusargs, waves=waves,
-                    extra_env={"MXSIM_TB": str(tb), "MXSIM_TB_OUT": str(out_json),
-                               "PYTHONPATH": os.pathsep.join(
-                                   [str(Path(__file__).resolve().parents[1]),
-                                    os.environ.get("PYTHONPATH", "")])},
-                    log_file=build / "test.log")
+        get_runner(b.sim).test(
+            test_module="testbenches.mx_dot_tb", hdl_toplevel="mx_dot", hdl_toplevel_lang="verilog",
+            build_dir=b.build_dir,
+            test_dir=b.build_dir, plusargs=plusargs, waves=b.waves,
+            extra_env={"MXSIM_TB": str(tb), "MXSIM_TB_OUT": str(out_json),
+                       "PYTHONPATH": os.pathsep.join(
+                           [str(Path(__file__).resolve().parents[1]),
+                            saved.get("PYTHONPATH", "")])},
+            results_xml=str(b.build_dir / f"{name}.xml"), log_file=b.build_dir / f"{name}.log")
+    except SystemExit:
+        pass                 # under pytest the runner exits on a failed test: the summary says
     finally:
-        os.environ.clear()
-        os.environ.update(saved)
+        _restore(saved)
+    seconds = time.perf_counter() - t0
     if not out_json.exists():
-        raise MxsimError(f"the simulation wrote no summary; see {build / 'test.log'}")
+        raise MxsimError(f"the simulation wrote no summary; see {b.build_dir / (name + '.log')}")
     summary = json.loads(out_json.read_text())
-    return RunResult(summary["beats"], sum(b.last for b in beats), summary["cycles"],
-                     summary["mismatches"], build)
+    return TestRun(summary["beats"], sum(x.last for x in beats), summary["cycles"],
+                   summary["mismatches"], trace, seconds, summary.get("loop_seconds", 0.0))
+
+
+def run(spec: UnitSpec, microarch: MicroArch, vs: VectorSet, build_dir: str | Path, *,
+        sim: str = "verilator", seed: int = 0, valid_p: float = 0.8, ready_p: float = 0.7,
+        x_initial: str | None = "unique", waves: bool = False) -> TestRun:
+    """Build and run once (see :func:`build` and :func:`test`)."""
+    b = build(spec, microarch, build_dir, sim=sim, x_initial=x_initial, waves=waves)
+    return test(b, vs, seed=seed, valid_p=valid_p, ready_p=ready_p)

@@ -1,0 +1,95 @@
+// Bulk-mode Verilator harness for mx_dot (testbenches/bulk.py builds and drives it).
+// (Verilator spells the ports i__valid ... as i___05Fvalid ...: "__" is escaped.)
+//
+// Usage: Vmx_dot STIMULUS RESULT OUTPUTS (stop once OUTPUTS results have left).
+// Reads a stimulus file, drives the generated Verilog with the testbenches' driver protocol
+// (mxsim.cycle.Driver: beat n is offered from the first cycle whose gap bit is 1 and held until
+// taken; o___05Fready from the ready pattern), and writes every handshake: the cycle each input
+// beat was taken, and the cycle and value of each output beat. Python compares them with the
+// cycle model (cycles) and the numerics engine (values). No arithmetic here.
+//
+// stimulus: u32 magic 'MXB1', u32 beats, u32 words per payload, u32 pattern length,
+//           u32 seed, u8 gaps[pattern], u8 ready[pattern], u32 payload[beats][words]
+// result:   u64 cycles, u32 taken, u32 outputs, u64 in_cycle[taken],
+//           (u64 cycle, u32 value)[outputs]
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "Vmx_dot.h"
+#include "verilated.h"
+
+static void read_all(FILE* f, void* p, size_t n) {
+    if (fread(p, 1, n, f) != n) { fprintf(stderr, "harness: short stimulus file\n"); exit(2); }
+}
+
+int main(int argc, char** argv) {
+    if (argc < 3) { fprintf(stderr, "usage: %s STIMULUS RESULT\n", argv[0]); return 2; }
+    FILE* in = fopen(argv[1], "rb");
+    if (!in) { perror(argv[1]); return 2; }
+    uint32_t hdr[5];
+    read_all(in, hdr, sizeof hdr);
+    if (hdr[0] != 0x3142584d) { fprintf(stderr, "harness: not a stimulus file\n"); return 2; }
+    const uint32_t beats = hdr[1], words = hdr[2], plen = hdr[3], seed = hdr[4];
+    std::vector<uint8_t> gaps(plen), ready(plen);
+    read_all(in, gaps.data(), plen);
+    read_all(in, ready.data(), plen);
+    std::vector<uint32_t> payload((size_t)beats * words);
+    read_all(in, payload.data(), payload.size() * 4);
+    fclose(in);
+
+    Verilated::randReset(2);          // registers start random: only the reset may set them
+    Verilated::randSeed(seed + 1);
+    Vmx_dot* top = new Vmx_dot;
+    if (words != (sizeof(top->i___05Fpayload) + 3) / 4) {
+        fprintf(stderr, "harness: payload of %u words, the model has %zu bytes\n", words,
+                sizeof(top->i___05Fpayload));
+        return 2;
+    }
+    top->clk = 0; top->rst = 1; top->i___05Fvalid = 0; top->o___05Fready = 0;
+    for (int i = 0; i < 3; i++) { top->clk = 0; top->eval(); top->clk = 1; top->eval(); }
+    top->rst = 0;
+
+    std::vector<uint64_t> taken_at;
+    taken_at.reserve(beats);
+    std::vector<uint64_t> out_cycle;
+    std::vector<uint32_t> out_value;
+    uint32_t n = 0;
+    bool offering = false;
+    uint64_t c = 0;
+    const uint64_t limit = (uint64_t)beats * 64 + 1000000;
+    size_t outputs_wanted = (size_t)strtoull(argc > 3 ? argv[3] : "0", nullptr, 10);
+    while ((out_value.size() < outputs_wanted || n < beats) && c < limit) {
+        top->clk = 0;
+        if (!offering && n < beats && gaps[c % plen]) offering = true;
+        if (offering) {
+            const uint32_t* p = &payload[(size_t)n * words];
+            for (uint32_t w = 0; w < words; w++) top->i___05Fpayload[w] = p[w];
+        }
+        top->i___05Fvalid = offering;
+        const bool o_ready = ready[c % plen];
+        top->o___05Fready = o_ready;
+        top->eval();
+        if (offering && top->i___05Fready) { taken_at.push_back(c); n++; offering = false; }
+        if (top->o___05Fvalid && o_ready) { out_cycle.push_back(c); out_value.push_back(top->o___05Fpayload); }
+        top->clk = 1;
+        top->eval();
+        c++;
+    }
+    FILE* out = fopen(argv[2], "wb");
+    if (!out) { perror(argv[2]); return 2; }
+    uint32_t counts[2] = {(uint32_t)taken_at.size(), (uint32_t)out_value.size()};
+    fwrite(&c, 8, 1, out);
+    fwrite(counts, 4, 2, out);
+    fwrite(taken_at.data(), 8, taken_at.size(), out);
+    for (size_t i = 0; i < out_value.size(); i++) {
+        fwrite(&out_cycle[i], 8, 1, out);
+        fwrite(&out_value[i], 4, 1, out);
+    }
+    fclose(out);
+    top->final();
+    delete top;
+    return c >= limit ? 1 : 0;
+}
