@@ -185,6 +185,14 @@ def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0) -> Ve
             e0 = np.floor(np.log2(np.where(ok, np.abs(d0), 1.0)))
             near = np.sign(d0) * (2.0 - 2.0 ** -23) * np.exp2(e0 + 24)
             c[llm] = np.where(ok, np.asarray(near, np.float32).view(np.uint32), c[llm])
+    # c-dominant entries (the odd ones): only 2 or 8 non-zero products per block under a C far
+    # above them, so that 1-3 or 4-15 products are truncated away (narrow formats, and INT8
+    # whose products share one exponent, never spread so far on their own).
+    cdom = [i for i, f in enumerate(vs.extra["families"]) if f == "c-dominant"]
+    for n, i in enumerate(cdom[1::2]):
+        keep = 2 if n % 2 == 0 else 8
+        for blk in range(blocks):
+            a[i, :, blk * k + keep:blk * k + k] = 0
     # Scaled units, c-dominant entries: results just past FP32's largest binade. One product
     # 1.0 x 1.0 x 2**127 and C = +-max sum to 1.5 * 2**128, an overflow by one binade.
     if spec.scale_format is not None and vs.a_scale is not None:
