@@ -111,7 +111,10 @@ def _applicable(fmt: formats.Format) -> tuple[str, ...]:
 
 def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0) -> VectorSet:
     """About ``dots`` dot products of ``blocks`` K-blocks each, constrained-random: every
-    generator family, plus blocks that cancel inside themselves and same-sign blocks."""
+    generator family, plus constructions the families do not make (each commented below):
+    blocks that cancel inside themselves, same-sign blocks, INT8 -128 x -128 blocks, Inf x 0
+    and +Inf - Inf blocks, C just below a power of two (round carries), sparse blocks under a
+    dominant C, one-binade overflows and FP32-subnormal C values."""
     fams = [f for f in vectors.FAMILIES
             if spec.scale_format is not None or f not in ("nan-scale", "scale-extremes")]
     side = 16 if dots >= 20000 else 4           # big sets: fewer, larger batch entries
@@ -123,7 +126,7 @@ def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0) -> Ve
     fa, fb = formats.get(spec.a_format), formats.get(spec.b_format)
     a, b = vs.a.copy(), vs.b.copy()
     nb = a.shape[0]
-    # A quarter of the normal entries cancel inside each block: B's second half of every block
+    # Half the normal entries cancel inside each block: B's second half of every block
     # is the negated first half, A's second half repeats its first.
     k, h = spec.k, spec.k // 2
     chosen = [i for i, f in enumerate(vs.extra["families"]) if f == "normal"]
@@ -139,7 +142,7 @@ def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0) -> Ve
     # Same-sign blocks (carries): the "max" entries with positive signs.
     for i, f in enumerate(vs.extra["families"]):
         if f == "max" and rng.random() < 0.5 and fb.kind == "float":
-            a[i] &= (1 << (formats.get(spec.a_format).bits - 1)) - 1
+            a[i] &= (1 << (fa.bits - 1)) - 1
             b[i] &= (1 << (fb.bits - 1)) - 1
     # INT8 x INT8: blocks of -128 x -128 products, the largest sums the adder tree holds.
     if fa.kind == "int" and fb.kind == "int":
@@ -147,8 +150,8 @@ def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0) -> Ve
         for i in mx[::2]:
             a[i, :, :k] = 0x80
             b[i, :k, :] = 0x80
-    # Inf x 0 and +Inf - Inf blocks (no NaN in them) where a format has Inf: a quarter of the
-    # uniform entries, one construction each.
+    # Inf x 0 and +Inf - Inf blocks (no NaN in them) where a format has Inf: half the uniform
+    # entries, the two constructions in turn.
     inf_side = "a" if fa.has_inf else "b" if fb.has_inf else None
     if inf_side is not None:
         fi = fa if inf_side == "a" else fb
