@@ -395,6 +395,9 @@ def cmd_rtl(args: argparse.Namespace) -> int:
     from .microarch import MicroArch, check_rtl
     if args.output is None and not args.stats:
         raise MxsimError("rtl needs -o OUT.v (the Verilog) and/or --stats (Yosys statistics)")
+    if args.output is not None and not Path(args.output).resolve().parent.is_dir():
+        raise MxsimError(f"{Path(args.output).parent}: no such folder for -o; create it or "
+                         f"write elsewhere")
     unit = units.get(args.unit)
     spec = unit.spec_for_formats(args.a_format, args.b_format)
     ua = MicroArch(lanes=args.lanes if args.lanes is not None else spec.k or 1,
@@ -459,6 +462,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.vectors < 1:
         raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
     replay = vectors.load(args.replay) if args.replay else None
+    try:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MxsimError(f"{args.out}: cannot create the output folder ({exc.strerror})") \
+            from None
     if replay is not None:
         spec.check_vectors(replay)
     try:

@@ -151,8 +151,38 @@ def test_minimal_set_and_payload_words():
     (["--lanes", "5"], "lanes (5) must divide the instruction k (32)"),
     (["--vectors", "0"], "--vectors must be at least 1, not 0"),
     (["--unit", "hopper-mma-sync"], "cannot be built as RTL"),
+    (["--out", "/proc/no/such"], "/proc/no/such: cannot create the output folder"),
 ])
 def test_verify_cli_bad_input(args, message):
     p = _cli("verify", *args)
     assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_rtl_cli_bad_output_folder(tmp_path):
+    p = _cli("rtl", "-o", str(tmp_path / "missing" / "out.v"))
+    assert p.returncode == 2 and "no such folder for -o" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "missing").exists()
+
+
+def test_rtl_cli_writes_linted_verilog_with_its_provenance(tmp_path):
+    out = tmp_path / "mx_dot.v"
+    p = _cli("rtl", "--unit", "hopper-wgmma", "--lanes", "8", "--stages", "2", "-o", str(out),
+             "--lint", "--json")
+    assert p.returncode == 0, p.stderr
+    info = json.loads(p.stdout)
+    assert (info["latency"], info["interval"], info["interval_chained"]) == (7, 4, 6)
+    assert info["lint"] == []
+    head = out.read_text().splitlines()[:4]
+    spec = presets.get("hopper-wgmma").spec("e4m3")
+    assert head[2] == f"// spec digest {spec.digest()}" and "lanes 8, stages 2" in head[3]
+
+
+@pytest.mark.slow
+def test_rtl_cli_stats_from_yosys():
+    p = _cli("rtl", "--unit", "blackwell-mxf8f6f4", "--a-format", "e2m1", "--lanes", "4",
+             "--stats", "--no-ice40", "--json")
+    assert p.returncode == 0, p.stderr
+    info = json.loads(p.stdout)
+    assert info["total_cells"] > 1000 and info["flip_flops"] > 100 and info["depth"] > 20
+    assert info["gate_equivalents"] > info["total_cells"] * 0.67
