@@ -57,14 +57,15 @@ class Report:
     def format(self) -> str:
         rate = self.dots / self.sim_seconds if self.sim_seconds else 0
         loop = self.dots / self.loop_seconds if self.loop_seconds else 0
+        cps = self.cycles / self.loop_seconds if self.loop_seconds else 0
         lines = [f"mxsim verify: {self.unit} on {self.sim} ({self.mode})",
                  f"  vectors     {self.dots:,} dot products, {self.beats:,} blocks, "
                  f"{self.cycles:,} cycles",
                  f"  mismatches  {len(self.mismatches)}" + (
                      "" if self.passed else f" (first: {self.mismatches[0]})"),
-                 f"  speed       {loop:,.0f} dot products/s in the simulation loop "
-                 f"({self.loop_seconds:.1f} s); {rate:,.0f}/s with simulator start-up "
-                 f"({self.sim_seconds:.1f} s); {self.seconds:.1f} s in all",
+                 f"  speed       {loop:,.0f} dot products/s ({cps:,.0f} cycles/s) in the "
+                 f"simulation loop ({self.loop_seconds:.1f} s); {rate:,.0f}/s with simulator "
+                 f"start-up ({self.sim_seconds:.1f} s); {self.seconds:.1f} s in all",
                  "  coverage", self.coverage.summary()]
         if self.failing:
             lines += [f"  failing     {self.failing}", f"  waveform    {self.waveform}",
