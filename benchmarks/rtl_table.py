@@ -14,7 +14,7 @@ import argparse
 import json
 import time
 
-from mxsim import presets
+from mxsim import units
 from mxsim.microarch import MicroArch
 
 CONFIGS = [
@@ -31,9 +31,7 @@ CONFIGS = [
 
 
 def spec_of(unit: str, a: str, b: str):
-    p = presets.get(unit)
-    scale, block = p.scales[0]
-    return p.spec(a, b, scale_format=scale, block=block)
+    return units.get(unit).spec_for_formats(a, b)
 
 
 def main() -> None:

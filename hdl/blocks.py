@@ -154,21 +154,16 @@ class MaxTree(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        level = [self.i[j] for j in range(self._n)]
-        depth = 0
-        while len(level) > 1:
-            nxt = []
-            for j in range(0, len(level) - 1, 2):
-                s = Signal(signed(self._width), name=f"max_{depth}_{j // 2}")
-                pick = level[j] >= level[j + 1]
-                if self._fault == "max-tree-node" and depth == 1 and j == 2:
-                    pick = ~pick                    # one comparator the wrong way round
-                m.d.comb += s.eq(Mux(pick, level[j], level[j + 1]))
-                nxt.append(s)
-            if len(level) % 2:
-                nxt.append(level[-1])
-            level, depth = nxt, depth + 1
-        m.d.comb += self.o.eq(level[0])
+
+        def node(depth, j, x, y):
+            s = Signal(signed(self._width), name=f"max_{depth}_{j}")
+            pick = x >= y
+            if self._fault == "max-tree-node" and depth == 1 and j == 1:
+                pick = ~pick                        # one comparator the wrong way round
+            m.d.comb += s.eq(Mux(pick, x, y))
+            return s
+
+        m.d.comb += self.o.eq(_reduce_tree([self.i[j] for j in range(self._n)], node))
         return m
 
 
@@ -226,19 +221,27 @@ class AdderTree(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        level, w, depth = [self.i[j] for j in range(self._n)], self._width, 0
-        while len(level) > 1:
-            w += 1 if not (self._fault == "adder-carry-dropped" and depth == 0) else 0
-            nxt = []
-            for j in range(0, len(level) - 1, 2):
-                s = Signal(signed(w), name=f"add_{depth}_{j // 2}")
-                m.d.comb += s.eq(level[j] + level[j + 1])
-                nxt.append(s)
-            if len(level) % 2:
-                nxt.append(level[-1])
-            level, depth = nxt, depth + 1
-        m.d.comb += self.o.eq(level[0])
+        carry = 0 if self._fault == "adder-carry-dropped" else 1   # first level's extra bit
+
+        def node(depth, j, x, y):
+            s = Signal(signed(self._width + depth + carry), name=f"add_{depth}_{j}")
+            m.d.comb += s.eq(x + y)
+            return s
+
+        m.d.comb += self.o.eq(_reduce_tree([self.i[j] for j in range(self._n)], node))
         return m
+
+
+def _reduce_tree(items: list, node) -> object:
+    """A balanced tree over ``items``: ``node(depth, j, x, y)`` gives pair ``j`` of level
+    ``depth``; an odd item out passes to the next level."""
+    level, depth = list(items), 0
+    while len(level) > 1:
+        nxt = [node(depth, j // 2, level[j], level[j + 1]) for j in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level, depth = nxt, depth + 1
+    return level[0]
 
 
 def normalised_layout(man_bits: int) -> data.StructLayout:

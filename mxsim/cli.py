@@ -390,19 +390,37 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 # -- rtl ------------------------------------------------------------------------------------
 
+def _rtl_unit(args: argparse.Namespace):
+    """The unit, spec and micro-architecture that ``rtl`` and ``verify`` name, checked
+    before anything is elaborated."""
+    from .microarch import MicroArch, check_rtl
+    unit = units.get(args.unit)
+    spec = unit.spec_for_formats(args.a_format, args.b_format)
+    ua = MicroArch(lanes=args.lanes if args.lanes is not None else spec.k or 1,
+                   stages=args.stages)
+    check_rtl(spec, ua)
+    return unit, spec, ua
+
+
+def _add_rtl_unit_args(sp: argparse.ArgumentParser, unit: str, note: str, stages: int) -> None:
+    sp.add_argument("--unit", default=unit,
+                    help=f"preset name or spec file (default: %(default)s{note})")
+    sp.add_argument("--a-format", default="e4m3", help="A's element format (default: e4m3)")
+    sp.add_argument("--b-format", default=None, help="B's element format (default: A's)")
+    sp.add_argument("--lanes", type=int, default=None,
+                    help="products per cycle (default: the unit's k)")
+    sp.add_argument("--stages", type=int, default=stages,
+                    help=f"register stages after the accumulator, 1-3 (default: {stages})")
+
+
 def cmd_rtl(args: argparse.Namespace) -> int:
     """Verilog of a unit (and its lint and Yosys statistics)."""
-    from .microarch import MicroArch, check_rtl
     if args.output is None and not args.stats:
         raise MxsimError("rtl needs -o OUT.v (the Verilog) and/or --stats (Yosys statistics)")
     if args.output is not None and not Path(args.output).resolve().parent.is_dir():
         raise MxsimError(f"{Path(args.output).parent}: no such folder for -o; create it or "
                          f"write elsewhere")
-    unit = units.get(args.unit)
-    spec = unit.spec_for_formats(args.a_format, args.b_format)
-    ua = MicroArch(lanes=args.lanes if args.lanes is not None else spec.k or 1,
-                   stages=args.stages)
-    check_rtl(spec, ua)                       # before anything is elaborated
+    unit, spec, ua = _rtl_unit(args)
     try:
         from hdl import verilog
     except ImportError:
@@ -453,12 +471,7 @@ def cmd_rtl(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     """RTL against the model through cocotb (or the bulk harness): exit 0 only on zero
     mismatches."""
-    from .microarch import MicroArch, check_rtl
-    unit = units.get(args.unit)
-    spec = unit.spec_for_formats(args.a_format, args.b_format)
-    ua = MicroArch(lanes=args.lanes if args.lanes is not None else spec.k or 1,
-                   stages=args.stages)
-    check_rtl(spec, ua)
+    unit, spec, ua = _rtl_unit(args)
     if args.vectors < 1:
         raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
     replay = vectors.load(args.replay) if args.replay else None
@@ -546,14 +559,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("units", cmd_units, "list the units with their provenance")
 
     rp = add("rtl", cmd_rtl, "Verilog of a unit's datapath, its lint and Yosys statistics")
-    rp.add_argument("--unit", default="hopper-wgmma",
-                    help="preset name or spec file (default: %(default)s)")
-    rp.add_argument("--a-format", default="e4m3", help="A's element format (default: e4m3)")
-    rp.add_argument("--b-format", default=None, help="B's element format (default: A's)")
-    rp.add_argument("--lanes", type=int, default=None,
-                    help="products per cycle (default: the unit's k)")
-    rp.add_argument("--stages", type=int, default=1,
-                    help="register stages after the accumulator, 1-3 (default: 1)")
+    _add_rtl_unit_args(rp, "hopper-wgmma", "", stages=1)
     rp.add_argument("-o", "--output", default=None, metavar="OUT.v", help="write the Verilog")
     rp.add_argument("--lint", action="store_true",
                     help="lint the written Verilog with Verilator -Wall (exit 1 on warnings)")
@@ -562,14 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ve = add("verify", cmd_verify, "simulate a unit's RTL and check it against the model "
                                    "bit and cycle exactly, with coverage")
-    ve.add_argument("--unit", default="blackwell-mxf8f6f4",
-                    help="preset name or spec file (default: %(default)s, MXFP8)")
-    ve.add_argument("--a-format", default="e4m3", help="A's element format (default: e4m3)")
-    ve.add_argument("--b-format", default=None, help="B's element format (default: A's)")
-    ve.add_argument("--lanes", type=int, default=None,
-                    help="products per cycle (default: the unit's k)")
-    ve.add_argument("--stages", type=int, default=2,
-                    help="register stages after the accumulator, 1-3 (default: 2)")
+    _add_rtl_unit_args(ve, "blackwell-mxf8f6f4", ", MXFP8", stages=2)
     ve.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
                     help="simulator (default: %(default)s)")
     ve.add_argument("--vectors", type=int, default=20000,

@@ -128,12 +128,13 @@ class Trace:
 
 class Driver:
     """The testbenches' source: beat ``n`` is offered from the first cycle at or after the
-    previous handshake whose ``gaps`` bit is 1, and held until taken (AXI-stream rules)."""
+    previous handshake whose ``gaps`` bit is 1, and held until taken (AXI-stream rules).
+    ``beats`` may be any items (the cocotb testbench offers payload words)."""
 
-    def __init__(self, beats: list[Beat], gaps: npt.NDArray[np.bool_]):
+    def __init__(self, beats: list, gaps):
         self.beats, self.gaps, self.n, self.offering = beats, gaps, 0, False
 
-    def offer(self, cycle: int) -> Beat | None:
+    def offer(self, cycle: int):
         if not self.offering and self.n < len(self.beats) and self.gaps[cycle % len(self.gaps)]:
             self.offering = True
         return self.beats[self.n] if self.offering else None

@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from mxsim import presets
+from mxsim import units
 from mxsim.microarch import MicroArch
 
 __all__ = ["FAULTS", "run"]
@@ -60,9 +60,7 @@ def run(unit: str = "blackwell-mxf8f6f4", a: str = "e4m3", b: str = "e4m3", *,
         seed: int = 11, acc_rounding: str | None = None) -> list[dict]:
     """Every fault through ``mxsim verify``'s testbench; a row per mutant."""
     from .verify import verify
-    p = presets.get(unit)
-    scale, block = p.scales[0]
-    spec = p.spec(a, b, scale_format=scale, block=block)
+    spec = units.get(unit).spec_for_formats(a, b)
     if acc_rounding:
         spec = spec.replace(name=f"{spec.name}-{acc_rounding}", acc_rounding=acc_rounding)
     ua = MicroArch(lanes=lanes, stages=stages)

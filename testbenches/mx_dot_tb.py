@@ -5,8 +5,8 @@ named by ``MXSIM_TB``: each beat's packed ``i__payload``, the valid-gap and read
 the cycle model's trace for them (``i.ready``, ``o.valid``, ``o.payload`` per cycle), whose
 output values are the numerics engine's.
 
-The shape is cocotb's matrix-multiplier example: a :class:`Driver` (the stimulus protocol of
-``mxsim.cycle.Driver``: a beat is offered from the first cycle whose gap bit is 1 and held until
+The shape is cocotb's matrix-multiplier example: a :class:`Driver` (``mxsim.cycle.Driver``'s
+stimulus protocol: a beat is offered from the first cycle whose gap bit is 1 and held until
 taken), a :class:`Monitor` (samples the handshakes in ``ReadOnly``) and an in-order
 :class:`Scoreboard` (every cycle's ``i.ready``/``o.valid``/``o.payload`` against the model, so
 an output must carry the engine's value on the very cycle the model predicts). One clocked loop
@@ -25,30 +25,41 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
+from mxsim import cycle
+
 
 class Driver:
-    """Drives ``i__valid``/``i__payload`` (gap pattern) and ``o__ready`` (ready pattern)."""
+    """Drives ``i__valid``/``i__payload`` by ``mxsim.cycle.Driver``'s protocol (the one the
+    cycle model and the Amaranth runs use) and ``o__ready`` from the ready pattern."""
 
     def __init__(self, dut, payloads: list[int], gaps: list[int], ready: list[int]):
         self.valid, self.payload, self.o_ready = dut.i__valid, dut.i__payload, dut.o__ready
-        self.payloads, self.gaps, self.ready = payloads, gaps, ready
-        self.n, self.offering = 0, False
+        self.protocol = cycle.Driver(payloads, gaps)
+        self.ready = ready
         self._valid = self._ready = None
 
+    @property
+    def offering(self) -> bool:
+        return self.protocol.offering
+
+    @property
+    def n(self) -> int:
+        return self.protocol.n
+
     def drive(self, c: int) -> int:
-        if not self.offering and self.n < len(self.payloads) and self.gaps[c % len(self.gaps)]:
-            self.offering = True
-            self.payload.value = self.payloads[self.n]
-        if self.offering != self._valid:
-            self.valid.value = self._valid = self.offering
+        was = self.protocol.offering
+        word = self.protocol.offer(c)
+        if word is not None and not was:
+            self.payload.value = word
+        if self.protocol.offering != self._valid:
+            self.valid.value = self._valid = self.protocol.offering
         r = self.ready[c % len(self.ready)]
         if r != self._ready:
             self.o_ready.value = self._ready = r
         return r
 
     def taken(self) -> None:
-        self.n += 1
-        self.offering = False
+        self.protocol.taken()
 
 
 class Monitor:
