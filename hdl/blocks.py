@@ -89,29 +89,40 @@ class Decoder(wiring.Component):
         return m
 
 
-def product_layout(a: formats.Format, b: formats.Format) -> data.StructLayout:
+def scale_sig_bits(scale_format: str | None) -> int:
+    """Significand bits a scale adds to a product: none for E8M0 (a power of two), four for
+    UE4M3 (hidden bit and three fraction bits)."""
+    return 4 if scale_format == "ue4m3" else 0
+
+
+def product_layout(a: formats.Format, b: formats.Format,
+                   scale_format: str | None = None) -> data.StructLayout:
     return data.StructLayout({
-        "sign": 1, "sig": unsigned(sig_width(a) + sig_width(b)), "exp": signed(EXP_WIDTH),
-        "nan": 1, "inf": 1,
+        "sign": 1, "sig": unsigned(sig_width(a) + sig_width(b)
+                                   + 2 * scale_sig_bits(scale_format)),
+        "exp": signed(EXP_WIDTH), "nan": 1, "inf": 1,
     })
 
 
 class Multiplier(wiring.Component):
-    """One exact product: A and B codes (and, with ``scaled``, their E8M0 scale codes).
+    """One exact product: A and B codes (and, with ``scale_format``, their scale codes).
 
-    ``o.exp`` is the alignment exponent ``e_a + e_b (+ s_a - 127 + s_b - 127)`` with the
-    significand product left in [0, 4) (MMA-Sim's raw products), or ``e_zero`` for a zero or
-    special product. ``o.nan`` covers NaN operands, NaN scales (0xFF) and Inf x 0; ``o.inf``
-    the other Inf products, signed by ``o.sign``. Combinational.
+    ``o.exp`` is the alignment exponent ``e_a + e_b`` (plus the scale exponents) with the
+    significand product left in [0, 4) (MMA-Sim's raw products; in [0, 16) with UE4M3 scales,
+    whose significands multiply in), or ``e_zero`` for a zero or special product. ``o.nan``
+    covers NaN operands, NaN scales (E8M0 0xFF, UE4M3 0x7F/0xFF) and Inf x 0 (a zero scale
+    included); ``o.inf`` the other Inf products, signed by ``o.sign``. Combinational.
     """
 
-    def __init__(self, a_format: str, b_format: str, *, scaled: bool, e_zero: int,
+    def __init__(self, a_format: str, b_format: str, *, scale_format: str | None, e_zero: int,
                  fault: str | None = None):
+        if scale_format not in (None, "e8m0", "ue4m3"):
+            raise ValueError(f"scale_format must be None, e8m0 or ue4m3, not {scale_format!r}")
         self._a, self._b = formats.get(a_format), formats.get(b_format)
-        self._scaled, self._e_zero, self._fault = scaled, e_zero, fault
+        self._scale, self._e_zero, self._fault = scale_format, e_zero, fault
         ports = {"a": In(self._a.bits), "b": In(self._b.bits),
-                 "o": Out(product_layout(self._a, self._b))}
-        if scaled:
+                 "o": Out(product_layout(self._a, self._b, scale_format))}
+        if scale_format is not None:
             ports.update(sa=In(8), sb=In(8))
         super().__init__(ports)
 
@@ -125,20 +136,31 @@ class Multiplier(wiring.Component):
         exp = Signal(signed(EXP_WIDTH))
         m.d.comb += exp.eq(x.exp + y.exp)
         nan = x.nan | y.nan
-        if self._scaled:
+        zero = (x.sig == 0) | (y.sig == 0)
+        sig = x.sig * y.sig
+        zero_factor = x.zero | y.zero
+        if self._scale == "e8m0":
             nan = nan | (self.sa == 0xFF) | (self.sb == 0xFF)
             bias = 253 if self._fault == "mul-scale-bias" else 254
             m.d.comb += exp.eq(x.exp + y.exp + self.sa + self.sb - bias)
+        elif self._scale == "ue4m3":
+            m.submodules.dsa = dsa = Decoder("ue4m3")
+            m.submodules.dsb = dsb = Decoder("ue4m3")
+            m.d.comb += [dsa.code.eq(self.sa), dsb.code.eq(self.sb)]
+            nan = nan | dsa.o.nan | dsb.o.nan
+            m.d.comb += exp.eq(x.exp + y.exp + dsa.o.exp + dsb.o.exp)
+            zero = zero | (dsa.o.sig == 0) | (dsb.o.sig == 0)
+            zero_factor = zero_factor | dsa.o.zero | dsb.o.zero
+            sig = sig * (dsa.o.sig * dsb.o.sig)
         inf = x.inf | y.inf
         if self._fault != "mul-inf-zero-not-nan":
-            nan = nan | (inf & (x.zero | y.zero))
+            nan = nan | (inf & zero_factor)
         psig = Signal.like(o.sig)
         m.d.comb += [
-            psig.eq(x.sig * y.sig),
+            psig.eq(sig),
             o.sign.eq(x.sign ^ y.sign),
             o.sig.eq(psig),
-            o.exp.eq(exp if self._fault == "mul-zero-exp" else
-                     Mux((x.sig == 0) | (y.sig == 0), self._e_zero, exp)),
+            o.exp.eq(exp if self._fault == "mul-zero-exp" else Mux(zero, self._e_zero, exp)),
             o.nan.eq(nan),
             o.inf.eq(inf & ~nan),
         ]
@@ -171,21 +193,23 @@ class Aligner(wiring.Component):
     """A term ``(-1)**sign * sig * 2**(exp - man_bits)`` as a signed integer in units of
     ``2**(e_max - frac_bits)``, its magnitude truncated (toward zero).
 
-    ``sig`` has ``sig_bits`` bits and is below ``2**(man_bits + 2)``, so the result fits
-    ``frac_bits + 3`` bits plus the sign. ``e_max >= exp`` is the caller's promise.
+    ``sig`` has ``sig_bits`` bits and is below ``2**(man_bits + int_bits)``, so the result
+    fits ``frac_bits + int_bits + 1`` bits plus the sign. ``e_max >= exp`` is the caller's
+    promise.
     """
 
-    def __init__(self, sig_bits: int, man_bits: int, frac_bits: int, *,
+    def __init__(self, sig_bits: int, man_bits: int, frac_bits: int, *, int_bits: int = 2,
                  fault: str | None = None):
         self._sig_bits, self._man, self._frac, self._fault = sig_bits, man_bits, frac_bits, fault
+        self._int = int_bits
         super().__init__({
             "sign": In(1), "sig": In(sig_bits), "exp": In(signed(EXP_WIDTH)),
-            "e_max": In(signed(EXP_WIDTH)), "q": Out(signed(frac_bits + 4)),
+            "e_max": In(signed(EXP_WIDTH)), "q": Out(signed(self.q_bits + 1)),
         })
 
     @property
     def q_bits(self) -> int:
-        return self._frac + 3
+        return self._frac + self._int + 1
 
     def elaborate(self, platform):
         m = Module()

@@ -2,7 +2,7 @@
 
 Timing contract (``mxsim.cycle.UnitModel`` steps the same machine; docs/rtl.md has the port
 map). One input beat is one K-block of a dot product: K codes of A's row and B's column, their
-E8M0 scale codes (scaled specs), C (FP32 code) and ``first``/``last`` markers. A chain of
+E8M0 or UE4M3 scale codes (scaled specs), C (FP32 code) and ``first``/``last`` markers. A chain of
 blocks from ``first`` to ``last`` is one long dot product: each block's result, rounded as the
 spec rounds an instruction's result, is the next block's C (``c`` is read only on ``first``
 blocks). Only ``last`` blocks produce an output beat, the FP32 code of D.
@@ -47,6 +47,7 @@ from .blocks import (
     Rounder,
     clog2,
     normalised_layout,
+    scale_sig_bits,
     sig_width,
 )
 
@@ -88,7 +89,9 @@ class DotProductUnit(wiring.Component):
         fa, fb = formats.get(spec.a_format), formats.get(spec.b_format)
         acc = formats.get(spec.acc_format)
         self._fa, self._fb, self._man = fa, fb, acc.man_bits
-        self._q_bits = spec.frac_bits + 3
+        # Products are below 4 (16 with UE4M3 scales, whose significands multiply in).
+        self._int_bits = 2 + (2 if spec.scale_format == "ue4m3" else 0)
+        self._q_bits = spec.frac_bits + self._int_bits + 1
         self._sum_bits = self._q_bits + 1 + clog2(spec.k + 1)
         super().__init__({"i": In(stream.Signature(block_layout(spec))),
                           "o": Out(stream.Signature(unsigned(32)))})
@@ -115,6 +118,7 @@ class DotProductUnit(wiring.Component):
         k, lanes, passes, R = spec.k, ua.lanes, self.passes, ua.stages
         scaled = spec.scale_format is not None
         fa, fb = self._fa, self._fb
+        ssb = scale_sig_bits(spec.scale_format)
 
         # -- state ---------------------------------------------------------------------------
         s0_valid = Signal()
@@ -150,7 +154,8 @@ class DotProductUnit(wiring.Component):
         # significand products of these are unused, and synthesis drops them) -------------------
         mults = []
         for j in range(k):
-            mul = Multiplier(spec.a_format, spec.b_format, scaled=scaled, e_zero=spec.e_zero,
+            mul = Multiplier(spec.a_format, spec.b_format, scale_format=spec.scale_format,
+                             e_zero=spec.e_zero,
                              fault=fault)
             m.submodules[f"exp{j}"] = mul
             m.d.comb += [mul.a.eq(blk.a[j]), mul.b.eq(blk.b[j])]
@@ -177,8 +182,8 @@ class DotProductUnit(wiring.Component):
         ]
 
         # -- this pass's lanes: align and add (C joins in pass 0) -------------------------------
-        psig_bits = sig_width(fa) + sig_width(fb)
-        mab = fa.man_bits + fb.man_bits
+        psig_bits = sig_width(fa) + sig_width(fb) + 2 * ssb
+        mab = fa.man_bits + fb.man_bits + 2 * max(0, ssb - 1)
         m.submodules.adders = adders = AdderTree(lanes + 1, self._q_bits + 1, fault=fault)
         for lane in range(lanes):
             # The lane's operands this pass (a multiplexer when lanes < k), its product.
@@ -189,13 +194,14 @@ class DotProductUnit(wiring.Component):
                                 f"b_lane{lane}")
             else:
                 a_sel, b_sel = blk.a[lane], blk.b[lane]
-            mul = Multiplier(spec.a_format, spec.b_format, scaled=scaled, e_zero=spec.e_zero,
+            mul = Multiplier(spec.a_format, spec.b_format, scale_format=spec.scale_format,
+                             e_zero=spec.e_zero,
                              fault=fault)
             m.submodules[f"lane_mul{lane}"] = mul
             m.d.comb += [mul.a.eq(a_sel), mul.b.eq(b_sel)]
             if scaled:
                 m.d.comb += [mul.sa.eq(blk.a_scale), mul.sb.eq(blk.b_scale)]
-            al = Aligner(psig_bits, mab, spec.frac_bits, fault=fault)
+            al = Aligner(psig_bits, mab, spec.frac_bits, int_bits=self._int_bits, fault=fault)
             m.submodules[f"align{lane}"] = al
             m.d.comb += [al.sign.eq(mul.o.sign), al.sig.eq(mul.o.sig), al.exp.eq(mul.o.exp),
                          al.e_max.eq(e_max), adders.i[lane].eq(al.q)]

@@ -88,6 +88,7 @@ class Stats:
     depth: int                   #: cells on the longest path between registers (ltp)
     gate_equivalents: float
     ice40: dict[str, int] = field(default_factory=dict)
+    lut4: int | None = None      #: 4-input LUTs of ``abc -lut 4`` on the generic netlist
 
     @property
     def luts(self) -> int:
@@ -123,12 +124,20 @@ def _cell_counts(text: str) -> dict[str, int]:
     return counts
 
 
-def stats(spec: UnitSpec, microarch: MicroArch, *, ice40: bool = True) -> Stats:
+def stats(spec: UnitSpec, microarch: MicroArch, *, ice40: bool = True, lut4: bool = False,
+          text: str | None = None) -> Stats:
     """Synthesise the unit with Yosys: generic cells, depth and gate equivalents (and
-    iCE40 LUTs with ``ice40``)."""
-    text = generate(spec, microarch)
-    out = _yosys("read_verilog mx_dot.v\nsynth -top mx_dot -flatten\ntee -q -o stat.txt stat\n"
-                 "tee -q -o ltp.txt ltp -noff\n", {"mx_dot.v": text})
+    iCE40 LUTs with ``ice40``; a 4-input-LUT estimate, ``abc -lut 4`` on the generic
+    netlist without carry chains, with ``lut4``: seconds where ``synth_ice40`` takes
+    minutes). ``text`` is the Verilog of ``generate(spec, microarch)`` when the caller has
+    it already; it is synthesised as given."""
+    if text is None:
+        text = generate(spec, microarch)
+    script = ("read_verilog mx_dot.v\nsynth -top mx_dot -flatten\ntee -q -o stat.txt stat\n"
+              "tee -q -o ltp.txt ltp -noff\n")
+    if lut4:
+        script += "abc -lut 4\nopt_clean\ntee -q -o lut4.txt stat\n"
+    out = _yosys(script, {"mx_dot.v": text})
     cells = _cell_counts(out["stat.txt"])
     ffs = sum(n for c, n in cells.items() if "DFF" in c)
     m = re.search(r"Longest topological path in \S+ \(length=(\d+)\)", out["ltp.txt"])
@@ -136,6 +145,9 @@ def stats(spec: UnitSpec, microarch: MicroArch, *, ice40: bool = True) -> Stats:
     ge = sum(GATE_EQUIVALENTS.get(c, 1.0) * n for c, n in cells.items() if "DFF" not in c)
     ge += FLIP_FLOP_GE * ffs
     result = Stats(cells, ffs, depth, round(ge, 1))
+    if lut4:
+        m = re.search(r"^\s+(\d+)\s+\$lut\s*$", out["lut4.txt"], re.M)
+        result.lut4 = int(m.group(1)) if m else 0
     if ice40:
         out = _yosys("read_verilog mx_dot.v\nsynth_ice40 -top mx_dot\n"
                      "tee -q -o stat.txt stat\n", {"mx_dot.v": text})

@@ -12,8 +12,8 @@ differ from other micro-architectures only in timing and area.
     pack in one cycle), 2 (a register after the normaliser) or 3 (and one after rounding).
 
 :func:`check_rtl` says, before anything is elaborated, whether a spec is one the RTL generator
-builds: single-step truncated fused sums (T-FDPA), optionally with E8M0 block scales over the
-whole instruction (ST-FDPA), FP32 output.
+builds: single-step truncated fused sums (T-FDPA), optionally with E8M0 or UE4M3 block scales
+over the whole instruction (ST-FDPA), FP32 output.
 """
 
 from __future__ import annotations
@@ -85,11 +85,12 @@ def check_rtl(spec: UnitSpec, ua: MicroArch | None = None) -> None:
     if spec.schedule is not None and len(spec.steps()) > 1:
         raise fail(f"the RTL builds one fused step per instruction, not {len(spec.steps())} "
                    f"(schedule)")
-    if spec.scale_format not in (None, "e8m0"):
-        raise fail(f"the RTL takes E8M0 block scales or none, not {spec.scale_format}")
-    if spec.scale_format == "e8m0" and spec.block != spec.k:
-        raise fail(f"the RTL takes one E8M0 scale per operand per instruction (block = k = "
-                   f"{spec.k}), not blocks of {spec.block}")
+    if spec.scale_format not in (None, "e8m0", "ue4m3"):
+        raise fail(f"the RTL takes E8M0 or UE4M3 block scales or none, not "
+                   f"{spec.scale_format}")
+    if spec.scale_format is not None and spec.block != spec.k:
+        raise fail(f"the RTL takes one {spec.scale_format.upper()} scale per operand per "
+                   f"instruction (block = k = {spec.k}), not blocks of {spec.block}")
     unsupported = [
         (spec.group is not None, "GST groups (group)"),
         (spec.upcast is not None, "an operand upcast (upcast)"),

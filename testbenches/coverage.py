@@ -29,7 +29,8 @@ COVERPOINTS: dict[str, tuple[tuple[str, ...], int, str]] = {
     "a_class": (CLASSES, 4, "A's operand class at every lane position (lane x class)"),
     "b_class": (CLASSES, 4, "B's operand class at every lane position (lane x class)"),
     "scale_class": (("min", "max", "nan", "typical"), 4,
-                    "E8M0 scale codes of A and B: 0x00, 0xFE, 0xFF, others"),
+                    "scale codes of A and B: E8M0 0x00, 0xFE, 0xFF, others; UE4M3 (sign bit "
+                    "ignored) 0x00-0x01, 0x7E, 0x7F, others"),
     "spread": (("0", "1-3", "4-15", "16+"), 4,
                "products truncated away entirely in a block (aligned below the LSB)"),
     "cancellation": (("none", "partial", "deep", "exact-zero"), 4,
@@ -192,13 +193,23 @@ def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0) -> Ve
     # above them, so that 1-3 or 4-15 products are truncated away (narrow formats, and INT8
     # whose products share one exponent, never spread so far on their own).
     cdom = [i for i, f in enumerate(vs.extra["families"]) if f == "c-dominant"]
+    # With k <= 16 a third of them keep every product under a C of about 2**100: only a C
+    # that far above can cut 16 products away.
     for n, i in enumerate(cdom[1::2]):
-        keep = 2 if n % 2 == 0 else 8
+        keep = (2, 8)[n % 2] if k > 16 else (2, 8, k)[n % 3]
         for blk in range(blocks):
             a[i, :, blk * k + keep:blk * k + k] = 0
+        if keep == k:                   # every product non-zero, and all below C's LSB
+            a[i] = np.where(fa.classify(a[i]) == formats.Class.ZERO,
+                            fa.encode(np.array([1.0]))[0], a[i])
+            b[i] = np.where(fb.classify(b[i]) == formats.Class.ZERO,
+                            fb.encode(np.array([1.0]))[0], b[i])
+            man = rng.integers(0, 1 << 23, size=c[i].shape, dtype=np.uint32)
+            sign = rng.integers(0, 2, size=c[i].shape, dtype=np.uint32) << 31
+            c[i] = sign | np.uint32(227 << 23) | man
     # Scaled units, c-dominant entries: results just past FP32's largest binade. One product
     # 1.0 x 1.0 x 2**127 and C = +-max sum to 1.5 * 2**128, an overflow by one binade.
-    if spec.scale_format is not None and vs.a_scale is not None:
+    if spec.scale_format == "e8m0" and vs.a_scale is not None:
         sa, sb = vs.a_scale.copy(), vs.b_scale.copy()
         one_a = int(fa.encode(np.array([1.0]))[0])
         one_b = int(fb.encode(np.array([1.0]))[0])
@@ -257,9 +268,12 @@ def measure(spec: UnitSpec, vs: VectorSet, trace: cycle.Trace | None, lanes: int
                           for c in range(len(CLASSES)) if CLASSES[c] in _applicable(fmt)}
     if spec.scale_format is not None:
         s = np.concatenate([vs.a_scale.reshape(-1), vs.b_scale.reshape(-1)]).astype(int)
-        cov.hits["scale_class"] = {"min": int((s == 0).sum()), "max": int((s == 0xFE).sum()),
-                                   "nan": int((s == 0xFF).sum()),
-                                   "typical": int(((s > 0) & (s < 0xFE)).sum())}
+        lo, hi, nan_code = (0, 0xFE, 0xFF) if spec.scale_format == "e8m0" else (1, 0x7E, 0x7F)
+        if spec.scale_format == "ue4m3":
+            s = s & 0x7F
+        cov.hits["scale_class"] = {"min": int((s <= lo).sum()), "max": int((s == hi).sum()),
+                                   "nan": int((s == nan_code).sum()),
+                                   "typical": int(((s > lo) & (s < hi)).sum())}
 
     # Block-level points: exponents of every product, the block's largest, its result.
     res = block_results(spec, vs).reshape(nb, vs.m, vs.n, nblk)
@@ -272,11 +286,17 @@ def measure(spec: UnitSpec, vs: VectorSet, trace: cycle.Trace | None, lanes: int
     ea5 = ea.astype(np.int64)[:, :, None, :, :]                          # nb, m, 1, nblk, k
     eb5 = eb.astype(np.int64).transpose(0, 3, 1, 2)[:, None, :, :, :]     # nb, 1, n, nblk, k
     e = ea5 + eb5
-    if spec.scale_format is not None:
-        sa = vs.a_scale.reshape(nb, vs.m, nblk).astype(np.int64) - 127
-        sb = vs.b_scale.reshape(nb, nblk, vs.n).astype(np.int64) - 127
-        e = e + sa[:, :, None, :, None] + sb.transpose(0, 2, 1)[:, None, :, :, None]
     nz = (siga != 0)[:, :, None, :, :] & (sigb != 0).transpose(0, 3, 1, 2)[:, None]
+    if spec.scale_format is not None:
+        fs = formats.get(spec.scale_format)
+        _, sa, sig_sa = fs.fields(vs.a_scale.reshape(nb, vs.m, nblk))
+        _, sb, sig_sb = fs.fields(vs.b_scale.reshape(nb, nblk, vs.n))
+        sa, sb = sa.astype(np.int64), sb.astype(np.int64)
+        e = e + sa[:, :, None, :, None] + sb.transpose(0, 2, 1)[:, None, :, :, None]
+        nz = nz & (sig_sa != 0)[:, :, None, :, None] & \
+            (sig_sb != 0).transpose(0, 2, 1)[:, None, :, :, None]
+        scale_nan_a = fs.classify(vs.a_scale.reshape(nb, vs.m, nblk)) == formats.Class.NAN
+        scale_nan_b = fs.classify(vs.b_scale.reshape(nb, nblk, vs.n)) == formats.Class.NAN
     e = np.where(nz, e, spec.e_zero)
     f32 = formats.get("fp32")
     _, ec, sigc = f32.fields(c_in)
@@ -309,8 +329,8 @@ def measure(spec: UnitSpec, vs: VectorSet, trace: cycle.Trace | None, lanes: int
     operands_special = (_classes(fa, a) >= 4).any(axis=-1)[:, :, None, :] | \
         (_classes(fb, b) >= 4).any(axis=-2).transpose(0, 2, 1)[:, None, :, :]
     if spec.scale_format is not None:
-        operands_special = operands_special | (sa[:, :, None, :] == 128) | \
-            (sb.transpose(0, 2, 1)[:, None, :, :] == 128)
+        operands_special = operands_special | scale_nan_a[:, :, None, :] | \
+            scale_nan_b.transpose(0, 2, 1)[:, None, :, :]
     c_special = (f32.classify(c_in) == formats.Class.NAN) | (f32.classify(c_in) ==
                                                               formats.Class.INF)
     if fa.has_inf or fb.has_inf or fa.has_nan or fb.has_nan:
@@ -336,14 +356,15 @@ def measure(spec: UnitSpec, vs: VectorSet, trace: cycle.Trace | None, lanes: int
             for key in ("inf-times-zero", "inf-minus-inf", "inf-only"):
                 del cov.hits["special_case"][key]
     inf = cls == formats.Class.INF
-    # Unscaled, the products (below 2**31 in all) cannot overflow FP32 on their own.
+    # Unscaled (or UE4M3-scaled: at most 448**4 * 2**16), the products cannot overflow FP32
+    # on their own.
     cov.hits["output_class"] = {
         "zero": int((cls == formats.Class.ZERO).sum()),
         "subnormal": int((cls == formats.Class.SUBNORMAL).sum()),
         "normal": int((cls == formats.Class.NORMAL).sum()),
         "overflow": int((inf & ~operands_special & ~c_special).sum()),
         "inf": int(inf.sum()), "nan": int((cls == formats.Class.NAN).sum())}
-    if spec.scale_format is None:
+    if spec.scale_format != "e8m0":
         del cov.hits["output_class"]["overflow"]
     if trace is not None:
         stall = trace.out_valid & ~trace.out_ready

@@ -53,7 +53,7 @@ def _ref_decode(f: formats.Format, code: int) -> tuple:
     return sign, e, sig, int(sig == 0 and not nan and not inf), int(inf), int(nan)
 
 
-@pytest.mark.parametrize("name", [*RTL_FORMATS, "fp32"])
+@pytest.mark.parametrize("name", [*RTL_FORMATS, "fp32", "ue4m3"])
 def test_hdl_decoder_every_code(name):
     f = formats.get(name)
     codes = list(range(1 << f.bits)) if f.bits <= 8 else [
@@ -67,17 +67,25 @@ def test_hdl_decoder_every_code(name):
         assert g == _ref_decode(f, int(c)), hex(int(c))
 
 
-def _ref_product(fa, fb, a, b, sa=None, sb=None, e_zero=-133):
+def _ref_product(fa, fb, a, b, sa=None, sb=None, e_zero=-133, scale="e8m0"):
     """The engine's product term (fast._step_terms): sign, sig, alignment exponent, flags."""
     xa, xb = _ref_decode(fa, a), _ref_decode(fb, b)
     nan = bool(xa[5] or xb[5])
     exp = xa[1] + xb[1]
-    if sa is not None:
+    zero = bool(xa[3] or xb[3])
+    sig = xa[2] * xb[2]
+    if sa is not None and scale == "e8m0":
         nan = nan or sa == 0xFF or sb == 0xFF
         exp += sa - 127 + sb - 127
+    elif sa is not None:
+        fs = formats.get("ue4m3")
+        ds, dt = _ref_decode(fs, sa), _ref_decode(fs, sb)
+        nan = nan or bool(ds[5] or dt[5])
+        exp += ds[1] + dt[1]
+        zero = zero or bool(ds[3] or dt[3])
+        sig *= ds[2] * dt[2]
     inf = bool(xa[4] or xb[4])
-    nan = nan or (inf and bool(xa[3] or xb[3]))
-    sig = xa[2] * xb[2]
+    nan = nan or (inf and zero)
     return xa[0] ^ xb[0], sig, exp if sig else e_zero, int(nan), int(inf and not nan)
 
 
@@ -86,7 +94,7 @@ def _ref_product(fa, fb, a, b, sa=None, sb=None, e_zero=-133):
 def test_hdl_multiplier_every_pair_of_codes(a, b):
     fa, fb = formats.get(a), formats.get(b)
     pairs = [(x, y) for x in range(1 << fa.bits) for y in range(1 << fb.bits)]
-    dut = blocks.Multiplier(a, b, scaled=False, e_zero=-133)
+    dut = blocks.Multiplier(a, b, scale_format=None, e_zero=-133)
     got = rtl_eval(dut, [{"a": x, "b": y} for x, y in pairs],
                    lambda d: (d.o.sign, d.o.sig, d.o.exp, d.o.nan, d.o.inf))
     for (x, y), g in zip(pairs, got, strict=True):
@@ -100,10 +108,27 @@ def test_hdl_multiplier_with_scales():
                  sa=int(rng.choice([0, 1, 127, 254, 255, int(rng.integers(256))])),
                  sb=int(rng.choice([0, 1, 127, 254, 255, int(rng.integers(256))])))
             for _ in range(6000)]
-    dut = blocks.Multiplier("e2m1", "e5m2", scaled=True, e_zero=-200)
+    dut = blocks.Multiplier("e2m1", "e5m2", scale_format="e8m0", e_zero=-200)
     got = rtl_eval(dut, rows, lambda d: (d.o.sign, d.o.sig, d.o.exp, d.o.nan, d.o.inf))
     for r, g in zip(rows, got, strict=True):
         assert g == _ref_product(fa, fb, r["a"], r["b"], r["sa"], r["sb"], -200), r
+
+
+@pytest.mark.parametrize("a, b", [("e2m1", "e2m1"), ("e5m2", "e2m1"), ("int8", "e4m3")])
+def test_hdl_multiplier_with_ue4m3_scales(a, b):
+    """UE4M3 scales (NVFP4): their significands multiply in; 0x00 is a zero scale, 0x7F and
+    0xFF (the sign bit is ignored) are NaN."""
+    rng = np.random.default_rng(6)
+    fa, fb = formats.get(a), formats.get(b)
+    special = [0x00, 0x80, 0x01, 0x07, 0x08, 0x38, 0x7E, 0xFE, 0x7F, 0xFF]
+    rows = [dict(a=int(rng.integers(1 << fa.bits)), b=int(rng.integers(1 << fb.bits)),
+                 sa=int(rng.choice(special + [int(rng.integers(256))] * 4)),
+                 sb=int(rng.choice(special + [int(rng.integers(256))] * 4)))
+            for _ in range(5000)]
+    dut = blocks.Multiplier(a, b, scale_format="ue4m3", e_zero=-133)
+    got = rtl_eval(dut, rows, lambda d: (d.o.sign, d.o.sig, d.o.exp, d.o.nan, d.o.inf))
+    for r, g in zip(rows, got, strict=True):
+        assert g == _ref_product(fa, fb, r["a"], r["b"], r["sa"], r["sb"], scale="ue4m3"), r
 
 
 def test_hdl_max_tree_and_adder_tree():

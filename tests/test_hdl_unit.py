@@ -78,6 +78,18 @@ def test_hdl_unit_blackwell_mxf8f6f4_builds_and_matches(a, b):
     check_unit(spec, MicroArch(lanes=8, stages=2), seed=3)
 
 
+@pytest.mark.parametrize("a, b, lanes, stages, frac_bits, rounding", [
+    ("e2m1", "e2m1", 16, 1, 25, "rz"), ("e2m1", "e2m1", 4, 3, 3, "rne"),
+    ("e4m3", "e2m1", 8, 2, 13, "rne"), ("int8", "e5m2", 2, 1, 31, "rz")])
+def test_hdl_unit_ue4m3_scales(a, b, lanes, stages, frac_bits, rounding):
+    """One UE4M3 scale per operand per 16-element instruction (an NVFP4-style ST-FDPA unit):
+    the scale significands multiply into every product."""
+    spec = UnitSpec(name="st-ue4m3", a_format=a, b_format=b, k=16, scale_format="ue4m3",
+                    block=16, frac_bits=frac_bits, acc_format="fp32", acc_rounding=rounding,
+                    e_zero=-140)
+    check_unit(spec, MicroArch(lanes=lanes, stages=stages), blocks=3, seed=lanes)
+
+
 def test_hdl_unit_timing_contract():
     """Without gaps or back-pressure: latency P + stages + 1, interval P (independent) and
     P + stages (chained), as MicroArch reports them."""
