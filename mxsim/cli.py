@@ -539,6 +539,46 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- explore --------------------------------------------------------------------------------
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    from . import explore
+    sweep = explore.load(args.sweep)                 # every point checked before any runs
+    out = args.out or str(Path("results") / sweep.name)
+    if args.check:
+        n_rtl = len({d.rtl_key for d in sweep.designs})
+        _out(args, f"{args.sweep}: {len(sweep.points)} points ({len(sweep.designs)} designs, "
+                   f"{n_rtl} RTL configurations, {len(sweep.workloads)} workloads), "
+                   f"{len(sweep.references)} references: OK",
+             {"points": len(sweep.points), "designs": len(sweep.designs),
+              "rtl_configurations": n_rtl, "workloads": len(sweep.workloads)})
+        return 0
+    try:
+        res = explore.run(sweep, out, jobs=args.jobs, fresh=args.fresh,
+                          progress=False if args.json or args.no_progress else None)
+    except explore.Interrupted as e:
+        print(f"mxsim: {e}", file=sys.stderr)
+        return 130
+    front = [r for r in res.rows if r["pareto"]]
+    lines = [f"{len(res.rows)} points ({len(sweep.designs)} designs, "
+             f"{len({r['rtl_hash'] for r in res.rows})} RTL configurations, "
+             f"{len(sweep.workloads)} workloads) in {res.seconds:.0f} s: "
+             f"{res.computed['area']} syntheses and {res.computed['accuracy']} accuracy runs, "
+             f"{res.reused['area'] + res.reused['accuracy']} cached",
+             f"Pareto front: {len(front)} points"]
+    for r in sorted(front, key=lambda r: (r["workload"], r["error"])):
+        lines.append(f"  {r['workload']:20} {r['label']:28} error {r['error']:.3g}  "
+                     f"GE {r['gate_equivalents']:.0f}  {r['dots_per_cycle']:.3g} dots/cycle")
+    lines.append(f"report: {Path(out) / 'report.md'}")
+    _out(args, "\n".join(lines), {"out": out, "seconds": res.seconds, "computed": res.computed,
+                                  "reused": res.reused, "files": res.files,
+                                  "pareto": [{k: r[k] for k in ("label", "workload", "error",
+                                                                "gate_equivalents",
+                                                                "dots_per_cycle")}
+                                             for r in front]})
+    return 0
+
+
 # -- parser ---------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -583,6 +623,18 @@ def build_parser() -> argparse.ArgumentParser:
     ve.add_argument("--replay", default=None, metavar="FAILING.npz",
                     help="run exactly this vector set (a failing set a run wrote)")
     ve.add_argument("--waves", action="store_true", help="write a waveform (FST/VCD)")
+
+    ex = add("explore", cmd_explore, "sweep unit designs over workloads: accuracy (engine), "
+                                     "area (Yosys on the RTL) and throughput (cycle model)")
+    ex.add_argument("sweep", metavar="SWEEP.toml", help="the sweep file (docs/explore.md)")
+    ex.add_argument("-o", "--out", default=None, metavar="DIR",
+                    help="results, plots, report and cache (default: results/NAME)")
+    ex.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                    help="points run in parallel (default: one per core)")
+    ex.add_argument("--fresh", action="store_true", help="discard the cache and rerun all")
+    ex.add_argument("--check", action="store_true",
+                    help="only read and check the sweep file")
+    ex.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     vp = sub.add_parser("vectors", help="generate or inspect vector sets",
                         description="generate or inspect vector sets (mxsim.vectors/1 .npz)")

@@ -21,6 +21,7 @@ import numpy as np
 
 from mxsim import vectors
 from mxsim.microarch import MicroArch
+from mxsim.progress import Progress
 from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
@@ -102,28 +103,6 @@ def minimal_set(vs: VectorSet, dots: list[int]) -> VectorSet:
                      extra={"dots": [int(d) for d in dots]}).validate()
 
 
-class _Progress:
-    """A one-line progress bar with an ETA on stderr (nothing when not a terminal)."""
-
-    def __init__(self, total: int, enabled: bool):
-        self.total, self.enabled, self.t0 = total, enabled, time.perf_counter()
-
-    def update(self, done: int, note: str = "") -> None:
-        if not self.enabled:
-            return
-        frac = min(1.0, done / self.total) if self.total else 1.0
-        el = time.perf_counter() - self.t0
-        eta = el / frac - el if frac > 0 else 0
-        bar = "#" * int(frac * 30)
-        sys.stderr.write(f"\r  [{bar:30}] {frac:4.0%} {done:,}/{self.total:,} dots "
-                         f"{el:5.0f} s, ETA {eta:4.0f} s {note}   ")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
-
-
 def _failing_dots(mismatches: list, beats_per_dot: int) -> list[int]:
     dots = set()
     for m in mismatches:
@@ -154,7 +133,7 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
     t0 = time.perf_counter()
     tag = f"{spec.digest()}-l{microarch.lanes}-s{microarch.stages}" + (
         f"-{fault}" if fault else "")
-    bar = _Progress(dots if replay is None else replay.num_dots,
+    bar = Progress(dots if replay is None else replay.num_dots,
                     sys.stderr.isatty() if progress is None else progress)
     if bulk:
         exe = bulk_mod.build(spec, microarch, out / f"bulk-{tag}", fault=fault)

@@ -1,0 +1,278 @@
+"""What ``mxsim explore`` writes: ``results.json``, ``results.csv``, ``pareto.csv``, the plots
+(PNG, matplotlib imported only here) and ``report.md``, the page a person reads first."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import numpy as np
+
+from .explore import REL_BINS, REL_FLOOR, SCHEMA, ULP_EDGES, Results, _write, write_table
+
+__all__ = ["write"]
+
+
+def write(res: Results) -> list[str]:
+    """Write every output of a finished sweep into ``res.out``; the file names."""
+    out = res.out
+    out.mkdir(parents=True, exist_ok=True)
+    sw = res.sweep
+    doc = {
+        "schema": SCHEMA,
+        "sweep": {"path": sw.path, "name": sw.name, "title": sw.title,
+                  "description": sw.description, "error": sw.error,
+                  "array": {"rows": sw.rows, "cols": sw.cols, "bandwidth": sw.bandwidth},
+                  "fpga": sw.fpga, "designs": len(sw.designs),
+                  "rtl_configurations": len({r["rtl_hash"] for r in res.rows}),
+                  "workloads": [w.to_dict() for w in sw.workloads],
+                  "rel_bins": REL_BINS.tolist(), "ulp_edges": ULP_EDGES[:-1].tolist()},
+        "run": {"seconds": round(res.seconds, 1), "computed": res.computed,
+                "reused": res.reused},
+        "points": res.rows,
+        "references": res.references,
+    }
+    _write(out / "results.json", json.dumps(doc, indent=1, default=str))
+    write_table(res.rows, out / "results.csv")
+    write_table([r for r in res.rows if r["pareto"]], out / "pareto.csv")
+    files = ["results.json", "results.csv", "pareto.csv"]
+    plots = _plots(res)
+    files += plots
+    _write(out / "report.md", _report(res, plots))
+    files.append("report.md")
+    return files
+
+
+# -- plots ----------------------------------------------------------------------------------------
+
+def _err(sw, r: dict) -> float:
+    return max(r["unit_err"] if sw.error == "unit" else r["total_err"], 1e-12)
+
+
+def _plots(res: Results) -> list[str]:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    sw, rows, out = res.sweep, res.rows, res.out
+    files = []
+    markers = "osD^vP*X"
+    err_name = ("normwise relative error against exact" if sw.error == "unit" else
+                "normwise relative error against the float64 GEMM")
+
+    # 1. error against area, coloured by throughput; the Pareto front ringed in red.
+    fig, ax = plt.subplots(figsize=(9, 5.5), dpi=110)
+    dpc = np.array([r["dots_per_cycle"] for r in rows])
+    norm = matplotlib.colors.Normalize(vmin=dpc.min(), vmax=dpc.max() if dpc.max() > dpc.min()
+                                       else dpc.min() + 1)
+    for i, w in enumerate(sw.workloads):
+        rs = [r for r in rows if r["workload"] == w.name]
+        sc = ax.scatter([r["gate_equivalents"] for r in rs], [_err(sw, r) for r in rs],
+                        c=[r["dots_per_cycle"] for r in rs], cmap="viridis", norm=norm,
+                        marker=markers[i % len(markers)], s=60, label=w.name,
+                        edgecolors=["red" if r["pareto"] else "none" for r in rs],
+                        linewidths=1.8, zorder=3)
+        for r in rs:
+            ax.annotate(r["label"], (r["gate_equivalents"], _err(sw, r)), fontsize=6,
+                        xytext=(4, 3), textcoords="offset points", alpha=0.8)
+    for j, ref in enumerate(res.references):
+        ax.axhline(max(ref["unit_err"] if sw.error == "unit" else ref["total_err"], 1e-12),
+                   ls="--", lw=1, color=f"C{j % 10}",
+                   label=f"{ref['label']} ({ref['workload']})")
+    ax.set_yscale("log")
+    ax.set_xlabel("area: gate equivalents (NAND2) of the unit, Yosys")
+    ax.set_ylabel(err_name)
+    ax.set_title(f"{sw.title}\nerror vs area (colour: dot products/cycle on a {sw.rows}x{sw.cols}"
+                 f" array; red ring: Pareto front)", fontsize=9)
+    fig.colorbar(sc, ax=ax, label="dot products per cycle (array)")
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "error_vs_area.png")
+    plt.close(fig)
+    files.append("error_vs_area.png")
+
+    # 2. error distributions per design: one heat-map row per design, one panel per workload.
+    n_w = len(sw.workloads)
+    labels = list(dict.fromkeys(r["label"] for r in rows)) + [f"[ref] {r['label']}" for r in
+                                                             {x["label"]: x for x in
+                                                              res.references}.values()]
+    fig, axes = plt.subplots(1, n_w, figsize=(5.2 * n_w + 1.5, 0.28 * len(labels) + 1.8),
+                             dpi=110, squeeze=False)
+    cmap = matplotlib.colormaps["magma_r"]
+    for ax, w in zip(axes[0], sw.workloads, strict=True):
+        grid = np.full((len(labels), REL_BINS.size - 1), np.nan)
+        for r in rows + [{**x, "label": f"[ref] {x['label']}"} for x in res.references]:
+            if r["workload"] == w.name and r["label"] in labels:
+                h = np.asarray(r["rel_hist"], float)
+                grid[labels.index(r["label"])] = h / max(1, h.sum())
+        im = ax.imshow(np.where(grid > 0, grid, np.nan), aspect="auto", cmap=cmap,
+                       norm=matplotlib.colors.LogNorm(vmin=1e-4, vmax=1),
+                       extent=(REL_BINS[0], REL_BINS[-1], len(labels) - 0.5, -0.5),
+                       interpolation="nearest")
+        ax.set_yticks(range(len(labels)))
+        ax.set_yticklabels(labels if ax is axes[0][0] else [""] * len(labels), fontsize=7)
+        ax.axvline(REL_FLOOR, color="grey", lw=0.5)
+        ax.set_xlabel("log10 |d - exact| / |exact| per output (left column: equal to exact)",
+                      fontsize=7)
+        ax.set_title(f"{w.name} (K = {w.k}, {w.sample[0]}x{w.sample[1]} outputs)", fontsize=8)
+    fig.colorbar(im, ax=axes[0].tolist(), label="fraction of outputs", shrink=0.8)
+    fig.suptitle(f"{sw.title}: error distribution per design", fontsize=9, y=1.03)
+    fig.savefig(out / "error_distributions.png", bbox_inches="tight")
+    plt.close(fig)
+    files.append("error_distributions.png")
+
+    # 3. error (and area) along each varied parameter of the grid.
+    for key in sw.varied:
+        values = list(dict.fromkeys(str(r["params"].get(key)) for r in rows
+                                    if key in r["params"]))
+        if len(values) < 2:
+            continue
+        others = [k for k in sw.varied if k != key]
+        fig, ax = plt.subplots(figsize=(8, 4.8), dpi=110)
+        ax2 = ax.twinx()
+        groups: dict[tuple, list[dict]] = {}
+        for r in rows:
+            if key in r["params"]:
+                g = (r["workload"], r["group"], *(str(r["params"].get(o)) for o in others
+                                                  if o in r["params"]))
+                groups.setdefault(g, []).append(r)
+        for i, (g, rs) in enumerate(groups.items()):
+            xs = [values.index(str(r["params"][key])) for r in rs]
+            rest = [f"{o}={r}" for o, r in zip([o for o in others if o in rs[0]["params"]],
+                                               g[2:], strict=True)]
+            name = ", ".join(x for x in (g[1], g[0], *rest) if x)
+            ax.plot(xs, [_err(sw, r) for r in rs], marker=markers[i % len(markers)],
+                    color=f"C{i % 10}", label=name)
+        seen: dict[tuple, dict[int, float]] = {}
+        for r in rows:
+            if key in r["params"]:
+                g = (r["group"], *(f"{o}={r['params'][o]}" for o in others
+                                   if o in r["params"]))
+                seen.setdefault(g, {})[values.index(str(r["params"][key]))] = \
+                    r["gate_equivalents"]
+        for g, pts in seen.items():
+            xs = sorted(pts)
+            ax2.plot(xs, [pts[x] for x in xs], ls=":", color="grey", marker=".",
+                     label=", ".join(["area", *(x for x in g if x)]))
+        for j, ref in enumerate(res.references):
+            ax.axhline(max(ref["unit_err"] if sw.error == "unit" else ref["total_err"],
+                           1e-12), ls="--", lw=1, color=f"C{(j + 5) % 10}",
+                       label=f"{ref['label']} ({ref['workload']})")
+        ax.set_xticks(range(len(values)))
+        ax.set_xticklabels(values)
+        ax.set_xlabel(key)
+        ax.set_yscale("log")
+        ax.set_ylabel(err_name)
+        ax2.set_ylabel("gate equivalents (dotted grey)")
+        ax.grid(True, which="both", alpha=0.3)
+        h1, l1 = ax.get_legend_handles_labels()
+        h2, l2 = ax2.get_legend_handles_labels()
+        ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="best")
+        ax.set_title(f"{sw.title}: error and area against {key}", fontsize=9)
+        fig.tight_layout()
+        name = f"error_vs_{re.sub(r'[^A-Za-z0-9_]', '_', key)}.png"
+        fig.savefig(out / name)
+        plt.close(fig)
+        files.append(name)
+    return files
+
+
+# -- the report -----------------------------------------------------------------------------------
+
+def _g(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return "0" if x == 0 else f"{x:.{digits}g}"
+    return str(x)
+
+
+def _table(head: list[str], body: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(_g(c) for c in row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def _report(res: Results, plots: list[str]) -> str:
+    sw, rows = res.sweep, res.rows
+    n_rtl = len({r["rtl_hash"] for r in rows})
+    err = ("normwise relative error of the unit's FP32 outputs against `exact` on the same "
+           "codes (the arithmetic's own error)" if sw.error == "unit" else
+           "normwise relative error against the unquantised float64 GEMM (quantisation and "
+           "arithmetic together)")
+    lut = {"ice40": "iCE40 LUT4s (`synth_ice40`)", "lut4": "4-input LUTs (`abc -lut 4`, no "
+           "carry chains)", "none": "no FPGA mapping"}[sw.fpga]
+    out = [f"# {sw.title}", ""]
+    if sw.description:
+        out += [sw.description.strip(), ""]
+    out += [f"Reproduce: `mxsim explore {sw.path} -o {res.out}`", "",
+            f"**{len(rows)} points**: {len(sw.designs)} designs ({n_rtl} distinct RTL "
+            f"configurations) x {len(sw.workloads)} workloads. Error: {err}. Throughput: the "
+            f"workload's whole GEMM on a {sw.rows} x {sw.cols} array of the unit at "
+            f"{sw.bandwidth:g} operand bytes per cycle. FPGA: {lut}.", "",
+            f"This run: {res.computed['area']} syntheses and {res.computed['accuracy']} "
+            f"accuracy runs computed, {res.reused['area']} and {res.reused['accuracy']} taken "
+            f"from the cache, {res.seconds:.0f} s.", "", "## Workloads", ""]
+    out.append(_table(["workload", "GEMM M x N x K", "outputs sampled", "inputs", "recipe"],
+                      [[w.name, " x ".join(map(str, w.shape)), f"{w.sample[0]} x "
+                        f"{w.sample[1]}", w.distribution, w.recipe] for w in sw.workloads]))
+    head = ["design", "error", "differ", "ulp max", "total err", "GE", "LUTs", "latency",
+            "II", "dots/cycle", "util."]
+
+    def cells(r):
+        return [r["label"], r["error"], f"{r['differ']:.1%}", r["ulp_max"], r["total_err"],
+                f"{r['gate_equivalents']:.0f}", r["luts"], r["latency"],
+                r["interval_chained"], r["dots_per_cycle"], f"{r['utilisation']:.0%}"]
+
+    out += ["", "## Pareto front", "",
+            "Per workload, the designs no other design beats on error, area and throughput "
+            "at once.", ""]
+    for w in sw.workloads:
+        front = sorted((r for r in rows if r["workload"] == w.name and r["pareto"]),
+                       key=lambda r: r["error"])
+        out += [f"**{w.name}**", "", _table(head, [cells(r) for r in front]), ""]
+    if res.references:
+        out += ["## References (accuracy only, no RTL)", "",
+                _table(["reference", "workload", "error", "differ", "total err"],
+                       [[r["label"], r["workload"], r["unit_err"] if sw.error == "unit"
+                         else r["total_err"], f"{r['differ']:.1%}", r["total_err"]]
+                        for r in res.references]), ""]
+    if plots:
+        out += ["## Plots", ""]
+        captions = {
+            "error_vs_area.png": "Error against area: one marker per point, coloured by the "
+                                 "array's dot products per cycle; red rings mark the Pareto "
+                                 "front; dashed lines are the references.",
+            "error_distributions.png": "Per-output relative error against `exact`, one row "
+                                       "per design, one panel per workload; the leftmost "
+                                       "column counts outputs equal to `exact`.",
+        }
+        for p in plots:
+            cap = captions.get(p, f"Error (and, dotted, area) along "
+                                  f"{p[len('error_vs_'):-4]}, one line per workload.")
+            out += [f"![{p}]({p})", "", cap, ""]
+    out += ["## All points", "", _table(["workload"] + head + ["pareto"],
+                                        [[r["workload"], *cells(r), "yes" if r["pareto"]
+                                          else ""] for r in rows]), ""]
+    out += ["## How each figure is made", "",
+            "- **error, differ, ulp max**: the fast engine (bit-exact, held equal to the "
+            "integer reference engine by the test suite) runs the design's spec on the "
+            "sampled outputs of the workload's GEMM at its full K; the `exact` unit runs the "
+            "same codes. *differ* is the fraction of outputs whose FP32 bits differ; *ulp max* "
+            "the largest distance in FP32 ulps. *total err* compares with the float64 GEMM of "
+            "the unquantised inputs.",
+            "- **GE, LUTs**: Yosys on the Verilog that `hdl.verilog.generate` writes for the "
+            "design (the generator `mxsim rtl` and `mxsim verify` use; each file is kept as "
+            "`cache/rtl/HASH.v` and its header carries the spec digest). GE counts NAND2 gate "
+            "equivalents of the generic cells (flip-flops 5.33 each).",
+            "- **latency, II, dots/cycle, util.**: `mxsim.cycle` (the cycle model the RTL is "
+            "checked against cycle by cycle). II is the interval between links of one "
+            "accumulation chain.",
+            "", "Files: `results.csv` and `results.json` (every figure, cells by type, "
+            "histograms), `pareto.csv`.", ""]
+    return "\n".join(out)
+
