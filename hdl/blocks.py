@@ -151,7 +151,8 @@ class Multiplier(wiring.Component):
             m.d.comb += exp.eq(x.exp + y.exp + dsa.o.exp + dsb.o.exp)
             zero = zero | (dsa.o.sig == 0) | (dsb.o.sig == 0)
             zero_factor = zero_factor | dsa.o.zero | dsb.o.zero
-            sig = sig * (dsa.o.sig * dsb.o.sig)
+            if self._fault != "mul-scale-sig-dropped":
+                sig = sig * (dsa.o.sig * dsb.o.sig)
         inf = x.inf | y.inf
         if self._fault != "mul-inf-zero-not-nan":
             nan = nan | (inf & zero_factor)

@@ -544,6 +544,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_explore(args: argparse.Namespace) -> int:
     from . import explore
     sweep = explore.load(args.sweep)                 # every point checked before any runs
+    if args.fpga:
+        sweep.fpga = args.fpga
     out = args.out or str(Path("results") / sweep.name)
     if args.check:
         n_rtl = len({d.rtl_key for d in sweep.designs})
@@ -634,6 +636,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--fresh", action="store_true", help="discard the cache and rerun all")
     ex.add_argument("--check", action="store_true",
                     help="only read and check the sweep file")
+    ex.add_argument("--fpga", choices=("ice40", "lut4", "none"), default=None,
+                    help="override the file's cost.fpga: ice40 (synth_ice40, minutes per "
+                         "design), lut4 (abc -lut 4 estimate, seconds) or none")
     ex.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     vp = sub.add_parser("vectors", help="generate or inspect vector sets",

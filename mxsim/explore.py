@@ -28,12 +28,14 @@ that is stopped (Ctrl-C) keeps what it finished; the same command resumes it.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import itertools
 import json
 import os
 import re
+import signal
 import time
 import tomllib
 from collections.abc import Callable
@@ -204,7 +206,7 @@ class Sweep:
     rows: int = 16
     cols: int = 16
     bandwidth: float = 256.0
-    fpga: str = "ice40"
+    fpga: str = "lut4"
     varied: list[str] = field(default_factory=list)      #: the grid's keys, in file order
 
     @property
@@ -334,7 +336,7 @@ def load(path: str | os.PathLike) -> Sweep:
         raise fail(lines.of("sweep", 0, "error"), f"sweep.error must be one of "
                    f"{', '.join(ERRORS)}, not {error!r}")
     cost = doc.get("cost", {})
-    fpga = cost.get("fpga", "ice40")
+    fpga = cost.get("fpga", "lut4")
     if fpga not in FPGAS:
         raise fail(lines.of("cost", 0, "fpga"), f"cost.fpga must be one of {', '.join(FPGAS)}, "
                    f"not {fpga!r}")
@@ -396,6 +398,12 @@ def load(path: str | os.PathLike) -> Sweep:
             line, key = _blame(str(e), origins, lines, ("unit", 0))
             raise fail(line, f"{where}{key}{_msg(e)}") from None
         designs.append(Design(label, spec, unit, ua, dict(varied), group))
+
+    seen: dict[str, int] = {}
+    for i, d in enumerate(designs):                 # labels name rows and plot lines: unique
+        seen[d.label] = seen.get(d.label, 0) + 1
+        if seen[d.label] > 1:
+            designs[i] = replace(d, label=f"{d.label} ({seen[d.label]})")
 
     references = []
     for i, ref in enumerate(doc.get("reference", [])):
@@ -703,6 +711,14 @@ class Results:
     files: list[str] = field(default_factory=list)
 
 
+def _worker_init() -> None:
+    """A worker leads its own process group and ignores SIGINT: Ctrl-C reaches only the
+    sweep, which then stops each worker together with its Yosys child (SIGKILL to the
+    group), and no worker prints a traceback of its own."""
+    os.setpgid(0, 0)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _area_job(unit_spec, microarch, fpga, cache_dir):
     return area(unit_spec, microarch, fpga, cache_dir)
 
@@ -725,6 +741,8 @@ def run(sweep: Sweep, out: str | os.PathLike, *, jobs: int | None = None,
     if fresh and cache.exists():
         import shutil
         shutil.rmtree(cache)
+    for stale in cache.glob("**/.*.tmp"):           # left by a worker that was stopped
+        stale.unlink(missing_ok=True)
 
     # Tasks: one area per distinct RTL, one accuracy per distinct (spec, workload).
     tasks: dict[tuple[str, str], tuple[Callable, tuple, Path, int]] = {}
@@ -781,7 +799,7 @@ def run(sweep: Sweep, out: str | os.PathLike, *, jobs: int | None = None,
                 fn, args, _, _ = tasks[tk]
                 finish(tk, fn(*args))
         else:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
+            with ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init) as pool:
                 futures = {pool.submit(tasks[tk][0], *tasks[tk][1]): tk for tk in pending}
                 try:
                     remaining = set(futures)
@@ -790,6 +808,11 @@ def run(sweep: Sweep, out: str | os.PathLike, *, jobs: int | None = None,
                         for f in ready:
                             finish(futures[f], f.result())
                 except BaseException:
+                    # Stop the workers and their Yosys runs now (each is its own process
+                    # group); ``_processes`` is private, but the only handle on them.
+                    for proc in list((pool._processes or {}).values()):
+                        with contextlib.suppress(OSError):
+                            os.killpg(proc.pid, signal.SIGKILL)
                     pool.shutdown(wait=False, cancel_futures=True)
                     raise
     except KeyboardInterrupt:

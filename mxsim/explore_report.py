@@ -68,16 +68,20 @@ def _plots(res: Results) -> list[str]:
     dpc = np.array([r["dots_per_cycle"] for r in rows])
     norm = matplotlib.colors.Normalize(vmin=dpc.min(), vmax=dpc.max() if dpc.max() > dpc.min()
                                        else dpc.min() + 1)
+    labelled = set()
     for i, w in enumerate(sw.workloads):
         rs = [r for r in rows if r["workload"] == w.name]
         sc = ax.scatter([r["gate_equivalents"] for r in rs], [_err(sw, r) for r in rs],
                         c=[r["dots_per_cycle"] for r in rs], cmap="viridis", norm=norm,
-                        marker=markers[i % len(markers)], s=60, label=w.name,
+                        marker=markers[i % len(markers)], s=60,
                         edgecolors=["red" if r["pareto"] else "none" for r in rs],
                         linewidths=1.8, zorder=3)
-        for r in rs:
-            ax.annotate(r["label"], (r["gate_equivalents"], _err(sw, r)), fontsize=6,
-                        xytext=(4, 3), textcoords="offset points", alpha=0.8)
+        ax.scatter([], [], marker=markers[i % len(markers)], s=60, color="grey", label=w.name)
+        for r in rs:                     # each design named once: on the front, or all if few
+            if r["label"] not in labelled and (r["pareto"] or len(sw.designs) <= 12):
+                labelled.add(r["label"])
+                ax.annotate(r["label"], (r["gate_equivalents"], _err(sw, r)), fontsize=6,
+                            xytext=(5, -2), textcoords="offset points", alpha=0.85)
     for j, ref in enumerate(res.references):
         ax.axhline(max(ref["unit_err"] if sw.error == "unit" else ref["total_err"], 1e-12),
                    ls="--", lw=1, color=f"C{j % 10}",
@@ -120,7 +124,7 @@ def _plots(res: Results) -> list[str]:
                       fontsize=7)
         ax.set_title(f"{w.name} (K = {w.k}, {w.sample[0]}x{w.sample[1]} outputs)", fontsize=8)
     fig.colorbar(im, ax=axes[0].tolist(), label="fraction of outputs", shrink=0.8)
-    fig.suptitle(f"{sw.title}: error distribution per design", fontsize=9, y=1.03)
+    fig.suptitle(f"{sw.title}: error distribution per design", fontsize=9, y=1.0)
     fig.savefig(out / "error_distributions.png", bbox_inches="tight")
     plt.close(fig)
     files.append("error_distributions.png")
@@ -171,11 +175,10 @@ def _plots(res: Results) -> list[str]:
         ax.grid(True, which="both", alpha=0.3)
         h1, l1 = ax.get_legend_handles_labels()
         h2, l2 = ax2.get_legend_handles_labels()
-        ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="best")
+        ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper left", bbox_to_anchor=(1.1, 1.0))
         ax.set_title(f"{sw.title}: error and area against {key}", fontsize=9)
-        fig.tight_layout()
         name = f"error_vs_{re.sub(r'[^A-Za-z0-9_]', '_', key)}.png"
-        fig.savefig(out / name)
+        fig.savefig(out / name, bbox_inches="tight")
         plt.close(fig)
         files.append(name)
     return files
@@ -241,7 +244,9 @@ def _report(res: Results, plots: list[str]) -> str:
                        [[r["label"], r["workload"], r["unit_err"] if sw.error == "unit"
                          else r["total_err"], f"{r['differ']:.1%}", r["total_err"]]
                         for r in res.references]), ""]
-    if plots:
+    if not plots:
+        out += ["No plots: matplotlib is not installed (`pip install 'mxsim[plot]'`).", ""]
+    else:
         out += ["## Plots", ""]
         captions = {
             "error_vs_area.png": "Error against area: one marker per point, coloured by the "

@@ -90,6 +90,19 @@ def test_hdl_unit_ue4m3_scales(a, b, lanes, stages, frac_bits, rounding):
     check_unit(spec, MicroArch(lanes=lanes, stages=stages), blocks=3, seed=lanes)
 
 
+def test_hdl_unit_ue4m3_scale_mutant_is_caught():
+    """Dropping the UE4M3 scale's significand (exponent kept) changes outputs the engine
+    predicts: the comparison above would catch it."""
+    spec = UnitSpec(name="st-ue4m3", a_format="e2m1", b_format="e2m1", k=16,
+                    scale_format="ue4m3", block=16, frac_bits=25, acc_format="fp32")
+    vs = vectors.generate_suite(["normal", "scale-extremes"], a_format="e2m1", m=2, n=2, k=32,
+                                scale_format="ue4m3", block=16, seed=4)
+    gaps, ready = cycle.patterns(2048, seed=4)
+    trace = simulate(DotProductUnit(spec, MicroArch(lanes=8), fault="mul-scale-sig-dropped"),
+                     vs, gaps, ready)
+    assert not np.array_equal(np.array(trace.results, np.uint32), fast.dot(spec, vs).reshape(-1))
+
+
 def test_hdl_unit_timing_contract():
     """Without gaps or back-pressure: latency P + stages + 1, interval P (independent) and
     P + stages (chained), as MicroArch reports them."""
