@@ -155,8 +155,7 @@ class DotProductUnit(wiring.Component):
         mults = []
         for j in range(k):
             mul = Multiplier(spec.a_format, spec.b_format, scale_format=spec.scale_format,
-                             e_zero=spec.e_zero,
-                             fault=fault)
+                             e_zero=spec.e_zero, fault=fault)
             m.submodules[f"exp{j}"] = mul
             m.d.comb += [mul.a.eq(blk.a[j]), mul.b.eq(blk.b[j])]
             if scaled:
@@ -195,8 +194,7 @@ class DotProductUnit(wiring.Component):
             else:
                 a_sel, b_sel = blk.a[lane], blk.b[lane]
             mul = Multiplier(spec.a_format, spec.b_format, scale_format=spec.scale_format,
-                             e_zero=spec.e_zero,
-                             fault=fault)
+                             e_zero=spec.e_zero, fault=fault)
             m.submodules[f"lane_mul{lane}"] = mul
             m.d.comb += [mul.a.eq(a_sel), mul.b.eq(b_sel)]
             if scaled:

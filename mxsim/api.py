@@ -11,7 +11,7 @@ from . import units
 from .errors import VectorFileError
 from .vectors import VectorSet
 
-__all__ = ["matmul", "gemm", "RECIPES"]
+__all__ = ["matmul", "gemm", "quantise_operands", "RECIPES", "RECIPE_SCALES"]
 
 
 def matmul(a: Any, b: Any, c: Any = None, *, unit: str = "exact", a_format: str = "e4m3",
@@ -53,7 +53,9 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str = "exact", a_format: str 
 
 
 
-RECIPES = ("mx", "nvfp4", "fp8-tensor")
+#: The block scales each recipe gives the unit.
+RECIPE_SCALES = {"mx": "e8m0", "nvfp4": "ue4m3", "fp8-tensor": None}
+RECIPES = tuple(RECIPE_SCALES)
 
 
 def gemm(x: Any, w: Any, c: Any = None, *, unit: str = "exact", recipe: str | None = None,
@@ -83,7 +85,7 @@ def gemm(x: Any, w: Any, c: Any = None, *, unit: str = "exact", recipe: str | No
         exactly (rounded once only if the result leaves FP32's range). No C
         (``torch._scaled_mm`` has none).
     """
-    from . import formats, quantize
+    from . import formats
 
     x = np.asarray(x)
     w = np.asarray(w)
@@ -104,27 +106,49 @@ def gemm(x: Any, w: Any, c: Any = None, *, unit: str = "exact", recipe: str | No
     fp32 = formats.get("fp32")
     c_bits = None if c is None else np.asarray(c, np.float32).reshape(
         x.shape[0], w.shape[1]).view(np.uint32)
-    if recipe == "mx":
-        sa, a = quantize.to_mx(x, fa, 32, scale_rule, axis=-1)
-        sb, b = quantize.to_mx(w, fb, 32, scale_rule, axis=0)
-        vs = VectorSet(a=a, b=b, a_format=fa, b_format=fb, c=c_bits, a_scale=sa, b_scale=sb,
-                       scale_format="e8m0", block=32).validate()
-        return u.compute(vs, engine).view(np.float32)
-    if recipe == "nvfp4":
-        sa, a, ta = quantize.to_nvfp4(x, axis=-1)
-        sb, b, tb = quantize.to_nvfp4(w, axis=0)
-        vs = VectorSet(a=a, b=b, a_format="e2m1", b_format="e2m1", a_scale=sa, b_scale=sb,
-                       scale_format="ue4m3", block=16).validate()
-        acc = fp32.decode(u.compute(vs, engine))
-        scaled = acc * float(np.float32(ta) * np.float32(tb))    # exact: 24 x 24 bits
-        return _round_once(scaled, None if c_bits is None else fp32.decode(c_bits))
-    if c is not None:
+    if recipe == "fp8-tensor" and c is not None:
         raise VectorFileError("The fp8-tensor recipe takes no C (torch._scaled_mm has none)")
-    ex, a = _pow2_quantize(x, formats.get(fa))
-    ew, b = _pow2_quantize(w, formats.get(fb))
-    vs = VectorSet(a=a, b=b, a_format=fa, b_format=fb).validate()
+    # C enters an MX unit as its accumulator; NVFP4 adds it in the epilogue.
+    vs, (fx, fw) = quantise_operands(x, w, recipe, fa, fb, scale_rule=scale_rule,
+                                     c_bits=c_bits if recipe == "mx" else None)
+    if recipe == "mx":
+        return u.compute(vs, engine).view(np.float32)
     acc = fp32.decode(u.compute(vs, engine))
-    return _round_once(np.ldexp(acc, -(ex + ew)), None)      # ldexp: exact in float64
+    if recipe == "nvfp4":
+        scaled = acc * float(np.float32(fx) * np.float32(fw))    # exact: 24 x 24 bits
+        return _round_once(scaled, None if c_bits is None else fp32.decode(c_bits))
+    return _round_once(acc * (fx * fw), None)      # powers of two: exact in float64
+
+
+def quantise_operands(x: npt.NDArray, w: npt.NDArray, recipe: str, a_format: str,
+                      b_format: str, *, block: int | None = None, scale_rule: str = "rceil",
+                      c_bits: npt.NDArray[np.uint32] | None = None
+                      ) -> tuple[VectorSet, tuple[float, float]]:
+    """The codes of ``x`` (M, K) and ``w`` (K, N) under ``recipe``, as a vector set, and the
+    per-tensor factors ``(fx, fw)`` the unit's output is multiplied by to give the GEMM: 1
+    and 1 for ``mx``, the FP32 tensor scales for ``nvfp4`` (E2M1 elements), ``2**-e`` for
+    ``fp8-tensor``. ``block`` defaults to 32 (mx) and 16 (nvfp4); ``c_bits`` (FP32 bit
+    patterns) enter the unit as C."""
+    from . import formats, quantize
+
+    if recipe == "mx":
+        block = block or 32
+        sa, a = quantize.to_mx(x, a_format, block, scale_rule, axis=-1)
+        sb, b = quantize.to_mx(w, b_format, block, scale_rule, axis=0)
+        vs = VectorSet(a=a, b=b, a_format=a_format, b_format=b_format, c=c_bits, a_scale=sa,
+                       b_scale=sb, scale_format="e8m0", block=block)
+        return vs.validate(), (1.0, 1.0)
+    if recipe == "nvfp4":
+        block = block or 16
+        sa, a, ta = quantize.to_nvfp4(x, block=block, axis=-1)
+        sb, b, tb = quantize.to_nvfp4(w, block=block, axis=0)
+        vs = VectorSet(a=a, b=b, a_format="e2m1", b_format="e2m1", c=c_bits, a_scale=sa,
+                       b_scale=sb, scale_format="ue4m3", block=block)
+        return vs.validate(), (ta, tb)
+    ex, a = _pow2_quantize(x, formats.get(a_format))
+    ew, b = _pow2_quantize(w, formats.get(b_format))
+    vs = VectorSet(a=a, b=b, a_format=a_format, b_format=b_format, c=c_bits)
+    return vs.validate(), (2.0 ** -ex, 2.0 ** -ew)
 
 
 def _pow2_quantize(x: npt.NDArray, fmt) -> tuple[int, npt.NDArray[np.uint8]]:

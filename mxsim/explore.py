@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import hashlib
 import itertools
 import json
@@ -49,6 +50,7 @@ import numpy.typing as npt
 
 from . import cycle, formats, presets, quantize
 from . import spec as spec_mod
+from .api import RECIPE_SCALES, quantise_operands
 from .errors import MxsimError
 from .microarch import MicroArch, check_rtl
 from .progress import Progress
@@ -76,7 +78,6 @@ DISTRIBUTIONS = {
            "channels 20-60x larger (outlier features, as in LLM.int8()); weights Student-t "
            "(8 dof) x 0.02 with a log-normal scale per output channel",
 }
-RECIPES = {"mx": "e8m0", "nvfp4": "ue4m3", "fp8-tensor": None}
 FPGAS = ("ice40", "lut4", "none")
 ERRORS = ("unit", "total")
 
@@ -458,54 +459,58 @@ def _workload(w: dict, i: int, lines: _Lines, fail: Callable) -> Workload:
         if "shape" in w:
             raise bad("shape", "give layer (and tokens) or shape, not both")
         tokens = w.get("tokens", 4096)
-        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1:
+        if not _count(tokens):
             raise bad("tokens", f"must be a positive integer, not {tokens!r}")
         n, k = LAYERS[w["layer"]]
         shape = (tokens, n, k)
     elif "shape" in w:
         s = w["shape"]
-        if not (isinstance(s, list) and len(s) == 3 and all(
-                isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in s)):
+        if not (isinstance(s, list) and len(s) == 3 and all(_count(x) for x in s)):
             raise bad("shape", f"must be [M, N, K], three positive integers, not {s!r}")
         shape = tuple(s)
     else:
         raise fail(lines.of("workload", i), f"workload {name!r} needs layer (one of "
                    f"{', '.join(LAYERS)}) or shape = [M, N, K]")
     sample = w.get("sample", [64, 64])
-    if not (isinstance(sample, list) and len(sample) == 2 and all(
-            isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in sample)):
+    if not (isinstance(sample, list) and len(sample) == 2 and all(_count(x) for x in sample)):
         raise bad("sample", f"must be [m, n], two positive integers, not {sample!r}")
     sample = (min(sample[0], shape[0]), min(sample[1], shape[1]))
     dist = w.get("distribution", "llm")
     if dist not in DISTRIBUTIONS:
         raise bad("distribution", f"must be one of {', '.join(DISTRIBUTIONS)}, not {dist!r}")
     recipe = w.get("recipe", "auto")
-    if recipe != "auto" and recipe not in RECIPES:
-        raise bad("recipe", f"must be auto or one of {', '.join(RECIPES)}, not {recipe!r}")
+    if recipe != "auto" and recipe not in RECIPE_SCALES:
+        raise bad("recipe", f"must be auto or one of {', '.join(RECIPE_SCALES)}, not {recipe!r}")
     rule = w.get("scale_rule", "rceil")
     if rule not in [r.value for r in quantize.ScaleRule]:
         raise bad("scale_rule", f"must be one of "
                   f"{', '.join(r.value for r in quantize.ScaleRule)}, not {rule!r}")
     seed = w.get("seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+    if not _count(seed, least=0):
         raise bad("seed", f"must be a non-negative integer, not {seed!r}")
     return Workload(name=name, shape=shape, sample=sample, distribution=dist, recipe=recipe,
                     scale_rule=rule, seed=seed, layer=w.get("layer"))
 
 
+def _count(x: Any, least: int = 1) -> bool:
+    """An integer (not a bool) of at least ``least``."""
+    return isinstance(x, int) and not isinstance(x, bool) and x >= least
+
+
 def _recipe(w: Workload, spec: UnitSpec) -> str:
     if w.recipe != "auto":
         return w.recipe
-    return {"e8m0": "mx", "ue4m3": "nvfp4", None: "fp8-tensor"}.get(spec.scale_format, "?")
+    by_scales = {scales: recipe for recipe, scales in RECIPE_SCALES.items()}
+    return by_scales.get(spec.scale_format, "?")
 
 
 def _workload_problem(w: Workload, spec: UnitSpec) -> str | None:
     recipe = _recipe(w, spec)
-    if recipe not in RECIPES:
+    if recipe not in RECIPE_SCALES:
         return (f"no recipe quantises for {spec.scale_format} scales (the recipes are "
-                f"{', '.join(RECIPES)})")
-    if RECIPES[recipe] != spec.scale_format:
-        return (f"recipe {recipe} gives {RECIPES[recipe] or 'no'} block scales, but the unit "
+                f"{', '.join(RECIPE_SCALES)})")
+    if RECIPE_SCALES[recipe] != spec.scale_format:
+        return (f"recipe {recipe} gives {RECIPE_SCALES[recipe] or 'no'} block scales, but the unit "
                 f"takes {spec.scale_format or 'none'}")
     if recipe == "nvfp4" and (spec.a_format, spec.b_format) != ("e2m1", "e2m1"):
         return f"recipe nvfp4 gives e2m1 elements, not {spec.a_format} x {spec.b_format}"
@@ -536,36 +541,31 @@ def floats(w: Workload) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32
 def quantised(w: Workload, spec: UnitSpec):
     """The workload's codes for ``spec`` (a VectorSet), the factor that turns the unit's output
     into the GEMM's value, and the unquantised float64 GEMM."""
-    from .api import _pow2_quantize
-    from .vectors import VectorSet
-
     x, y = floats(w)
-    recipe = _recipe(w, spec)
-    fa, fb = spec.a_format, spec.b_format
-    factor = 1.0
-    if recipe == "mx":
-        sa, a = quantize.to_mx(x, fa, spec.block, w.scale_rule, axis=-1)
-        sb, b = quantize.to_mx(y, fb, spec.block, w.scale_rule, axis=0)
-        vs = VectorSet(a=a, b=b, a_format=fa, b_format=fb, a_scale=sa, b_scale=sb,
-                       scale_format="e8m0", block=spec.block)
-    elif recipe == "nvfp4":
-        sa, a, ta = quantize.to_nvfp4(x, block=spec.block, axis=-1)
-        sb, b, tb = quantize.to_nvfp4(y, block=spec.block, axis=0)
-        vs = VectorSet(a=a, b=b, a_format="e2m1", b_format="e2m1", a_scale=sa, b_scale=sb,
-                       scale_format="ue4m3", block=spec.block)
-        factor = float(ta) * float(tb)
-    else:
-        ex, a = _pow2_quantize(x, formats.get(fa))
-        ey, b = _pow2_quantize(y, formats.get(fb))
-        vs = VectorSet(a=a, b=b, a_format=fa, b_format=fb)
-        factor = 2.0 ** -(ex + ey)
-    ref = x.astype(np.float64) @ y.astype(np.float64)
-    return vs.validate(), factor, ref
+    vs, (fx, fy) = quantise_operands(x, y, _recipe(w, spec), spec.a_format, spec.b_format,
+                                     block=spec.block, scale_rule=w.scale_rule)
+    return vs, float(fx) * float(fy), x.astype(np.float64) @ y.astype(np.float64)
 
 
 # -- the three views ------------------------------------------------------------------------------
 
-_EXACT_MEMO: dict[str, npt.NDArray] = {}
+#: The inputs of a few recent (workload, formats, scales): codes, factor, float GEMM and the
+#: exact outputs, which every design on them shares (tasks come workload by workload).
+_INPUTS: dict[str, tuple] = {}
+
+
+def _inputs(w: Workload, spec: UnitSpec) -> tuple:
+    from .engine import fast
+
+    key = _hash({"w": w.inputs_dict(), "a": spec.a_format, "b": spec.b_format,
+                 "s": spec.scale_format, "blk": spec.block, "r": _recipe(w, spec)})
+    if key not in _INPUTS:
+        if len(_INPUTS) >= 4:
+            del _INPUTS[next(iter(_INPUTS))]
+        vs, factor, ref = quantised(w, spec)
+        exact = fast.dot(presets.get("exact").spec_for(vs), vs).reshape(-1)
+        _INPUTS[key] = (vs, factor, ref.reshape(-1), exact)
+    return _INPUTS[key]
 
 
 def accuracy(spec: UnitSpec, w: Workload) -> dict[str, Any]:
@@ -573,14 +573,8 @@ def accuracy(spec: UnitSpec, w: Workload) -> dict[str, Any]:
     on the same codes, and against the unquantised float64 GEMM."""
     from .engine import fast
 
-    vs, factor, ref = quantised(w, spec)
-    d = fast.dot(spec, vs).reshape(-1)
-    key = _hash({"w": w.inputs_dict(), "a": spec.a_format, "b": spec.b_format,
-                 "s": spec.scale_format, "blk": spec.block, "r": _recipe(w, spec)})
-    if key not in _EXACT_MEMO:
-        _EXACT_MEMO.clear()
-        _EXACT_MEMO[key] = fast.dot(presets.get("exact").spec_for(vs), vs).reshape(-1)
-    return metrics(d, _EXACT_MEMO[key], factor, ref.reshape(-1))
+    vs, factor, ref, exact = _inputs(w, spec)
+    return metrics(fast.dot(spec, vs).reshape(-1), exact, factor, ref)
 
 
 def _ordered(bits: npt.NDArray[np.uint32]) -> npt.NDArray[np.int64]:
@@ -638,7 +632,7 @@ def area(unit_spec: UnitSpec, microarch: MicroArch, fpga: str, cache_dir: str | 
         _write(Path(cache_dir) / "rtl" / f"{rtl_hash}.v", text)
         got = _read(Path(cache_dir) / "area" / f"{rtl_hash}-{fpga}.json")
         if got is not None:
-            return got
+            return {**got, "reused": True}           # this Verilog was synthesised already
     st = verilog.stats(unit_spec, microarch, ice40=fpga == "ice40", lut4=fpga == "lut4",
                        text=text)
     luts = st.luts if fpga == "ice40" else st.lut4 if fpga == "lut4" else None
@@ -665,16 +659,12 @@ def _hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-_HDL_VERSION: list[str] = []
-
-
+@functools.cache
 def _hdl_version() -> str:
     """A hash of the RTL generator's source: a cached RTL hash is stale when it changes."""
-    if not _HDL_VERSION:
-        root = Path(__file__).resolve().parent.parent / "hdl"
-        text = "".join(p.read_text() for p in sorted(root.glob("*.py")))
-        _HDL_VERSION.append(hashlib.sha256(text.encode()).hexdigest()[:16])
-    return _HDL_VERSION[0]
+    root = Path(__file__).resolve().parent.parent / "hdl"
+    text = "".join(p.read_text() for p in sorted(root.glob("*.py")))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _accuracy_key(spec: UnitSpec, w: Workload) -> str:
@@ -753,8 +743,8 @@ def run(sweep: Sweep, out: str | os.PathLike, *, jobs: int | None = None,
             _area_job, (d.unit_spec, d.microarch, sweep.fpga, str(cache)),
             cache / "index" / f"{d.rtl_key}-{sweep.fpga}.json", 40))
     specs = [d.spec for d in sweep.designs] + [r.spec for r in sweep.references]
-    for s in specs:
-        for w in sweep.workloads:
+    for w in sweep.workloads:               # workload by workload: they share inputs
+        for s in specs:
             key = _accuracy_key(s, w)
             tasks.setdefault(("accuracy", key), (_accuracy_job, (s, w),
                                                  cache / "accuracy" / f"{key}.json", 1))
@@ -776,14 +766,16 @@ def run(sweep: Sweep, out: str | os.PathLike, *, jobs: int | None = None,
 
     def finish(tk, result):
         nonlocal done_w, n_done
+        hit = result.pop("reused", False)
         if tk[0] == "area":
-            _write(cache / "area" / f"{result['rtl_hash']}-{sweep.fpga}.json",
-                   json.dumps(result, indent=1))
+            if not hit:
+                _write(cache / "area" / f"{result['rtl_hash']}-{sweep.fpga}.json",
+                       json.dumps(result, indent=1))
             _write(tasks[tk][2], json.dumps({"rtl_hash": result["rtl_hash"]}))
         else:
             _write(tasks[tk][2], json.dumps(result, indent=1))
         found[tk] = result
-        computed[tk[0]] += 1
+        (reused if hit else computed)[tk[0]] += 1
         done_w += tasks[tk][3]
         n_done += 1
         bar.update(n_done, f"(area {computed['area']}, accuracy {computed['accuracy']})",

@@ -83,8 +83,7 @@ def _plots(res: Results) -> list[str]:
                 ax.annotate(r["label"], (r["gate_equivalents"], _err(sw, r)), fontsize=6,
                             xytext=(5, -2), textcoords="offset points", alpha=0.85)
     for j, ref in enumerate(res.references):
-        ax.axhline(max(ref["unit_err"] if sw.error == "unit" else ref["total_err"], 1e-12),
-                   ls="--", lw=1, color=f"C{j % 10}",
+        ax.axhline(_err(sw, ref), ls="--", lw=1, color=f"C{j % 10}",
                    label=f"{ref['label']} ({ref['workload']})")
     ax.set_yscale("log")
     ax.set_xlabel("area: gate equivalents (NAND2) of the unit, Yosys")
@@ -163,8 +162,7 @@ def _plots(res: Results) -> list[str]:
             ax2.plot(xs, [pts[x] for x in xs], ls=":", color="grey", marker=".",
                      label=", ".join(["area", *(x for x in g if x)]))
         for j, ref in enumerate(res.references):
-            ax.axhline(max(ref["unit_err"] if sw.error == "unit" else ref["total_err"],
-                           1e-12), ls="--", lw=1, color=f"C{(j + 5) % 10}",
+            ax.axhline(_err(sw, ref), ls="--", lw=1, color=f"C{(j + 5) % 10}",
                        label=f"{ref['label']} ({ref['workload']})")
         ax.set_xticks(range(len(values)))
         ax.set_xticklabels(values)

@@ -153,12 +153,12 @@ def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0) -> Ve
             b[i, :k, :] = 0x80
     # Inf x 0 and +Inf - Inf blocks (no NaN in them) where a format has Inf: half the uniform
     # entries, the two constructions in turn.
+    one_a = int(fa.encode(np.array([1.0]))[0])          # the codes of 1.0
+    one_b = int(fb.encode(np.array([1.0]))[0])
     inf_side = "a" if fa.has_inf else "b" if fb.has_inf else None
     if inf_side is not None:
         fi = fa if inf_side == "a" else fb
         pos, neg = fi.code_of_inf, fi.code_of_inf | (1 << (fi.bits - 1))
-        one_a = int(fa.encode(np.array([1.0]))[0])
-        one_b = int(fb.encode(np.array([1.0]))[0])
         uni = [i for i, f in enumerate(vs.extra["families"]) if f == "uniform"]
         for n, i in enumerate(uni[: max(2, len(uni) // 2)]):
             for blk in range(blocks):
@@ -200,10 +200,8 @@ def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0) -> Ve
         for blk in range(blocks):
             a[i, :, blk * k + keep:blk * k + k] = 0
         if keep == k:                   # every product non-zero, and all below C's LSB
-            a[i] = np.where(fa.classify(a[i]) == formats.Class.ZERO,
-                            fa.encode(np.array([1.0]))[0], a[i])
-            b[i] = np.where(fb.classify(b[i]) == formats.Class.ZERO,
-                            fb.encode(np.array([1.0]))[0], b[i])
+            a[i] = np.where(fa.classify(a[i]) == formats.Class.ZERO, one_a, a[i])
+            b[i] = np.where(fb.classify(b[i]) == formats.Class.ZERO, one_b, b[i])
             man = rng.integers(0, 1 << 23, size=c[i].shape, dtype=np.uint32)
             sign = rng.integers(0, 2, size=c[i].shape, dtype=np.uint32) << 31
             c[i] = sign | np.uint32(227 << 23) | man
@@ -211,8 +209,6 @@ def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0) -> Ve
     # 1.0 x 1.0 x 2**127 and C = +-max sum to 1.5 * 2**128, an overflow by one binade.
     if spec.scale_format == "e8m0" and vs.a_scale is not None:
         sa, sb = vs.a_scale.copy(), vs.b_scale.copy()
-        one_a = int(fa.encode(np.array([1.0]))[0])
-        one_b = int(fb.encode(np.array([1.0]))[0])
         cd = [i for i, f in enumerate(vs.extra["families"]) if f == "c-dominant"]
         for i in cd[::2]:
             a[i, :, :k] = 0

@@ -134,7 +134,7 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
     tag = f"{spec.digest()}-l{microarch.lanes}-s{microarch.stages}" + (
         f"-{fault}" if fault else "")
     bar = Progress(dots if replay is None else replay.num_dots,
-                    sys.stderr.isatty() if progress is None else progress)
+                   sys.stderr.isatty() if progress is None else progress)
     if bulk:
         exe = bulk_mod.build(spec, microarch, out / f"bulk-{tag}", fault=fault)
     else:
