@@ -1,21 +1,27 @@
 # The two commands: `make demo` and `make test`. Each creates .venv if it is missing and
-# installs what it needs from PyPI; a stamp file per extra set avoids reinstalling.
+# installs what it needs from PyPI, pinned by requirements.lock (pip constraints), so that a
+# release elsewhere cannot change what they run; a stamp file per extra set avoids reinstalling.
+# `make test-latest` tries the newest releases instead, in .venv-latest, and says what changed.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
+LOCK   := requirements.lock
+# Build the editable install with the locked setuptools, not whatever PyPI has today.
+PIP_INSTALL = -m pip install --quiet --no-build-isolation -c $(LOCK)
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-latest lock lint bench clean
 
-$(PY):
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-
-$(VENV)/.stamp-demo: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[rtl]'
+$(VENV)/.stamp-base: $(LOCK)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -c $(LOCK) pip setuptools
 	touch $@
 
-$(VENV)/.stamp-test: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[rtl,fast,plot,peers,dev]'
+$(VENV)/.stamp-demo: pyproject.toml $(VENV)/.stamp-base
+	$(PY) $(PIP_INSTALL) -e '.[rtl,fast]'
+	touch $@
+
+$(VENV)/.stamp-test: pyproject.toml $(VENV)/.stamp-base
+	$(PY) $(PIP_INSTALL) -e '.[rtl,fast,plot,peers,dev]'
 	touch $@ $(VENV)/.stamp-demo
 
 # The main job: RTL generated from the MXFP8 unit spec (blackwell-mxf8f6f4, e4m3, E8M0 blocks
@@ -24,7 +30,27 @@ demo: $(VENV)/.stamp-demo
 	$(PY) -m mxsim verify --vectors 20000 --out build/mxsim-verify
 
 test: $(VENV)/.stamp-test
+	$(PY) -m mxsim.versions --diff $(LOCK)
 	$(PY) -m pytest
+
+# The newest release of every dependency (torch stays at pyproject's pin, the CPU build):
+# lists each version that differs from requirements.lock, then runs the whole suite.
+test-latest:
+	test -x .venv-latest/bin/python || $(PYTHON) -m venv .venv-latest
+	.venv-latest/bin/python -m pip install --quiet --upgrade pip setuptools
+	.venv-latest/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager \
+	    --no-build-isolation -e '.[rtl,fast,plot,peers,dev]'
+	.venv-latest/bin/python -m mxsim.versions --diff $(LOCK)
+	.venv-latest/bin/python -m pytest
+
+# Rewrite requirements.lock from .venv-latest (after `make test-latest` passed there).
+lock:
+	{ sed -n '/^#/p' $(LOCK); \
+	  .venv-latest/bin/python -m pip list --format=freeze 2>/dev/null \
+	    | grep -E '^(pip|setuptools)=='; \
+	  .venv-latest/bin/python -m pip freeze 2>/dev/null | grep -v -e '^#' -e '^-e' \
+	    | sed 's/+cpu$$//'; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK)
 
 lint: $(VENV)/.stamp-test
 	$(VENV)/bin/ruff check .
@@ -33,4 +59,4 @@ bench: $(VENV)/.stamp-test
 	$(PY) benchmarks/bench_formats.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) .venv-latest build *.egg-info .pytest_cache

@@ -12,3 +12,11 @@ def best_of(repeat: int, fn: Callable[[], object]) -> tuple[float, object]:
         out = fn()
         best = min(best, time.perf_counter() - t0)
     return best, out
+
+
+def versions_line() -> str:
+    """``# python 3.11.7, numpy 2.4.6, ml_dtypes 0.7.0, ...``: the peers a benchmark ran with."""
+    import platform
+
+    from mxsim import versions
+    return f"# python {platform.python_version()}, {versions.describe()}, {platform.machine()}"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mxsim import presets, vectors
+from mxsim import presets, vectors, versions
 from mxsim.microarch import MicroArch
 
 
@@ -57,6 +57,7 @@ def main() -> None:
         assert res.passed, (res.value_mismatches[:3], res.timing_mismatches[:3])
         out["bulk C++ harness"] = res.dots_per_second
     base = out["amaranth pysim"]
+    print(f"# {versions.describe()}")
     print(f"{'path':32} {'dots/s':>12} {'vs Amaranth pysim':>18}")
     for k, v in out.items():
         print(f"{k:32} {v:12,.0f} {v / base:17.1f}x")
