@@ -1,16 +1,20 @@
 """Big comparison runs on the GPU machine: regenerate inputs from seeds, run, compare there.
 
     PYTHONPATH=. python3 -m gpu.collect --out DIR [--size N] [--long-size N]
+    PYTHONPATH=. python3 -m gpu.collect --what validate --salt NEW --out DIR   # gpu/validate.py
 
 Every vector set is rebuilt from its seed with ``mxsim.vectors.generate``, run on the local
 GPU, and compared bit for bit with the matching preset by the fast engine, on the GPU machine.
-What comes back is small: ``summary.json`` (counts per path, format pair, family and K, with
-the first mismatches) and a few sample result files for the CI tests (``tests/data/h200``).
+A seed is a hash of everything that names its set (salt, path, formats, family, K, ...), so
+no two sets of a run, and no two salts, share one. The ``validate``, ``heldout`` and ``bias``
+modes (``gpu/validate.py``) write one JSON record per vector set, as committed under
+``tests/data/h200/<run>/``; the older modes write summaries and samples.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -30,7 +34,13 @@ LONG_K = (64, 256, 1024, 4096)
 
 
 def _seed(*parts) -> int:
-    return int.from_bytes(json.dumps(parts).encode()[:7].ljust(7, b"\0"), "little") % (2 ** 31)
+    """A 63-bit seed from every part (salt included): SHA-256 of their canonical JSON.
+
+    Dicts are keyed in sorted order, so the same parts always give the same seed, and any
+    difference in any part (a salt, a family, a K) gives another.
+    """
+    text = json.dumps(list(parts), sort_keys=True, separators=(",", ":"), default=str)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
 
 
 def _compare(vs_gpu, preset: str) -> dict:
@@ -41,35 +51,39 @@ def _compare(vs_gpu, preset: str) -> dict:
             "first": [m.__dict__ for m in report.mismatches]}
 
 
-def run(out: Path, size: int, long_size: int) -> dict:
+def run(out: Path, size: int, long_size: int, salt: str = "") -> dict:
     info = device_info()
-    summary: dict = {"device": info, "runs": [], "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    summary: dict = {"device": info, "runs": [], "salt": salt,
+                     "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     samples: dict[str, vectors.VectorSet] = {}
     t_gpu = 0.0
     n_gpu = 0
     for a, b in cublas.PAIRS:
         # wgmma: K = 32, one k-step per output, every family.
         for fam in UNSCALED_FAMILIES:
+            seed = _seed(salt, "k32", a, b, fam)
             vs = vectors.generate(fam, a_format=a, b_format=b, m=size, n=size, k=32,
-                                  with_c=False, seed=_seed("k32", a, b, fam))
+                                  with_c=False, seed=seed)
             t0 = time.perf_counter()
             res = cublas.scaled_mm(vs, fast_accum=True)
             t_gpu += time.perf_counter() - t0
             n_gpu += vs.num_dots
             row = {"path": "wgmma-k32", "pair": f"{a}x{b}", "family": fam, "k": 32,
-                   **_compare(res, "hopper-wgmma")}
+                   "salt": salt, "seed": seed, **_compare(res, "hopper-wgmma")}
             summary["runs"].append(row)
             samples.setdefault(f"wgmma_k32_{a}_{b}", []).append(res.subset(slice(0, 16),
                                                                            slice(0, 16)))
         # cublas: long K with and without fast accumulation.
         for k in LONG_K:
             for fam in UNSCALED_FAMILIES:
+                seed = _seed(salt, "long", a, b, fam, k)
                 vs = vectors.generate(fam, a_format=a, b_format=b, m=long_size, n=long_size,
-                                      k=k, with_c=False, seed=_seed("long", a, b, fam, k))
+                                      k=k, with_c=False, seed=seed)
                 for fast_accum in (True, False):
                     res = cublas.scaled_mm(vs, fast_accum=fast_accum)
                     row = {"path": "cublas-fast" if fast_accum else "cublas", "pair": f"{a}x{b}",
-                           "family": fam, "k": k, **_compare(res, "hopper-cublas-fast")}
+                           "family": fam, "k": k, "salt": salt, "seed": seed,
+                           **_compare(res, "hopper-cublas-fast")}
                     if not fast_accum:
                         row["vs_exact"] = _compare(res, "exact")
                     summary["runs"].append(row)
@@ -218,9 +232,9 @@ def run_paths(out: Path, size: int, only: str | None = None, salt: str = "",
                 continue
             o = dict(opts)
             o.setdefault("with_c", True)
+            seed = _seed(salt, path, fam, size, n, o)
             try:
-                vs = vectors.generate(fam, m=size, n=n,
-                                      seed=_seed(salt, path, fam, *o.values()), **o)
+                vs = vectors.generate(fam, m=size, n=n, seed=seed, **o)
                 res = p.run(vs)
             except Exception as exc:
                 summary["errors"].append({"path": path, "family": fam, "opts": o,
@@ -231,6 +245,7 @@ def run_paths(out: Path, size: int, only: str | None = None, salt: str = "",
                 (out / "paths_summary.json").write_text(json.dumps(summary, default=str))
             summary["runs"].append({"path": path, "family": fam, **{k: str(v) for k, v in
                                                                     o.items()},
+                                    "salt": salt, "seed": seed,
                                     "vs": _vs_candidates(res, path, candidates)})
             key = f"{path}_{o['a_format']}_{o['b_format']}_{o.get('c_format', 'fp32')}_" \
                   f"k{o['k']}_{o.get('scale_granularity', 'none')}"
@@ -348,16 +363,17 @@ SHAPES = ((16, 16, 4096), (64, 64, 512), (128, 256, 2048), (512, 512, 1024), (25
 def run_shapes(out: Path, preset: str, fast_accum: bool, salt: str = "") -> dict:
     """One cuBLASLt path on several M, N, K: where does ``preset`` hold?"""
     summary: dict = {"device": device_info(), "preset": preset, "fast_accum": fast_accum,
-                     "rows": []}
+                     "salt": salt, "rows": []}
     for m, n, k in SHAPES:
         for fam in ("normal", "llm", "cancellation"):
+            seed = _seed(salt, "shape", m, n, k, fam)
             vs = vectors.generate(fam, a_format="e4m3", b_format="e4m3", m=m, n=n, k=k,
-                                  with_c=False, seed=_seed(salt, "shape", m, n, k, fam))
+                                  with_c=False, seed=seed)
             res = cublas.scaled_mm(vs, fast_accum=fast_accum)
             spec = presets.get(preset).spec_for(res)
             eq = int((fast.dot(spec, res) == res.d).sum())
             summary["rows"].append({"m": m, "n": n, "k": k, "family": fam, "dots": res.d.size,
-                                    "equal": eq})
+                                    "equal": eq, "salt": salt, "seed": seed})
             print(f"{m:5} {n:5} {k:5} {fam:13} {res.d.size:8} {eq:8}", flush=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"shapes_{preset}.json").write_text(json.dumps(summary, indent=1, default=str))
@@ -425,12 +441,23 @@ def main(argv: list[str] | None = None) -> int:
                                                          "(default: %(default)s)")
     p.add_argument("--long-size", type=int, default=64, help="M = N of the long-K sets "
                                                              "(default: %(default)s)")
-    p.add_argument("--what", choices=("hopper", "paths", "shapes", "operand-map", "probe"),
+    p.add_argument("--what", choices=("hopper", "paths", "shapes", "operand-map", "probe",
+                                      "validate", "heldout", "bias"),
                    default="hopper",
-                   help="hopper: the hopper-wgmma/hopper-cublas-fast validation; paths: every "
-                        "path against its candidate presets; operand-map: tl.dot_scaled's "
-                        "operand upcast, every code under every scale; probe: the fp8 probe "
-                        "suite through triton-dot and mma-sync (default: %(default)s)")
+                   help="validate: every hardware validation the docs cite, one record per "
+                        "vector set (gpu/validate.py); heldout: small sets of every "
+                        "configuration with their GPU outputs, for CI to replay; bias: "
+                        "torch._scaled_mm with a bias vector; hopper: the hopper-wgmma/"
+                        "hopper-cublas-fast validation as a summary; paths: every path against "
+                        "its candidate presets; operand-map: tl.dot_scaled's operand upcast, "
+                        "every code under every scale; probe: the fp8 probe suite through "
+                        "triton-dot and mma-sync (default: %(default)s)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="validate/heldout: no GPU; each plan's preset stands in for it, on tiny "
+                        "sets (checks the plans and the record writing)")
+    p.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
+                   help="validate mode: start no new set after this many seconds (the records "
+                        "say the run was cut)")
     p.add_argument("--families", default=None, metavar="F1,F2",
                    help="paths mode: run only these generator families")
     p.add_argument("--only", metavar="TEXT", default=None,
@@ -443,6 +470,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--candidates", default=None, metavar="P1,P2",
                    help="paths mode: compare with these presets only")
     args = p.parse_args(argv)
+    if args.what in ("validate", "heldout", "bias"):
+        from . import validate
+        if args.what != "bias" and not args.salt:
+            print("gpu.collect: --salt must be a new, non-empty string for a validation run "
+                  "(it changes every seed)", file=sys.stderr)
+            return 2
+        runner = validate.model_runner if args.dry_run else validate.gpu_runner
+        if args.what == "validate":
+            validate.validate(args.out, args.salt, deadline=args.deadline, runner=runner,
+                              sizes=validate.DRY_SIZES if args.dry_run else None)
+        elif args.what == "heldout":
+            validate.heldout(args.out, args.salt, runner=runner)
+        else:
+            validate.bias(args.out, args.salt or "bias")
+        return 0
     if args.what == "shapes":
         run_shapes(args.out, args.candidates or "hopper-cublas", fast_accum=False,
                    salt=args.salt)
@@ -464,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
     if reason is not None:
         print(f"gpu.collect: cublas path unavailable: {reason}", file=sys.stderr)
         return 2
-    summary = run(args.out, args.size, args.long_size)
+    summary = run(args.out, args.size, args.long_size, args.salt)
     print(_table(summary))
     return 0
 

@@ -17,6 +17,24 @@ from mxsim.engine import fast
 DATA = Path(__file__).parent / "data" / "h200"
 
 
+def test_gpu_collect_seed_hashes_every_part():
+    """Distinct parts and salts give distinct seeds (the old seed kept the JSON's first 7
+    bytes, so every set of a run, and every salt, shared one), and the same parts the same."""
+    from gpu.collect import _seed
+    parts = [("validation-4", "k32", "e4m3", "e4m3", "normal"),
+             ("validation-8", "k32", "e4m3", "e4m3", "normal"),
+             ("validation-4", "k32", "e4m3", "e5m2", "normal"),
+             ("validation-4", "k32", "e4m3", "e4m3", "llm"),
+             ("validation-4", "long", "e4m3", "e4m3", "normal", 64),
+             ("validation-4", "long", "e4m3", "e4m3", "normal", 4096),
+             ("", "cublas", {"k": 256, "m": 128}), ("", "cublas", {"k": 1024, "m": 128})]
+    seeds = [_seed(*p) for p in parts]
+    assert len(set(seeds)) == len(seeds)
+    assert all(0 <= s < 2 ** 63 for s in seeds)
+    assert _seed(*parts[0]) == seeds[0]
+    assert _seed("", "x", {"a": 1, "b": 2}) == _seed("", "x", {"b": 2, "a": 1})
+
+
 def _bundle(name):
     return load_bundle(DATA / f"{name}.npz")
 
