@@ -374,9 +374,10 @@ def bias_sets(salt: str = "bias") -> list[tuple[str, vectors.VectorSet, np.ndarr
 def bias(out: Path, salt: str = "bias") -> dict[str, Any]:
     """``torch._scaled_mm(..., bias=...)`` on the H200 (no fast accumulation), raw outputs kept.
 
-    For every set: D with the bf16 bias, D without it, and (if torch refuses a bf16 bias) the
-    refusal. Written to ``bias.npz`` (set arrays under ``KEY/``, ``KEY/bias``, ``KEY/d_bias``,
-    ``KEY/d_plain``) and ``bias.json``.
+    For every set of :func:`bias_sets`: D without a bias in FP32 and bf16 (``d_plain_fp32``,
+    ``d_plain_bf16``), and D with the bias given as bf16 or FP32 for FP32 and bf16 outputs
+    (``d_bias_<bias>_<out>``), or torch's refusal. Written to ``bias.npz`` (set arrays under
+    ``KEY/``, and ``KEY/bias``) and ``bias.json``.
     """
     import torch
 
@@ -386,27 +387,32 @@ def bias(out: Path, salt: str = "bias") -> dict[str, Any]:
     arrays: dict[str, np.ndarray] = {}
     summary: dict[str, Any] = {"versions": versions(), "salt": salt, "rows": [],
                                "device": device_info()}
+    dtypes = {"fp32": (torch.float32, torch.int32, np.uint32),
+              "bf16": (torch.bfloat16, torch.int16, np.uint16)}
     for key, vs, bias_bits in bias_sets(salt):
-        plain = cublas.scaled_mm(vs, fast_accum=False)
+        row: dict[str, Any] = {"key": key, "seed": vs.extra["seed"]}
+        for out_name in ("fp32", "bf16"):
+            arrays[f"{key}/d_plain_{out_name}"] = cublas.scaled_mm(
+                vs, fast_accum=False, out_format=out_name).d
         a = torch.from_numpy(vs.a).cuda().view(torch.float8_e4m3fn)
         b = torch.from_numpy(np.ascontiguousarray(vs.b.T)).cuda().view(torch.float8_e4m3fn).t()
         sa, sb = cublas._scales(torch, vs, 1, 0)
-        row: dict[str, Any] = {"key": key, "seed": vs.extra["seed"]}
-        for name, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
-            bias_t = torch.from_numpy(bias_bits.view(np.int16)).cuda().view(torch.bfloat16)
-            bias_t = bias_t.to(dtype)
-            try:
-                d = torch._scaled_mm(a, b, sa, sb, bias=bias_t, out_dtype=torch.float32,
-                                     use_fast_accum=False)
-            except RuntimeError as exc:
-                row[f"{name}_error"] = str(exc).strip().splitlines()[0][:300]
-                continue
-            arrays[f"{key}/d_bias_{name}"] = d.view(torch.int32).cpu().numpy().view(np.uint32)
-            row[f"{name}_ran"] = True
+        bias_bf16 = torch.from_numpy(bias_bits.view(np.int16)).cuda().view(torch.bfloat16)
+        for bias_name in ("bf16", "fp32"):
+            bias_t = bias_bf16.to(dtypes[bias_name][0])
+            for out_name, (out_dtype, raw, np_raw) in dtypes.items():
+                name = f"{bias_name}_{out_name}"
+                try:
+                    d = torch._scaled_mm(a, b, sa, sb, bias=bias_t, out_dtype=out_dtype,
+                                         use_fast_accum=False)
+                except RuntimeError as exc:
+                    row[f"{name}_error"] = str(exc).strip().splitlines()[0][:300]
+                    continue
+                arrays[f"{key}/d_bias_{name}"] = d.view(raw).cpu().numpy().view(np_raw)
+                row[f"{name}_ran"] = True
         for name, arr in vectors.to_arrays(vs).items():
             arrays[f"{key}/{name}"] = arr
         arrays[f"{key}/bias"] = bias_bits
-        arrays[f"{key}/d_plain"] = plain.d
         summary["rows"].append(row)
         print(row, flush=True)
     np.savez_compressed(out / "bias.npz", **arrays)
