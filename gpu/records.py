@@ -99,10 +99,14 @@ def read(folder: str | Path) -> Run:
 
 
 def runs(what: str | None = None) -> list[Run]:
-    """Every committed run (``what``: only those whose header's ``what`` is that), by name."""
+    """Every committed run (``what``: only those whose header's ``what`` is that), by folder.
+
+    A run's name is its folder relative to :data:`DATA` (``2026-12-01/validate``).
+    """
     out = []
-    for folder in sorted(p.parent for p in DATA.glob("*/records.jsonl*")):
+    for folder in sorted({p.parent for p in DATA.rglob("records.jsonl*")}):
         run = read(folder)
+        run.name = folder.relative_to(DATA).as_posix()
         if what is None or run.header.get("what") == what:
             out.append(run)
     return out

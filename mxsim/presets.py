@@ -60,7 +60,13 @@ class Preset:
         return self.make(a_format, b_format, scale_format, block, c_format)
 
     def spec_for(self, vs) -> UnitSpec:
-        """The spec that applies to a vector set's formats (and FP32 scale granularity)."""
+        """The spec that applies to a vector set's formats (and FP32 scale granularity).
+
+        Raises UnitError for a set with C on a preset whose hardware path takes none
+        (:data:`NO_C`).
+        """
+        if vs.c is not None and self.name in NO_C:
+            raise UnitError(f"Unit {self.name} takes no C: {NO_C[self.name]}")
         granularity = None
         if vs.scale_format == "fp32":
             granularity = "tensor" if vs.a_scale.ndim == 0 else "row"
@@ -202,6 +208,13 @@ def _ocp_fp32(a, b, scale_format, block, c_format) -> UnitSpec:
         provenance=PRESETS_PROVENANCE["ocp-fp32"])
 
 
+#: Presets whose hardware path has no C operand, and why a C cannot be modelled there.
+NO_C = {
+    name: "torch._scaled_mm passes none to cuBLASLt, and the bias it takes (bf16 output only) "
+          "is added after the scales, not before as C would be (docs/gpu.md); "
+          "generate the set without C (--no-c)"
+    for name in ("hopper-cublas-rowwise", "hopper-cublas-blockwise")}
+
 PRESETS_PROVENANCE = {
     "hopper-wgmma":
         f"{MMASIM} and Khattak & Mikaitis (arXiv 2512.07004): F=13 truncation, 32 products "
@@ -210,11 +223,11 @@ PRESETS_PROVENANCE = {
         "a chain of hopper-wgmma k32 instructions, D of one the C of the next (what cuBLASLt's "
         "fast-accumulation FP8 kernels do), measured on our H200 (docs/gpu.md)",
     "hopper-mma-sync":
-        "fitted by `mxsim fit` to H200 outputs of gpu/mma_sync.py (6,912 sample dots, "
+        "fitted by `mxsim fit` to H200 outputs of gpu/mma_sync.py (the samples in "
         "tests/data/h200/h200_paths.npz) and read off its SASS (F2FP unpack + HMMA.16816): "
         "operands upcast to FP16, two fused steps (k mod 4 in {0,1}, then {2,3}), F=25, RZ FP32 "
-        "(RNE FP16), C added after with RNE; the FP16 upcast found from 4 of 3.1M validation "
-        "dots (E4M3 subnormals are FP16 normals)",
+        "(RNE FP16), C added after with RNE; the FP16 upcast found from the few outputs an "
+        "earlier validation left off by one ulp (E4M3 subnormals are FP16 normals)",
     "hopper-cublas":
         "fitted by `mxsim fit` (with promotion in its search) to H200 outputs of "
         "torch._scaled_mm use_fast_accum=False (tests/data/h200/h200_cublas_noacc.npz): chains "
@@ -222,19 +235,20 @@ PRESETS_PROVENANCE = {
         "total (which starts as C) with RNE, the DeepGEMM-style promotion",
     "triton-dot-scaled-hopper":
         "fitted by `mxsim fit` to H200 outputs of gpu/triton_runner.py (tl.dot_scaled, Triton "
-        "3.6; 2,304 sample dots): two bf16 wgmma k16 steps per 32 of K, F=25, RZ FP32, C in "
-        "the first step; the operand upcast read from Triton's DecomposeScaledBlocked pass "
-        "and confirmed code by code on the H200 (gpu.collect --what operand-map): each "
-        "operand is fl_bf16(x * scale) with E8M0 0x00 as 0 and 0xFF as NaN, and E5M2 Inf/NaN "
-        "codes become the numbers 2**16 * (1 + m/4) (Triton's bit-shift E5M2-to-BF16)",
+        "3.6; the samples in tests/data/h200/h200_paths.npz): two bf16 wgmma k16 steps per 32 "
+        "of K, F=25, RZ FP32, C in the first step; the operand upcast read from Triton's "
+        "DecomposeScaledBlocked pass and confirmed code by code on the H200 (gpu.collect "
+        "--what operand-map): each operand is fl_bf16(x * scale) with E8M0 0x00 as 0 and 0xFF "
+        "as NaN, and E5M2 Inf/NaN codes become the numbers 2**16 * (1 + m/4) (Triton's "
+        "bit-shift E5M2-to-BF16)",
     "hopper-cublas-rowwise":
         "hopper-cublas's accumulation, then cuBLASLt's epilogue as fitted to H200 samples "
         "(tests/data/h200/h200_paths.npz): per-tensor fl(fl(sa*sb)*D) + 0 (a zero is +0), "
         "row-wise fl(fl(D*sb)*sa)",
     "hopper-cublas-blockwise":
         "hopper-cublas's 128-K chains, each partial P scaled in the main loop as fitted to an "
-        "H200 sample (tests/data/h200/h200_paths.npz, 1,024 of 1,024 dots against at most 798 "
-        "for any other order or rounding): total = fma(P, fl(sa*sb), total), RNE",
+        "H200 sample (tests/data/h200/h200_paths.npz; every dot, against fewer for any other "
+        "order or rounding: docs/findings.md §7): total = fma(P, fl(sa*sb), total), RNE",
     "blackwell-f8f6f4": f"{MMASIM}: F=25, 32 products per step, RZ FP32, e_zero -133",
     "blackwell-mxf8f6f4": f"{MMASIM}: E8M0 scale exponents added to each product's exponent "
                           "before alignment, F=25, RZ FP32, e_zero -133",
@@ -256,57 +270,58 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
     Preset("hopper-wgmma", "Hopper FP8 wgmma, one k32 step: F=13 truncation, RZ to E8M13 "
                            "(FP32 out) or RNE FP16 (FP16 out)",
            PRESETS_PROVENANCE["hopper-wgmma"],
-           "H200 (driver 580.159.04, cuBLAS 13.1): 2,949,120 dots through torch._scaled_mm with "
-           "K=32 in two runs, e4m3xe4m3/e4m3xe5m2/e5m2xe4m3, FP32 out, every generator family, "
-           "0 mismatches (docs/gpu.md); e5m2xe5m2 and FP16 out checked against MMA-Sim only",
+           "H200 (tests/data/h200/2026-12-01: torch._scaled_mm with K = 32, and Triton's tl.dot "
+           "at K = 32), e4m3xe4m3/e4m3xe5m2/e5m2xe4m3, FP32 out, every generator family, 0 "
+           "mismatches; counts in docs/gpu.md (python -m gpu.figures); e5m2xe5m2 and FP16 out "
+           "checked against MMA-Sim only",
            tuple(product(FP8, FP8)),
            ((None, None),), ("fp32", "fp16"), _hopper_wgmma),
     Preset("hopper-cublas-fast", "cuBLASLt FP8 GEMM with fast accumulation: chained wgmma "
                                  "k32 steps", PRESETS_PROVENANCE["hopper-cublas-fast"],
-           "H200 (driver 580.159.04, cuBLAS 13.1): 1,916,928 dots in two runs, K = 64, 256, 1024, "
-           "4096, three operand pairs, every generator family, 0 mismatches (docs/gpu.md); "
-           "Triton's tl.dot FP8 chain equals it too (1,179,648 dots)",
+           "H200 (tests/data/h200/2026-12-01: torch._scaled_mm use_fast_accum=True, K = 64, 256, "
+           "1024, 4096, and Triton's tl.dot chain at K = 256), three operand pairs, every "
+           "generator family, 0 mismatches; counts in docs/gpu.md (python -m gpu.figures)",
            (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3")),
            ((None, None),), ("fp32",), _cublas_fast),
     Preset("hopper-cublas", "cuBLASLt FP8 GEMM without fast accumulation: wgmma k32 chains "
                             "promoted to FP32 every 128 of K (RNE)",
            PRESETS_PROVENANCE["hopper-cublas"],
-           "H200 (driver 580.159.04, cuBLAS 13.1): 1,769,472 fresh dots (three pairs, K = 256, "
-           "1024, 4096, every family) and 14,660,352 more over 7 M x N x K shapes from "
-           "16x16x4096 to 2048x2048x384, 0 mismatches (tests/data/h200/cublas_validation.json)",
+           "H200 (tests/data/h200/2026-12-01: torch._scaled_mm use_fast_accum=False), three "
+           "pairs, K = 256, 1024, 4096, every generator family, and 7 M x N x K shapes from "
+           "16x16x4096 to 2048x2048x384, 0 mismatches; counts in docs/gpu.md "
+           "(python -m gpu.figures)",
            (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3")), ((None, None),), ("fp32",),
            _hopper_cublas),
     Preset("hopper-cublas-rowwise", "cuBLASLt FP8 without fast accumulation, per-tensor or "
                                     "row-wise FP32 scales applied in the epilogue",
            PRESETS_PROVENANCE["hopper-cublas-rowwise"],
-           "H200 (driver 580.159.04, cuBLAS 13.1): 4,718,592 fresh dots, e4m3 x e4m3, "
-           "e4m3 x e5m2 and e5m2 x e4m3, K = 256, per-tensor and row-wise scales, every "
-           "generator family incl. scale extremes, 0 mismatches "
-           "(tests/data/h200/cublas_rowwise_validation.json)",
+           "H200 (tests/data/h200/2026-12-01): e4m3 x e4m3, e4m3 x e5m2 and e5m2 x e4m3, K = 256, "
+           "per-tensor and row-wise scales, every generator family incl. scale extremes, no C, "
+           "0 mismatches; counts in docs/gpu.md (python -m gpu.figures)",
            (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3")), (("fp32", None),),
            ("fp32",), _hopper_cublas_rowwise),
     Preset("hopper-cublas-blockwise", "cuBLASLt FP8 without fast accumulation, DeepSeek-style "
                                       "block-wise FP32 scales applied to each 128-K partial",
            PRESETS_PROVENANCE["hopper-cublas-blockwise"],
-           "H200 (driver 580.159.04, cuBLAS 13.1): 3,932,160 fresh dots, e4m3 x e4m3, "
-           "e4m3 x e5m2 and e5m2 x e4m3, K = 512 and 2048, every generator family incl. scale "
-           "extremes, 0 mismatches (tests/data/h200/cublas_blockwise_validation.json)",
+           "H200 (tests/data/h200/2026-12-01): e4m3 x e4m3, e4m3 x e5m2 and e5m2 x e4m3, "
+           "K = 512 and 2048, every generator family incl. scale extremes, no C, 0 mismatches; "
+           "counts in docs/gpu.md (python -m gpu.figures)",
            (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3")), (("fp32", 128),), ("fp32",),
            _hopper_cublas_blockwise),
     Preset("hopper-mma-sync", "Hopper FP8 mma.sync m16n8k32 (emulated on FP16 tensor cores): "
                               "two interleaved steps, F=25, C added after (RNE)",
            PRESETS_PROVENANCE["hopper-mma-sync"],
-           "H200 (driver 580.159.04): 3,145,728 fresh dots through gpu/mma_sync.py, all four "
-           "e4m3/e5m2 pairs, FP32 and FP16 accumulate, K = 32 and 256, every generator family, "
-           "0 mismatches (docs/gpu.md, tests/data/h200/mma_sync_validation.json)",
+           "H200 (tests/data/h200/2026-12-01: gpu/mma_sync.py), all four e4m3/e5m2 pairs, FP32 "
+           "and FP16 accumulate, K = 32 and 256, every generator family, 0 mismatches; counts "
+           "in docs/gpu.md (python -m gpu.figures)",
            tuple(product(FP8, FP8)), ((None, None),), ("fp32", "fp16"), _hopper_mma_sync),
     Preset("triton-dot-scaled-hopper", "Triton tl.dot_scaled on Hopper (emulated): bf16 "
                                        "upcast, steps of 16, F=25, RZ FP32",
            PRESETS_PROVENANCE["triton-dot-scaled-hopper"],
-           "H200 (Triton 3.6): 2,555,904 fresh dots, all 9 pairs of e4m3/e5m2/e2m1, K = 128 "
-           "and 1024, every generator family incl. scale extremes, NaN scales and Inf/NaN, 0 "
-           "mismatches (tests/data/h200/triton_dot_scaled_validation.json); and every element "
-           "code under every E8M0 scale, 37,748,736 dots (triton_operand_map.npz)",
+           "H200 (tests/data/h200/2026-12-01, Triton 3.6): all 9 pairs of e4m3/e5m2/e2m1, "
+           "K = 128 and 1024, every generator family incl. scale extremes, NaN scales and "
+           "Inf/NaN, and the operand map (every element code under every E8M0 scale, on A and "
+           "B), 0 mismatches; counts in docs/gpu.md (python -m gpu.figures)",
            tuple(product(("e4m3", "e5m2", "e2m1"), ("e4m3", "e5m2", "e2m1"))),
            (("e8m0", 32),), ("fp32",), _triton_dot_scaled_hopper),
     Preset("blackwell-f8f6f4", "Blackwell kind::f8f6f4: F=25, RZ FP32 (RNE FP16 out)",

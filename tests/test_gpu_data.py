@@ -1,20 +1,33 @@
 """Real H200 outputs (tests/data/h200, made by ``python -m gpu.collect``) against the presets.
 
-These run everywhere: the files hold inputs and the GPU's results. The ``gpu``-marked test at
-the end runs the same comparison live where a GPU is present.
+These run everywhere, with no GPU. The validation run (``2026-12-01/validate``) is checked
+from its records: every figure the docs quote is recomputed from them (``gpu.figures``), and a
+sample of its sets is regenerated from the recorded seeds and run through the fast engine,
+whose output must hash to the recorded model hash and, where the GPU agreed on every dot, to
+the recorded GPU hash. The held-out sample (``2026-12-01/heldout``), which no fit has read, is
+replayed bit for bit. The older files (``h200_*.npz``, ``probe_fp8*.npz``,
+``triton_operand_map.npz``) are the samples the presets were fitted on. The ``gpu``-marked test
+runs a comparison live where a GPU is present.
 """
 
+import gzip
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from gpu import figures, records, validate
 from gpu.collect import load_bundle
 from mxsim import formats, presets, vectors
 from mxsim.engine import fast
+from mxsim.errors import UnitError
 
 DATA = Path(__file__).parent / "data" / "h200"
+RUN = DATA / "2026-12-01"
+#: Salts of the runs before the seed fix (their seeds all collided): no new run may reuse one.
+OLD_SALTS = {"", "validation-2", "validation-3", "validation-4", "validation-6",
+             "validation-7", "validation-8", "validation-9", "shapes-1"}
 
 
 def test_gpu_collect_seed_hashes_every_part():
@@ -85,24 +98,6 @@ def test_gpu_data_cublas_without_fast_accum_is_not_the_chain():
 def test_gpu_data_cublas_without_fast_accum_is_hopper_cublas():
     for key, vs in _bundle("h200_cublas_noacc").items():
         assert _agree(vs, "hopper-cublas") == vs.d.size, key
-    s = json.loads((DATA / "cublas_validation.json").read_text())
-    assert sum(r["dots"] for r in s["agreement"]) == 1769472
-    assert sum(r["dots"] for r in s["shapes"]) == 14660352
-    assert all(r["equal"] == r["dots"] for r in s["agreement"] + s["shapes"])
-    assert len({(r["m"], r["n"], r["k"]) for r in s["shapes"]}) == 7
-
-
-@pytest.mark.parametrize("name,wgmma,fast", [("summary.json", 2359296, 589824),
-                                              ("summary_run2.json", 589824, 1327104)])
-def test_gpu_data_summary_records_the_full_run(name, wgmma, fast):
-    s = json.loads((DATA / name).read_text())
-    totals = {}
-    for row in s["totals"]:
-        d, e = totals.get(row["path"], (0, 0))
-        totals[row["path"]] = (d + row["dots"], e + row["equal"])
-    assert totals["wgmma-k32"] == (wgmma, wgmma)          # every dot bit-equal
-    assert totals["cublas-fast"] == (fast, fast)
-    assert s["device"]["gpu"] == "NVIDIA H200" and s["device"]["capability"] == "9.0"
 
 
 @pytest.mark.gpu
@@ -142,49 +137,13 @@ def test_gpu_data_cublas_blockwise_scales():
     for pair in ("e4m3_e5m2", "e5m2_e4m3"):
         vs = _paths()[f"cublas_{pair}_fp32_k512_block"]
         assert _agree(vs, "hopper-cublas-blockwise") == vs.d.size == 1024
-    s = json.loads((DATA / "cublas_blockwise_validation.json").read_text())
-    assert s["device"]["gpu"] == "NVIDIA H200"
-    assert sum(r["dots"] for r in s["rows"]) == 3932160
-    assert all(r["equal"] == r["dots"] for r in s["rows"])
-    for pair in ("e4m3xe4m3", "e4m3xe5m2", "e5m2xe4m3"):     # every family at both K
-        for k in (512, 2048):
-            assert {r["family"] for r in s["rows"] if (r["pair"], r["k"]) == (pair, k)} == \
-                set(vectors.FAMILIES) - {"nan-scale"}, (pair, k)
 
 
 def test_gpu_data_cublas_blockwise_order_is_decided():
     """The evidence of docs/findings.md §7: only the FMA of fl(sa*sb) reproduces the sample."""
-    from mxsim.engine.fast import _block_slices, _fma_fp32, _mul_fp32
-    vs = _paths()["cublas_e4m3_e4m3_fp32_k512_block"]
-    inner, blocks = _block_slices(presets.get("hopper-cublas-blockwise").spec_for(vs), vs)
-    shape = vs.d.shape
-    one = np.full(shape, np.float32(1).view(np.uint32))
-
-    def add(x, y):
-        return _fma_fp32(x, one, y)                # x + y rounded once
-
-    def scales(kb):
-        sa = np.asarray(vs.a_scale, np.float32)[..., kb][..., :, None]
-        sb = np.repeat(np.asarray(vs.b_scale, np.float32)[..., kb, :], 128, -1)[..., None, :]
-        return (np.broadcast_to(sa, shape).copy().view(np.uint32),
-                np.broadcast_to(sb, shape).copy().view(np.uint32))
-
-    hypotheses = {
-        "fma(P, fl(sa*sb), t)": lambda p, sa, sb, t: _fma_fp32(p, _mul_fp32(sa, sb), t),
-        "fl(t + fl(P*fl(sa*sb)))": lambda p, sa, sb, t: add(t, _mul_fp32(p, _mul_fp32(sa, sb))),
-        "fma(fl(P*sb), sa, t)": lambda p, sa, sb, t: _fma_fp32(_mul_fp32(p, sb), sa, t),
-        "fma(fl(P*sa), sb, t)": lambda p, sa, sb, t: _fma_fp32(_mul_fp32(p, sa), sb, t),
-        "fl(t + fl(fl(P*sb)*sa))": lambda p, sa, sb, t: add(t, _mul_fp32(_mul_fp32(p, sb), sa)),
-        "fl(t + fl(fl(P*sa)*sb))": lambda p, sa, sb, t: add(t, _mul_fp32(_mul_fp32(p, sa), sb)),
-    }
-    parts = [fast.dot(inner, plain) for plain, _ in blocks]
-    scores = {}
-    for name, h in hypotheses.items():
-        t = np.zeros(shape, np.uint32)
-        for kb, p in enumerate(parts):
-            t = h(p, *scales(kb), t)
-        scores[name] = int((t == vs.d).sum())
-    assert list(scores.values()) == [1024, 798, 642, 632, 603, 598]
+    scores = figures.blockwise_order_scores()
+    fma = scores.pop("`fma(P, fl(sa·sb), total)`")
+    assert fma == 1024 and len(scores) == 5 and max(scores.values()) < fma * 0.8
 
 
 @pytest.mark.parametrize("key", ["mma-sync_e4m3_e4m3_fp32_k32_none",
@@ -219,14 +178,6 @@ def test_gpu_data_triton_dot_scaled_hopper():
         if fmt == "e5m2":
             d = fast.dot(spec.replace(upcast_specials="ieee"), vs)
             assert (d[1] == vs.d[1]).sum() < 256 // 2               # Inf/NaN read as numbers
-    s = json.loads((DATA / "triton_dot_scaled_validation.json").read_text())
-    assert s["device"]["gpu"] == "NVIDIA H200"
-    assert sum(r["dots"] for r in s["rows"]) == 2555904
-    assert all(r["equal"] == r["dots"] for r in s["rows"])
-    assert {(r["a_format"], r["b_format"]) for r in s["rows"]} == {
-        (a, b) for a in ("e4m3", "e5m2", "e2m1") for b in ("e4m3", "e5m2", "e2m1")}
-    assert {r["family"] for r in s["rows"]} == set(vectors.FAMILIES)
-    assert {r["k"] for r in s["rows"]} == {128, 1024}
 
 
 @pytest.mark.parametrize("fmt", ["e4m3", "e5m2", "e2m1"])
@@ -259,32 +210,189 @@ def test_gpu_data_cublas_rowwise_scales():
         for pair in ("e4m3_e4m3", "e4m3_e5m2", "e5m2_e4m3"):
             vs = sets[f"cublas_{pair}_fp32_k256_{gran}"]
             assert _agree(vs, "hopper-cublas-rowwise") == vs.d.size
-    s = json.loads((DATA / "cublas_rowwise_validation.json").read_text())
-    assert sum(r["dots"] for r in s["rows"]) == 4718592
-    assert all(r["equal"] == r["dots"] for r in s["rows"])
-    for pair in ("e4m3xe4m3", "e4m3xe5m2", "e5m2xe4m3"):
-        for gran in ("tensor", "row"):
-            assert {r["family"] for r in s["rows"] if (r["pair"], r["granularity"]) ==
-                    (pair, gran)} == set(vectors.FAMILIES) - {"nan-scale"}, (pair, gran)
 
 
-def test_gpu_data_mma_sync_validation_run():
-    s = json.loads((DATA / "mma_sync_validation.json").read_text())
-    assert len(s["families"]) == 12             # nan-scale needs block scales
-    assert sum(r["dots"] for r in s["agreement"]) == 3145728
-    assert all(r["equal"] == r["dots"] for r in s["agreement"])
+# -- the 2026-12-01 run: records, re-derivation, held-out replay, figures ------------------------
+
+def _runs():
+    return {run.name: run for run in records.runs()}
 
 
-def test_gpu_data_paths_summary_records_the_full_run():
-    s = json.loads((DATA / "paths_summary.json").read_text())
-    tally = {}
-    for row in s["agreement"]:
-        key = (row["path"], row["preset"])
-        d, e = tally.get(key, (0, 0))
-        tally[key] = (d + row["dots"], e + row["equal"])
-    assert tally[("triton-dot", "hopper-wgmma")] == (589824, 589824)
-    assert tally[("triton-dot", "hopper-cublas-fast")] == (589824, 589824)
-    assert tally[("cublas", "exact")][0] == 3 * 196608          # tensor, row and block-wise
-    assert s["refused"] == [["cublas-fast", "block", "UnitError: torch._scaled_mm refused this "
-                             "set: scaled_gemm doesn't support fast accum with 128x128 "
-                             "blockwise scaling"]]
+def test_gpu_records_header_versions_and_footer():
+    """Every run says what it ran on and with what, and that it ran every set it planned."""
+    runs = _runs()
+    assert set(runs) == {"2026-12-01/validate", "2026-12-01/heldout"}
+    for run in runs.values():
+        v = run.header["versions"]
+        assert v["device"]["gpu"] == "NVIDIA H200" and v["device"]["capability"] == "9.0"
+        for name in ("torch", "triton", "numpy", "ml_dtypes", "numba", "git_commit"):
+            assert v[name], name
+        assert v["device"]["cublas"] and v["device"]["driver"] and v["engine"] == "numba"
+        assert run.footer["ran"] == len(run.sets) == run.header["planned"]
+        assert run.footer["errors"] == len(run.errors) == 0
+        assert not run.footer["stopped_by_deadline"]
+
+
+def test_gpu_records_salts_and_seeds_are_fresh():
+    """Each run has a new salt; every set's seed is the hash of its salt and parts, and no two
+    sets of any run share one (the old seed gave all of them the same)."""
+    runs = _runs()
+    salts = [run.header["salt"] for run in runs.values()]
+    assert len(set(salts)) == len(salts) and not set(salts) & OLD_SALTS
+    seeds = []
+    for run in runs.values():
+        for rec in run.sets:
+            plan = validate.Plan(rec["group"], rec["path"], rec["preset"], rec["gen"])
+            if "operand_map" in rec["gen"]:           # a fixed table, no seed
+                assert rec["seed"] is None and rec["salt"] is None
+                continue
+            assert rec["salt"] == run.header["salt"]
+            assert rec["seed"] == plan.seed(run.header["salt"])
+            seeds.append(rec["seed"])
+    assert len(set(seeds)) == len(seeds) == 882 - 9 + 55
+
+
+def test_gpu_records_cover_every_plan():
+    """The run holds exactly the plans gpu.validate makes (every validation the docs cite)."""
+    runs = _runs()
+    run = runs["2026-12-01/validate"]
+    sizes = dict(run.header["sizes"])
+    sizes["shapes"] = [tuple(s) for s in sizes["shapes"]]
+    want = [(p.group, p.path, p.preset, p.gen) for p in validate.plans(sizes)]
+    assert [(r["group"], r["path"], r["preset"], r["gen"]) for r in run.sets] == want
+    held = [(p.group, p.path, p.preset, p.gen) for p in validate.heldout_plans()]
+    assert [(r["group"], r["path"], r["preset"], r["gen"])
+            for r in runs["2026-12-01/heldout"].sets] == held
+
+
+def test_gpu_records_counts_are_consistent():
+    for run in _runs().values():
+        for rec in run.sets:
+            assert rec["dots"] == rec["m"] * rec["n"] * (256 if "operand_map" in rec["gen"]
+                                                         else 1)
+            assert 0 <= rec["equal"] <= rec["dots"]
+            assert sum(rec["histogram"].values()) == rec["dots"] - rec["equal"]
+            assert (rec["gpu_sha256"] == rec["model_sha256"]) == (rec["equal"] == rec["dots"])
+            assert len(rec["first"]) == min(3, rec["dots"] - rec["equal"])
+
+
+def _sample():
+    """Per validation, its cheapest set and its longest-K set of at most 70 M multiply-adds."""
+    out = []
+    groups: dict = {}
+    for rec in _runs()["2026-12-01/validate"].sets:
+        groups.setdefault(rec["group"], []).append(rec)
+
+    def cost(r):
+        return r["dots"] * r["k"]
+
+    for group, recs in groups.items():
+        cheap = min(recs, key=cost)
+        long = max((r for r in recs if cost(r) <= 70e6), key=lambda r: (r["k"], -cost(r)),
+                   default=cheap)
+        out += [pytest.param(cheap, id=f"{group}-cheapest")]
+        if long is not cheap:
+            out += [pytest.param(long, id=f"{group}-k{long['k']}")]
+    return out
+
+
+@pytest.mark.parametrize("rec", _sample())
+def test_gpu_records_rederive_from_seeds(rec):
+    """Regenerated from its seed on this CPU, a set has the recorded inputs; the fast engine's
+    output hashes to the recorded model hash, and so to the GPU's where they agreed."""
+    vs = records.regenerate(rec)
+    assert records.inputs_sha256(vs) == rec["inputs_sha256"]
+    d = records.model_d(rec, vs)
+    assert records.d_sha256(d) == rec["model_sha256"]
+    assert rec["equal"] == rec["dots"] and rec["gpu_sha256"] == rec["model_sha256"]
+
+
+def test_gpu_heldout_replays_bit_for_bit():
+    """The held-out sample (inputs and H200 outputs, never read by a fit) against its presets."""
+    run = _runs()["2026-12-01/heldout"]
+    sets = load_bundle(RUN / "heldout" / "heldout.npz")
+    assert sorted(sets) == [f"{i:03d}" for i in range(len(run.sets))]
+    for key, vs in sets.items():
+        rec = run.sets[int(key)]
+        assert records.inputs_sha256(vs) == rec["inputs_sha256"]
+        assert records.inputs_sha256(records.regenerate(rec)) == rec["inputs_sha256"]
+        assert records.d_sha256(vs.d) == rec["gpu_sha256"]
+        assert vs.extra["device"]["gpu"] == "NVIDIA H200"
+        d = records.model_d(rec, vs)
+        assert int((d == vs.d).sum()) == rec["equal"] == vs.d.size, key
+
+
+def test_gpu_records_are_what_came_off_the_device():
+    """The committed records are the collector's own gzip, header first, footer last."""
+    with gzip.open(RUN / "validate" / "records.jsonl.gz", "rt") as fh:
+        lines = fh.read().splitlines()
+    head, foot = json.loads(lines[0]), json.loads(lines[-1])
+    assert head["kind"] == "header" and foot["kind"] == "footer"
+    assert "--what validate --salt validation-2026-12-01" in head["command"]
+    assert head["versions"]["git_commit"].startswith("6d7a1c4")
+
+
+def test_gpu_figures_in_the_docs_are_recomputed():
+    """Every hardware figure in the docs equals what gpu.figures computes from the data."""
+    assert figures.main(["--check"]) == 0
+
+
+def test_gpu_figures_check_finds_a_hand_edit(tmp_path, monkeypatch):
+    doc = tmp_path / "doc.md"
+    doc.write_text("<!-- fig:total:dots -->1,000<!-- /fig --> and "
+                   "<!-- fig:preset:hopper-wgmma+hopper-mma-sync:mismatches -->0<!-- /fig -->")
+    monkeypatch.setattr(figures, "ROOT", tmp_path)
+    monkeypatch.setattr(figures, "DOCS", ("doc.md",))
+    assert figures.main(["--check"]) == 1
+    assert figures.main([]) == 0 and figures.main(["--check"]) == 0
+    assert "1,000" not in doc.read_text()
+
+
+def test_gpu_presets_claim_no_more_than_the_records():
+    """A preset that says it met the H200 with 0 mismatches has records, all bit-equal."""
+    sets = [s for run in records.runs("validate") for s in run.sets]
+    claimed = [p for p in presets.PRESETS.values() if "0 mismatches" in p.verified]
+    assert {p.name for p in claimed} == {s["preset"] for s in sets}
+    for p in claimed:
+        mine = [s for s in sets if s["preset"] == p.name]
+        assert "tests/data/h200/2026-12-01" in p.verified
+        assert mine and all(s["equal"] == s["dots"] for s in mine), p.name
+    for p in presets.PRESETS.values():             # Blackwell: never on hardware
+        if p.name.startswith("blackwell"):
+            assert "not verified on hardware" in p.verified
+
+
+# -- torch._scaled_mm's bias, and C on the scaled presets ----------------------------------------
+
+def test_gpu_bias_is_added_after_the_scales():
+    """On the H200, _scaled_mm's bias (bf16 output only) is added to the scaled FP32 result;
+    added where C enters the model (before the scales) it reproduces about half."""
+    meta = json.loads((RUN / "bias-bf16" / "bias.json").read_text())
+    for row in meta["rows"]:
+        assert row["bf16_fp32_error"] == "Bias is not supported when out_dtype is set to Float32"
+        assert row["bf16_bf16_ran"]
+    for gran, hyps in figures.bias_scores().items():
+        equal, total = hyps["**bf16(fl(D32 + bias))**"]
+        assert equal == total == 4 * 128 * 128, gran
+        before = [v for k, v in hyps.items() if "acc + bias" in k]
+        assert len(before) == 1 and before[0][0] < 0.7 * total, gran
+
+
+@pytest.mark.parametrize("preset,gran", [("hopper-cublas-rowwise", "tensor"),
+                                         ("hopper-cublas-rowwise", "row"),
+                                         ("hopper-cublas-blockwise", "block")])
+def test_presets_scaled_cublas_refuse_c(preset, gran, tmp_path, capsys):
+    """(A·B + C)·s is not what the H200 does with a bias, and _scaled_mm takes no C: refused in
+    one line, by the preset and through the CLI; without C the spec is given."""
+    from mxsim.cli import main
+    kw = dict(a_format="e4m3", m=16, n=128, k=512, scale_format="fp32", scale_granularity=gran)
+    vs = vectors.generate("normal", **kw)
+    with pytest.raises(UnitError, match=f"^Unit {preset} takes no C: .*added after the scales"):
+        presets.get(preset).spec_for(vs)
+    assert presets.get(preset).spec_for(vectors.generate("normal", with_c=False, **kw)).name \
+        == preset
+    vectors.save(vs, tmp_path / "in.npz")
+    rc = main(["run", str(tmp_path / "in.npz"), "--unit", preset, "-o", str(tmp_path / "o.npz")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "takes no C" in err
+    assert not (tmp_path / "o.npz").exists()
