@@ -396,3 +396,20 @@ def test_presets_scaled_cublas_refuse_c(preset, gran, tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "takes no C" in err
     assert not (tmp_path / "o.npz").exists()
+
+
+def test_gpu_validate_writes_records_a_cpu_can_rederive(tmp_path):
+    """The collector's record writing, with each preset standing in for the GPU (a dry run):
+    the records read back, and a deadline stops the run with what it measured kept."""
+    todo = [p for p in validate.plans(validate.DRY_SIZES)
+            if p.group in ("hopper-wgmma", "hopper-cublas-blockwise")][:4]
+    validate._loop(tmp_path / "a", "validate", "dry-test", todo, None, validate.model_runner)
+    run = records.read(tmp_path / "a")
+    assert not (tmp_path / "a" / "records.jsonl").exists()
+    assert [r["gen"] for r in run.sets] == [p.gen for p in todo]
+    for rec, plan in zip(run.sets, todo, strict=True):
+        assert rec["seed"] == plan.seed("dry-test") and rec["equal"] == rec["dots"]
+        assert records.d_sha256(records.model_d(rec)) == rec["model_sha256"]
+    validate._loop(tmp_path / "b", "validate", "dry-test", todo, 0.0, validate.model_runner)
+    cut = records.read(tmp_path / "b")
+    assert cut.footer["stopped_by_deadline"] and cut.footer["ran"] == len(cut.sets) == 0
