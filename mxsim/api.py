@@ -63,8 +63,10 @@ def gemm(x: Any, w: Any, c: Any = None, *, unit: str = "exact", recipe: str | No
          scale_rule: str = "rceil", engine: str = "fast") -> npt.NDArray[np.float32]:
     """``x @ w (+ c)`` on float arrays, quantised by a recipe and computed as ``unit`` does.
 
-    The float front door: "what does this GEMM give on an H200 through cuBLAS?" is
-    ``gemm(x, w, unit="hopper-cublas-fast")``. ``x`` is (M, K), ``w`` is (K, N), ``c`` (M, N);
+    The float front door: ``gemm(x, w, unit="hopper-cublas")`` quantises with mxsim's recipe
+    and then computes as cuBLASLt's FP8 GEMM does on the H200 without fast accumulation
+    (torch's default); the recipe is mxsim's, not one a framework is known to use.
+    ``x`` is (M, K), ``w`` is (K, N), ``c`` (M, N);
     the result is float32 (M, N). Element formats default to the unit's first operand pair
     (e4m3 where it takes e4m3).
 
