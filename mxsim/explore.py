@@ -53,6 +53,7 @@ from . import spec as spec_mod
 from .api import RECIPE_SCALES, quantise_operands
 from .errors import MxsimError
 from .microarch import MicroArch, check_rtl
+from .output import open_output, write_text
 from .progress import Progress
 from .spec import SpecError, UnitSpec
 
@@ -301,13 +302,19 @@ def load(path: str | os.PathLike) -> Sweep:
     checked here, before anything runs (SweepError names the file and line)."""
     path = str(path)
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_bytes().decode("utf-8")
     except OSError as e:
         raise SweepError(f"Cannot read sweep file {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise SweepError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset "
+                         f"{e.start}); a sweep file is TOML in UTF-8") from None
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SweepError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise SweepError(f"{path}: nested too deeply to read (a sweep file's values are "
+                         f"numbers, strings and short lists)") from None
     lines = _Lines(text)
 
     def fail(line: int, msg: str) -> SweepError:
@@ -332,6 +339,10 @@ def load(path: str | os.PathLike) -> Sweep:
 
     head = doc.get("sweep", {})
     name = str(head.get("name", Path(path).stem))
+    if name in ("", ".", "..") or any(ch in name for ch in "/\\\0") or name != name.strip():
+        # The name is the default output folder, results/NAME: it must stay inside results/.
+        raise fail(lines.of("sweep", 0, "name"), f"sweep.name must be a plain folder name "
+                   f"(no '/', '\\', '..' or surrounding spaces), not {name!r}")
     error = head.get("error", "unit")
     if error not in ERRORS:
         raise fail(lines.of("sweep", 0, "error"), f"sweep.error must be one of "
@@ -677,9 +688,7 @@ def _accuracy_key(spec: UnitSpec, w: Workload) -> str:
 def _write(path: Path, text: str) -> None:
     """Write atomically: a reader (or a resumed sweep) sees the whole file or none."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_text(path, text)
 
 
 def _read(path: Path) -> Any:
@@ -874,9 +883,7 @@ def _csv_rows(rows: list[dict]) -> tuple[list[str], list[dict]]:
 def write_table(rows: list[dict], path: Path) -> None:
     cols, flat = _csv_rows(rows)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", newline="") as f:
+    with open_output(path, "w") as f:
         wr = csv.DictWriter(f, fieldnames=cols)
         wr.writeheader()
         wr.writerows(flat)
-    os.replace(tmp, path)
