@@ -49,7 +49,7 @@ def _int_range(lo: int, hi: int | None = None):
 
 def _add_allow_large(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--allow-large", action="store_true",
-                    help=f"accept vector sets over {vectors.LARGE_BYTES >> 30} GiB of arrays or "
+                    help=f"accept vector sets over {vectors.LARGE_BYTES >> 20} MiB of arrays or "
                          f"2^{vectors.LARGE_PRODUCTS.bit_length() - 1} products (dots x K) "
                          f"(default: refuse them, see docs/vectors.md)")
 

@@ -297,10 +297,18 @@ def _blame(msg: str, origins: dict[str, tuple[str, int]], lines: _Lines,
     return lines.of(table, index, key), f"{table}.{key}: "
 
 
+_MAX_SWEEP_BYTES = 1 << 20
+
+
 def load(path: str | os.PathLike) -> Sweep:
     """Read and check a sweep file: every design, workload and combination is built and
     checked here, before anything runs (SweepError names the file and line)."""
     path = str(path)
+    if Path(path).exists() and not Path(path).is_file():   # a FIFO or /dev/zero never ends
+        raise SweepError(f"Cannot read sweep file {path}: not a regular file")
+    if Path(path).is_file() and Path(path).stat().st_size > _MAX_SWEEP_BYTES:
+        raise SweepError(f"{path}: {Path(path).stat().st_size:,} bytes, more than a sweep file's "
+                         f"{_MAX_SWEEP_BYTES:,}; a sweep file is a short TOML file")
     try:
         text = Path(path).read_bytes().decode("utf-8")
     except OSError as e:

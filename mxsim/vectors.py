@@ -43,9 +43,10 @@ ACC_FORMATS = ("fp32", "fp16", "bf16")
 _ARRAYS = ("a", "b", "c", "d", "a_scale", "b_scale", "tensor_scale", "meta")
 _COMPRESS_LIMIT = 16 << 20    # bytes of arrays above which a set is written uncompressed
 #: A set larger than either is refused by :func:`load` and the generators unless asked
-#: (``allow_large=True``, ``--allow-large``): 1 GiB of arrays, and 2^34 products (dots x K),
-#: about three minutes of ``mxsim run`` at 100 M products/s.
-LARGE_BYTES = 1 << 30
+#: (``allow_large=True``, ``--allow-large``): 256 MiB of arrays (generating or running a set
+#: takes several times its size in memory), and 2^34 products (dots x K), which bounds the
+#: time ``mxsim run`` takes to minutes (an hour at most, for the slowest units).
+LARGE_BYTES = 1 << 28
 LARGE_PRODUCTS = 1 << 34
 _META_REQUIRED = ("schema", "a_format", "b_format", "scale_format", "block", "producer")
 

@@ -283,7 +283,7 @@ def test_bad_input_huge_declared_array_is_refused_from_its_header(tmp_path, caps
     assert rc == 2
     nbytes = 50_000 * 65_536 + 4 * len('{"schema": "mxsim.vectors/1"}')      # a and meta
     _one_line(err, f"huge.npz: the set holds {nbytes:,} bytes of arrays, above the limit of "
-                   f"1,073,741,824 (see 'Size limits' in docs/vectors.md); pass --allow-large")
+                   f"268,435,456 (see 'Size limits' in docs/vectors.md); pass --allow-large")
 
 
 def _limited(argv: list[str], limit: int = 1 << 30) -> subprocess.CompletedProcess:
@@ -302,7 +302,7 @@ def test_bad_input_huge_declared_array_allocates_nothing(tmp_path):
         p = _limited([*verb, str(path), *(["-o", str(tmp_path / "o.npz")]
                                           if verb == ["run"] else [])])
         assert p.returncode == 2, p.stderr
-        assert "above the limit of 1,073,741,824" in p.stderr and "Traceback" not in p.stderr
+        assert "above the limit of 268,435,456" in p.stderr and "Traceback" not in p.stderr
     # --allow-large lifts the limit: the file is then read, and its missing bytes reported.
     p = _limited(["vectors", "info", str(path), "--allow-large"], limit=8 << 30)
     assert p.returncode == 2 and "Traceback" not in p.stderr
@@ -313,6 +313,7 @@ def test_bad_input_size_limits_apply_to_load_and_are_lifted_by_allow_large(d, ca
                                                                              monkeypatch):
     vs = vectors.load(d / "in.npz")
     nbytes = sum(np.asarray(a).nbytes for a in vectors.to_arrays(vs).values())
+    default = vectors.LARGE_BYTES
     monkeypatch.setattr(vectors, "LARGE_BYTES", nbytes - 1)
     rc, _, err = _run(capsys, "vectors", "info", d / "in.npz")
     assert rc == 2
@@ -320,7 +321,7 @@ def test_bad_input_size_limits_apply_to_load_and_are_lifted_by_allow_large(d, ca
                    f"{nbytes - 1:,}")
     rc, _, _ = _run(capsys, "vectors", "info", d / "in.npz", "--allow-large")
     assert rc == 0
-    monkeypatch.setattr(vectors, "LARGE_BYTES", 1 << 30)
+    monkeypatch.setattr(vectors, "LARGE_BYTES", default)
     products = vs.num_dots * vs.k
     monkeypatch.setattr(vectors, "LARGE_PRODUCTS", products - 1)
     rc, _, err = _run(capsys, "run", d / "in.npz", "-o", d / "o.npz")
@@ -337,7 +338,7 @@ def test_bad_input_gen_cannot_ask_for_unbounded_memory(tmp_path, capsys):
                       tmp_path / "o.npz")
     assert rc == 2
     _one_line(err, "The set would hold 480,076,800,000 bytes of arrays, above the limit of "
-                   "1,073,741,824")
+                   "268,435,456")
     rc, _, err = _run(capsys, "vectors", "gen", "--family", "all", "--count", "100000", "-m",
                       "64", "-n", "64", "-o", tmp_path / "o.npz")
     assert rc == 2
@@ -366,7 +367,7 @@ def test_bad_input_quantize_input_header_is_read_first(tmp_path, capsys):
     rc, _, err = _run(capsys, "quantize", path, "-o", tmp_path / "o.npz")
     assert rc == 2
     _one_line(err, "big.npy: the array holds 4,294,967,296 bytes, above the limit of "
-                   "1,073,741,824")
+                   "268,435,456")
     assert not (tmp_path / "o.npz").exists()
 
 
@@ -374,7 +375,7 @@ def test_bad_input_quantize_identity_operand_is_bounded(tmp_path, capsys):
     np.save(tmp_path / "x.npy", np.ones((64, 1, 8192), np.float32))
     rc, _, err = _run(capsys, "quantize", tmp_path / "x.npy", "-o", tmp_path / "o.npz")
     assert rc == 2
-    _one_line(err, "bytes of arrays, above the limit of 1,073,741,824")
+    _one_line(err, "bytes of arrays, above the limit of 268,435,456")
     assert not (tmp_path / "o.npz").exists()
 
 
