@@ -352,12 +352,12 @@ def load(path: str | os.PathLike) -> Sweep:
         raise fail(lines.of("sweep", 0, "name"), f"sweep.name must be a plain folder name "
                    f"(no '/', '\\', '..' or surrounding spaces), not {name!r}")
     error = head.get("error", "unit")
-    if error not in ERRORS:
+    if not _among(error, ERRORS):
         raise fail(lines.of("sweep", 0, "error"), f"sweep.error must be one of "
                    f"{', '.join(ERRORS)}, not {error!r}")
     cost = doc.get("cost", {})
     fpga = cost.get("fpga", "lut4")
-    if fpga not in FPGAS:
+    if not _among(fpga, FPGAS):
         raise fail(lines.of("cost", 0, "fpga"), f"cost.fpga must be one of {', '.join(FPGAS)}, "
                    f"not {fpga!r}")
     arr = doc.get("array", {})
@@ -473,7 +473,7 @@ def _workload(w: dict, i: int, lines: _Lines, fail: Callable) -> Workload:
 
     name = str(w.get("name", w.get("layer", f"workload{i + 1}")))
     if "layer" in w:
-        if w["layer"] not in LAYERS:
+        if not _among(w["layer"], LAYERS):
             raise bad("layer", f"unknown layer {w['layer']!r}; known: {', '.join(LAYERS)}")
         if "shape" in w:
             raise bad("shape", "give layer (and tokens) or shape, not both")
@@ -494,14 +494,18 @@ def _workload(w: dict, i: int, lines: _Lines, fail: Callable) -> Workload:
     if not (isinstance(sample, list) and len(sample) == 2 and all(_count(x) for x in sample)):
         raise bad("sample", f"must be [m, n], two positive integers, not {sample!r}")
     sample = (min(sample[0], shape[0]), min(sample[1], shape[1]))
+    if (sample[0] + sample[1]) * shape[2] > _MAX_SAMPLE_VALUES:
+        raise bad("sample", f"the sample's operands (m x K + K x n = "
+                  f"{(sample[0] + sample[1]) * shape[2]:,} values) must be at most "
+                  f"{_MAX_SAMPLE_VALUES:,}; sample fewer outputs")
     dist = w.get("distribution", "llm")
-    if dist not in DISTRIBUTIONS:
+    if not _among(dist, DISTRIBUTIONS):
         raise bad("distribution", f"must be one of {', '.join(DISTRIBUTIONS)}, not {dist!r}")
     recipe = w.get("recipe", "auto")
-    if recipe != "auto" and recipe not in RECIPE_SCALES:
+    if recipe != "auto" and not _among(recipe, RECIPE_SCALES):
         raise bad("recipe", f"must be auto or one of {', '.join(RECIPE_SCALES)}, not {recipe!r}")
     rule = w.get("scale_rule", "rceil")
-    if rule not in [r.value for r in quantize.ScaleRule]:
+    if not _among(rule, [r.value for r in quantize.ScaleRule]):
         raise bad("scale_rule", f"must be one of "
                   f"{', '.join(r.value for r in quantize.ScaleRule)}, not {rule!r}")
     seed = w.get("seed", 0)
@@ -509,6 +513,15 @@ def _workload(w: dict, i: int, lines: _Lines, fail: Callable) -> Workload:
         raise bad("seed", f"must be a non-negative integer, not {seed!r}")
     return Workload(name=name, shape=shape, sample=sample, distribution=dist, recipe=recipe,
                     scale_rule=rule, seed=seed, layer=w.get("layer"))
+
+
+#: A workload's sample is drawn as float64 operands: at most 2^24 values (128 MiB each way).
+_MAX_SAMPLE_VALUES = 1 << 24
+
+
+def _among(x: Any, options: Any) -> bool:
+    """A string among ``options`` (a TOML list or table is none, and not hashable)."""
+    return isinstance(x, str) and x in options
 
 
 def _count(x: Any, least: int = 1) -> bool:

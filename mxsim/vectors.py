@@ -384,8 +384,10 @@ def load(path: str | os.PathLike, *, allow_large: bool = False) -> VectorSet:
             with z:
                 _check_members(p, z.zip, allow_large)
                 arrays = {name: z[name] for name in z.files}
-    # zlib.error: a member whose compressed stream is corrupt.
-    except (zipfile.BadZipFile, zlib.error, ValueError, OSError, EOFError) as exc:
+    # zlib.error: a member whose compressed stream is corrupt; NotImplementedError and
+    # RuntimeError: zipfile's "compression method not supported" and "encrypted".
+    except (zipfile.BadZipFile, zlib.error, ValueError, OSError, EOFError, NotImplementedError,
+            RuntimeError) as exc:
         if isinstance(exc, VectorFileError):
             raise
         kind = "not an .npz file" if not zipfile.is_zipfile(p) else f"unreadable npz ({exc})"

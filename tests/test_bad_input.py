@@ -500,6 +500,36 @@ def test_bad_input_sweep_name_stays_inside_results(tmp_path, capsys, monkeypatch
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
 
 
+@pytest.mark.parametrize("old, new", [
+    ("shape = [512, 512, 128]\nsample = [6, 5]",
+     "shape = [1000000, 1000000, 128]\nsample = [1000000, 1000000]"),
+    ("shape = [512, 512, 128]", f"shape = [512, 512, {2 ** 40}]"),
+], ids=["sample", "k"])
+def test_bad_input_sweep_workload_sample_is_bounded(tmp_path, old, new):
+    """A workload's sample is drawn as float64 operands: a few numbers must not ask for
+    terabytes (before, `explore` would try when it ran)."""
+    from test_explore import TINY
+    path = tmp_path / "s.toml"
+    path.write_text(TINY.replace(old, new, 1))
+    with pytest.raises(explore.SweepError, match=re.escape(f"{path}:27: workload.sample: the "
+                                                           f"sample's operands (m x K + K x n = ")
+                       + r"[0-9,]+ values\) must be at most 16,777,216; sample fewer outputs$"):
+        explore.load(path)
+
+
+@pytest.mark.parametrize("key, value", [("distribution", "[]"), ("distribution", "{ a = 1 }"),
+                                        ("recipe", "[1]"), ("scale_rule", "{}"),
+                                        ("layer", "[]")])
+def test_bad_input_sweep_choice_given_a_list_or_table(tmp_path, capsys, key, value):
+    from test_explore import TINY
+    text = TINY.replace("seed = 1\n", f"seed = 1\n{key} = {value}\n", 1)
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    rc, _, err = _run(capsys, "explore", path, "--check")
+    assert rc == 2
+    _one_line(err, f"workload.{key}: ")
+
+
 def test_bad_input_errors_are_mxsim_errors():
     """The classes the CLI turns into exit 2."""
     from mxsim.output import OutputError
