@@ -6,7 +6,6 @@ refused rather than silently accepted."""
 import io
 import os
 import re
-import resource
 import subprocess
 import sys
 import zipfile
@@ -69,15 +68,15 @@ def _members(path: Path) -> dict:
 SPEC = 'name = "mine"\na_format = "e4m3"\nb_format = "e4m3"\nk = 32\nfrac_bits = 25\n'
 
 
-@pytest.mark.parametrize("content, text", [
-    (b"\xff\xfe\x00\x01binary", "not UTF-8 text (byte 0xff at offset 0)"),
-    (SPEC.replace("mine", "caf\xe9").encode("latin-1"), "not UTF-8 text (byte 0xe9 at offset"),
-], ids=["binary", "latin-1"])
-def test_bad_input_spec_file_not_utf8(d, capsys, content, text):
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00\x01binary",
+                                     SPEC.replace("mine", "caf\xe9").encode("latin-1")],
+                         ids=["binary", "latin-1"])
+def test_bad_input_spec_file_not_utf8(d, capsys, content):
     (d / "u.toml").write_bytes(content)
     rc, _, err = _run(capsys, "run", d / "in.npz", "--unit", d / "u.toml", "-o", d / "o.npz")
     assert rc == 2
-    _one_line(err, f"u.toml: {text}")
+    _one_line(err, f"{d / 'u.toml'}: ")
+    assert "UTF-8" in err                    # units.get's words, or spec.load's where it checks
     assert not (d / "o.npz").exists()
 
 
@@ -287,10 +286,10 @@ def test_bad_input_huge_declared_array_is_refused_from_its_header(tmp_path, caps
 
 
 def _limited(argv: list[str], limit: int = 1 << 30) -> subprocess.CompletedProcess:
-    def cap():
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    return subprocess.run([sys.executable, "-m", "mxsim", *argv], capture_output=True,
-                          text=True, check=False, preexec_fn=cap, timeout=120,
+    """``mxsim argv`` under ``ulimit -v`` (address space)."""
+    shell = ["bash", "-c", f'ulimit -v {limit >> 10} && exec "$@"', "ulimit"]
+    return subprocess.run([*shell, sys.executable, "-m", "mxsim", *argv], capture_output=True,
+                          text=True, check=False, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
