@@ -692,12 +692,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_rtl_unit_args(ve, "blackwell-mxf8f6f4", ", MXFP8", stages=2)
     ve.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
                     help="simulator (default: %(default)s)")
-    ve.add_argument("--vectors", type=_int_range(1), default=20000,
+    ve.add_argument("--vectors", type=int, default=20000,
                     help="dot products to check (default: %(default)s)")
     ve.add_argument("--seed", type=_int_range(0), default=0,
                     help="stimulus seed (default: 0)")
-    ve.add_argument("--chunk", type=_int_range(1), default=4000,
-                    help="dot products per simulator run (default: %(default)s)")
+    ve.add_argument("--chunk", type=_int_range(1, 1_000_000), default=4000,
+                    help="dot products per simulator run, at most 1,000,000 (default: "
+                         "%(default)s)")
     ve.add_argument("--bulk", action="store_true",
                     help="the C++ harness instead of cocotb (millions of vectors)")
     ve.add_argument("--out", default="mxsim-verify", metavar="DIR",
