@@ -152,7 +152,7 @@ def test_bad_input_output_is_a_directory(d, capsys, verb):
     (["probe", "--seed", "-1"], "argument --seed: must be at least 0, not -1"),
     (["quantize", "{d}/x.npy", "--seed", "-1", "--rounding", "stochastic"],
      "argument --seed: must be at least 0, not -1"),
-    (["verify", "--chunk", "0"], "argument --chunk: must be at least 1, not 0"),
+    (["verify", "--chunk", "0"], "argument --chunk: must be from 1 to 1000000, not 0"),
     (["verify", "--seed", "-3"], "argument --seed: must be at least 0, not -3"),
     (["compare", "{d}/in.npz", "--unit", "exact", "--show", "-1"],
      "argument --show: must be at least 0, not -1"),
@@ -451,7 +451,7 @@ def test_bad_input_quantize_empty_elem(d, capsys, extra):
 def test_bad_input_verify_chunk_zero_before_any_build(tmp_path, capsys):
     rc, _, err = _run(capsys, "verify", "--chunk", "0", "--out", tmp_path / "v")
     assert rc == 2
-    _one_line(err, "argument --chunk: must be at least 1, not 0", prefix="mxsim verify: error: ")
+    _one_line(err, "argument --chunk: must be from 1 to 1000000, not 0", prefix="mxsim verify: error: ")
     assert not (tmp_path / "v").exists()
 
 
