@@ -48,7 +48,9 @@ def check_output(path: str | os.PathLike, error: type[MxsimError] = OutputError)
         raise error(f"{name}: cannot write (a folder name ends in '/'); give a file path")
     real = Path(os.path.realpath(name))
     try:
-        st = os.stat(real)
+        # The path as given, links followed by the kernel: /dev/stdout is a pipe or a
+        # terminal even where realpath() cannot name its target.
+        st = os.stat(name)
     except FileNotFoundError:
         st = None
     except OSError as exc:                       # a parent that is a file, a link loop, ...

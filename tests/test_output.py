@@ -104,6 +104,17 @@ def test_output_refuses_a_missing_folder_and_a_trailing_slash(tmp_path):
     assert _names(tmp_path) == []
 
 
+def test_output_refuses_stdout_when_it_is_a_pipe(tmp_path):
+    code = ("import sys\nfrom mxsim.output import write_text, OutputError\n"
+            "try:\n    write_text('/dev/stdout', 'x')\n"
+            "except OutputError as e:\n    print(e, file=sys.stderr)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
+    assert p.stdout == ""
+    assert p.stderr == ("/dev/stdout: cannot write (a FIFO); mxsim writes only regular files, "
+                        "so give a file path\n")
+
+
 def test_output_follows_a_symlink_and_keeps_the_link(tmp_path):
     target = tmp_path / "target.txt"
     target.write_text("old")
