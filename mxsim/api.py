@@ -24,12 +24,20 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str = "exact", a_format: str 
     FP32 bit patterns (``np.uint32``) or float32 values. Scales follow the vector-set schema
     (``docs/vectors.md``); ``scale_format`` defaults to ``e8m0`` for uint8 scales and ``fp32``
     for float32 ones, and ``block`` to ``K / a_scale.shape[-1]`` for code scales.
+
+    Codes must be integer arrays whose every value is a code of the format (0 to 2**bits - 1):
+    a float array or a code out of range raises :class:`~mxsim.VectorFileError` rather than
+    being cast (float values go through :func:`gemm`, which quantises them).
     """
-    a = np.asarray(a, np.uint8)
-    b = np.asarray(b, np.uint8)
+    from . import formats
+
+    b_format = b_format or a_format
+    a = _codes("a", a, formats.get(a_format).bits, "element codes")
+    b = _codes("b", b, formats.get(b_format).bits, "element codes")
     if c is not None:
         c = np.asarray(c)
-        c = c.astype(np.float32).view(np.uint32) if c.dtype.kind == "f" else c.astype(np.uint32)
+        c = (c.astype(np.float32).view(np.uint32) if c.dtype.kind == "f"
+             else _codes("c", c, 32, "FP32 bit patterns", np.uint32))
     if a_scale is not None or b_scale is not None:
         if a_scale is None or b_scale is None:
             raise VectorFileError("Pass both a_scale and b_scale, or neither")
@@ -41,16 +49,29 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str = "exact", a_format: str 
             if block is None and a_scale.ndim and a_scale.shape[-1] not in (1,):
                 block = 128
         else:
-            a_scale, b_scale = a_scale.astype(np.uint8), b_scale.astype(np.uint8)
+            a_scale = _codes("a_scale", a_scale, 8, f"{scale_format} scale codes")
+            b_scale = _codes("b_scale", b_scale, 8, f"{scale_format} scale codes")
             if block is None and a_scale.ndim and a_scale.shape[-1]:
                 block = a.shape[-1] // a_scale.shape[-1]
     if tensor_scale is not None:
         tensor_scale = np.asarray(tensor_scale, np.float32).reshape(())
-    vs = VectorSet(a=a, b=b, a_format=a_format, b_format=b_format or a_format, c=c,
+    vs = VectorSet(a=a, b=b, a_format=a_format, b_format=b_format, c=c,
                    a_scale=a_scale, b_scale=b_scale, tensor_scale=tensor_scale,
                    scale_format=scale_format, block=block).validate()
     return units.get(unit).compute(vs, engine)
 
+
+def _codes(name: str, x: Any, bits: int, what: str, dtype: Any = np.uint8) -> npt.NDArray:
+    """``x`` as an array of ``dtype`` codes, refusing floats and values outside ``bits``."""
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "ui":
+        hint = "; pass float values to mxsim.gemm" if arr.dtype.kind == "f" else ""
+        raise VectorFileError(f"{name} must be an integer array of {what}, not "
+                              f"{arr.dtype}{hint}")
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= 1 << bits):
+        bad = int(arr.min()) if int(arr.min()) < 0 else int(arr.max())
+        raise VectorFileError(f"{name} must hold {what} from 0 to {(1 << bits) - 1}, not {bad}")
+    return arr.astype(dtype)
 
 
 #: The block scales each recipe gives the unit.

@@ -1,7 +1,8 @@
 """The ``mxsim`` command line: one sub-command per verb, each a thin call into the library.
 
 Exit codes: 0 success or agreement, 1 mismatches found, 2 bad input (one line, no traceback),
-130 interrupted.
+3 internal error (a bug in mxsim: one line, the traceback only under ``--debug``), 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,49 @@ import numpy as np
 
 from . import __version__, formats, units, vectors
 from .errors import MxsimError
+from .output import check_output, write_text
 
 __all__ = ["main", "build_parser"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``mxsim VERB: error: ...`` and where to find help."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _int_range(lo: int, hi: int | None = None):
+    """An argparse type: an integer from ``lo`` (to ``hi``)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, not {text!r}") from None
+        if value < lo or (hi is not None and value > hi):
+            rule = f"at least {lo}" if hi is None else f"from {lo} to {hi}"
+            raise argparse.ArgumentTypeError(f"must be {rule}, not {value}")
+        return value
+    parse.__name__ = "integer"
+    return parse
+
+
+def _add_allow_large(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--allow-large", action="store_true",
+                    help=f"accept vector sets over {vectors.LARGE_BYTES >> 20} MiB of arrays or "
+                         f"2^{vectors.LARGE_PRODUCTS.bit_length() - 1} products (dots x K) "
+                         f"(default: refuse them, see docs/vectors.md)")
+
+
+def _out_dir(path: str | os.PathLike) -> Path:
+    """An output folder, created if need be, or a one-line MxsimError."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MxsimError(f"{path}: cannot create the output folder ({exc.strerror or exc})") \
+            from None
+    return p
 
 
 def _out(args: argparse.Namespace, text: str, data: Any) -> None:
@@ -97,11 +140,13 @@ def cmd_vectors_gen(args: argparse.Namespace) -> int:
                   scale_format=args.scale_format, block=args.block,
                   scale_granularity=args.scale_granularity, with_c=not args.no_c,
                   c_format=args.c_format, tensor_scale=args.tensor_scale, seed=args.seed)
+    check_output(args.output)
     if len(fams) == 1:
-        vs = vectors.generate(fams[0], batch=(args.count,) if args.count > 1 else (), **kwargs)
+        vs = vectors.generate(fams[0], batch=(args.count,) if args.count > 1 else (),
+                              allow_large=args.allow_large, **kwargs)
     else:
         # 'all' leaves out what cannot apply; a family the user named must apply.
-        vs = vectors.generate_suite(fams, count=args.count,
+        vs = vectors.generate_suite(fams, count=args.count, allow_large=args.allow_large,
                                     skip_inapplicable=args.family == "all", **kwargs)
     vectors.save(vs, args.output)
     info = _describe(vs)
@@ -112,7 +157,7 @@ def cmd_vectors_gen(args: argparse.Namespace) -> int:
 
 
 def cmd_vectors_info(args: argparse.Namespace) -> int:
-    vs = vectors.load(args.input)
+    vs = vectors.load(args.input, allow_large=args.allow_large)
     info = _describe(vs)
     _out(args, "\n".join(f"{k:13} {v}" for k, v in info.items()), info)
     return 0
@@ -121,8 +166,9 @@ def cmd_vectors_info(args: argparse.Namespace) -> int:
 # -- run ------------------------------------------------------------------------------------
 
 def cmd_run(args: argparse.Namespace) -> int:
+    check_output(args.output)
     unit = units.get(args.unit)
-    vs = vectors.load(args.input)
+    vs = vectors.load(args.input, allow_large=args.allow_large)
     t0 = time.perf_counter()
     out = unit.run(vs, engine=args.engine)
     dt = time.perf_counter() - t0
@@ -139,11 +185,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from .compare import compare
 
-    result = vectors.load(args.result)
+    if args.plot is not None:
+        check_output(args.plot)
+    result = vectors.load(args.result, allow_large=args.allow_large)
     if (args.other is None) == (args.unit is None):
         raise MxsimError("compare needs either OTHER.npz or --unit NAME (not both)")
     if args.other is not None:
-        other = vectors.load(args.other)
+        other = vectors.load(args.other, allow_large=args.allow_large)
         if not result.inputs_equal(other):
             raise MxsimError(f"{args.result} and {args.other} hold different inputs; compare "
                              f"results of the same vector set")
@@ -170,14 +218,27 @@ def cmd_compare(args: argparse.Namespace) -> int:
 _IDENTITY_MAX_K = 8192     # the identity operand is K x K codes
 
 
-def _quantize_input(path: str) -> np.ndarray:
-    """The array of an .npy file, or a one-line MxsimError."""
+def _quantize_input(path: str, allow_large: bool) -> np.ndarray:
+    """The array of an .npy file, or a one-line MxsimError; its header is read first, so a
+    small file cannot declare a huge array and have it allocated."""
     p = Path(path)
     if not p.is_file():
         raise MxsimError(f"{path}: no such file")
     try:
         with open(p, "rb") as fh:
-            np.lib.format.read_magic(fh)
+            version = np.lib.format.read_magic(fh)
+            read = {(1, 0): np.lib.format.read_array_header_1_0,
+                    (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+            if read is None:
+                raise ValueError(f".npy format version {version} is not supported")
+            shape, _, dtype = read(fh)
+            if dtype.hasobject:
+                raise ValueError("Object arrays cannot be loaded when allow_pickle=False")
+            nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            if nbytes > vectors.LARGE_BYTES and not allow_large:
+                raise MxsimError(f"{path}: the array holds {nbytes:,} bytes, above the limit "
+                                 f"of {vectors.LARGE_BYTES:,} (see 'Size limits' in "
+                                 f"docs/vectors.md); pass --allow-large if you mean it")
             fh.seek(0)
             return np.load(fh, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
@@ -201,18 +262,23 @@ def _vector_set_block(block: int) -> None:
 def cmd_quantize(args: argparse.Namespace) -> int:
     from . import quantize as q
 
-    x = _quantize_input(args.input)
+    if args.output is not None:
+        check_output(args.output)
+    x = _quantize_input(args.input, args.allow_large)
+    # `is None`, not `or`: --block 0 and --elem '' are errors, not the defaults.
+    block_arg = args.block
     if args.compare:
         if args.output is not None:
             raise MxsimError("quantize takes either -o OUT.npz or --compare, not both")
         if args.nvfp4:
             raise MxsimError("--compare compares the E8M0 scale rules; leave out --nvfp4")
-        elem = args.elem or "e4m3"
-        rows = q.compare_rules(x, elem, args.block or 32, args.axis)
+        elem = "e4m3" if args.elem is None else args.elem
+        block = 32 if block_arg is None else block_arg
+        rows = q.compare_rules(x, elem, block, args.axis)
         head = (f"{'rule':10} {'blocks':>8} {'scale≠' + rows[0]['baseline']:>12} "
                 f"{'max|err|':>11} {'mean|err|':>11} {'max rel':>10} {'mean rel':>10}")
         lines = [f"{args.input}: {np.asarray(x).size} values, {elem} elements, blocks of "
-                 f"{args.block or 32} along axis {args.axis}", head, "-" * len(head)]
+                 f"{block} along axis {args.axis}", head, "-" * len(head)]
         for r in rows:
             lines.append(f"{r['rule']:10} {r['blocks']:>8} {r['scale_differs']:>12} "
                          f"{r['max_abs_err']:>11.4g} {r['mean_abs_err']:>11.4g} "
@@ -230,6 +296,10 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     if k > _IDENTITY_MAX_K:
         raise MxsimError(f"K = {k} is above {_IDENTITY_MAX_K}, too large for the identity "
                          f"operand of the vector set; quantise a slice of the input")
+    # The set holds the codes and a K x K identity per batch entry; `mxsim run` computes
+    # x.size * K products.
+    entries = int(np.prod(x.shape[:-2], dtype=object))
+    vectors.check_size(x.size + entries * k * k, x.size * k, args.allow_large, str(args.input))
     axis = -1 if args.operand == "a" else -2
     nan_blocks = "quantize" if args.allow_nan_blocks else "error"
     extra: dict[str, Any] = {"quantize": {"input": str(args.input), "operand": args.operand,
@@ -238,7 +308,8 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     if args.nvfp4:
         if args.elem not in (None, "e2m1"):
             raise MxsimError(f"--nvfp4 quantises to e2m1; leave out --elem {args.elem}")
-        elem, block, scale_format, one = "e2m1", args.block or 16, "ue4m3", 0x38
+        elem, scale_format, one = "e2m1", "ue4m3", 0x38
+        block = 16 if block_arg is None else block_arg
         _vector_set_block(block)
         scales, codes, pts = q.to_nvfp4(x, args.per_tensor_scale, block, args.two_d,
                                         args.rounding, axis, args.seed, nan_blocks=nan_blocks)
@@ -247,7 +318,9 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     else:
         if args.per_tensor_scale is not None or args.two_d:
             raise MxsimError("--per-tensor-scale and --two-d belong to --nvfp4")
-        elem, block, scale_format, one = args.elem or "e4m3", args.block or 32, "e8m0", 127
+        elem = "e4m3" if args.elem is None else args.elem
+        block = 32 if block_arg is None else block_arg
+        scale_format, one = "e8m0", 127
         _vector_set_block(block)
         scales, codes = q.to_mx(x, elem, block, args.scale_rule, args.rounding, axis,
                                 args.seed, nan_blocks=nan_blocks)
@@ -285,13 +358,13 @@ def _quantize_parser(sub: Any) -> None:
     qp.add_argument("--elem", default=None, metavar="FMT",
                     help="element format: e4m3 e5m2 e3m2 e2m3 e2m1 int8 (default: e4m3, or "
                          "e2m1 with --nvfp4)")
-    qp.add_argument("--block", type=int, default=None, metavar="N",
+    qp.add_argument("--block", type=_int_range(1), default=None, metavar="N",
                     help="elements per scale (default: 32, or 16 with --nvfp4)")
     qp.add_argument("--scale-rule", default="floor", choices=rules,
                     help="E8M0 scale rule, see docs/quantize.md (default: %(default)s)")
     qp.add_argument("--rounding", default="rne", choices=("rne", "rz", "stochastic"),
                     help="element rounding (default: %(default)s)")
-    qp.add_argument("--seed", type=int, default=None, metavar="N",
+    qp.add_argument("--seed", type=_int_range(0), default=None, metavar="N",
                     help="seed of stochastic rounding's random bits (default: fresh)")
     qp.add_argument("--as", dest="operand", default="a", choices=("a", "b"),
                     help="write the array as A (blocks along its last axis) or B (blocks along "
@@ -310,6 +383,7 @@ def _quantize_parser(sub: Any) -> None:
     qp.add_argument("--axis", type=int, default=-1,
                     help="axis of the blocks for --compare (default: %(default)s)")
     qp.add_argument("-o", "--output", default=None, metavar="OUT.npz", help="file to write")
+    _add_allow_large(qp)
     qp.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -341,8 +415,9 @@ def cmd_gpu_info(args: argparse.Namespace) -> int:
 def cmd_gpu_run(args: argparse.Namespace) -> int:
     from gpu.paths import get as get_path
 
+    check_output(args.output)
     path = get_path(args.path)
-    vs = vectors.load(args.input)
+    vs = vectors.load(args.input, allow_large=args.allow_large)
     t0 = time.perf_counter()
     res = path.run(vs)
     dt = time.perf_counter() - t0
@@ -358,6 +433,7 @@ def cmd_gpu_run(args: argparse.Namespace) -> int:
 def cmd_probe(args: argparse.Namespace) -> int:
     from .probe import probe_suite
 
+    check_output(args.output)
     vs = probe_suite(args.kind, k=args.k, seed=args.seed)
     vectors.save(vs, args.output)
     _out(args, f"wrote {args.output}: probe suite {args.kind}, {vs.num_dots} dot products "
@@ -369,16 +445,15 @@ def cmd_probe(args: argparse.Namespace) -> int:
 def cmd_fit(args: argparse.Namespace) -> int:
     from .fit import fit
 
-    inputs = vectors.load(args.inputs)
-    observed = vectors.load(args.observed)
+    check_output(args.output)
+    inputs = vectors.load(args.inputs, allow_large=args.allow_large)
+    observed = vectors.load(args.observed, allow_large=args.allow_large)
     if not inputs.inputs_equal(observed):
         raise MxsimError(f"{args.observed} holds results of other inputs than {args.inputs}")
     result = fit(observed, k=args.k)
     text = result.report()
     if result.exact:
-        tmp = Path(str(args.output) + ".tmp")
-        tmp.write_text(result.spec.dumps("toml"))
-        tmp.replace(args.output)
+        write_text(args.output, result.spec.dumps("toml"))
         text += f"\nwrote {args.output}"
     else:
         text += "\nno spec in the search space reproduces every output; nothing written"
@@ -420,6 +495,8 @@ def cmd_rtl(args: argparse.Namespace) -> int:
     if args.output is not None and not Path(args.output).resolve().parent.is_dir():
         raise MxsimError(f"{Path(args.output).parent}: no such folder for -o; create it or "
                          f"write elsewhere")
+    if args.output is not None:
+        check_output(args.output)
     unit, spec, ua = _rtl_unit(args)
     try:
         from hdl import verilog
@@ -439,9 +516,7 @@ def cmd_rtl(args: argparse.Namespace) -> int:
     if args.output is not None:
         out = Path(args.output)
         text = verilog.generate(spec, ua)
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(out)
+        write_text(out, text)
         lines.append(f"wrote {out} ({len(text.splitlines())} lines)")
         info["output"] = str(out)
         if args.lint:
@@ -474,7 +549,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     unit, spec, ua = _rtl_unit(args)
     if args.vectors < 1:
         raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
-    replay = vectors.load(args.replay) if args.replay else None
+    replay = vectors.load(args.replay, allow_large=args.allow_large) if args.replay else None
     try:
         Path(args.out).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -500,8 +575,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Generate an MXFP8 vector set of every family, run it through ``exact``, check, report."""
     from .compare import compare
 
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = _out_dir(args.out)
     unit = units.get("exact")
     kwargs = dict(a_format="e4m3", b_format="e4m3", m=16, n=16, k=args.k,
                   scale_format="e8m0", block=32, seed=args.seed)
@@ -547,6 +621,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
     if args.fpga:
         sweep.fpga = args.fpga
     out = args.out or str(Path("results") / sweep.name)
+    if not args.check:
+        _out_dir(out)
     if args.check:
         n_rtl = len({d.rtl_key for d in sweep.designs})
         _out(args, f"{args.sweep}: {len(sweep.points)} points ({len(sweep.designs)} designs, "
@@ -584,10 +660,13 @@ def cmd_explore(args: argparse.Namespace) -> int:
 # -- parser ---------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="mxsim", description="Bit-exact models of block-scaled (MX, NVFP4) dot-product "
                                   "units: formats, vector sets, units, comparisons.")
     p.add_argument("--version", action="version", version=f"mxsim {__version__}")
+    p.add_argument("--debug", action="store_true",
+                   help="print the traceback of an internal error (also accepted after the "
+                        "verb)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def add(name: str, func, help: str, json_flag: bool = True) -> argparse.ArgumentParser:
@@ -615,9 +694,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="simulator (default: %(default)s)")
     ve.add_argument("--vectors", type=int, default=20000,
                     help="dot products to check (default: %(default)s)")
-    ve.add_argument("--seed", type=int, default=0, help="stimulus seed (default: 0)")
-    ve.add_argument("--chunk", type=int, default=4000,
-                    help="dot products per simulator run (default: %(default)s)")
+    ve.add_argument("--seed", type=_int_range(0), default=0,
+                    help="stimulus seed (default: 0)")
+    ve.add_argument("--chunk", type=_int_range(1, 1_000_000), default=4000,
+                    help="dot products per simulator run, at most 1,000,000 (default: "
+                         "%(default)s)")
     ve.add_argument("--bulk", action="store_true",
                     help="the C++ harness instead of cocotb (millions of vectors)")
     ve.add_argument("--out", default="mxsim-verify", metavar="DIR",
@@ -625,13 +706,14 @@ def build_parser() -> argparse.ArgumentParser:
     ve.add_argument("--replay", default=None, metavar="FAILING.npz",
                     help="run exactly this vector set (a failing set a run wrote)")
     ve.add_argument("--waves", action="store_true", help="write a waveform (FST/VCD)")
+    _add_allow_large(ve)
 
     ex = add("explore", cmd_explore, "sweep unit designs over workloads: accuracy (engine), "
                                      "area (Yosys on the RTL) and throughput (cycle model)")
     ex.add_argument("sweep", metavar="SWEEP.toml", help="the sweep file (docs/explore.md)")
     ex.add_argument("-o", "--out", default=None, metavar="DIR",
                     help="results, plots, report and cache (default: results/NAME)")
-    ex.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+    ex.add_argument("-j", "--jobs", type=_int_range(1), default=None, metavar="N",
                     help="points run in parallel (default: one per core)")
     ex.add_argument("--fresh", action="store_true", help="discard the cache and rerun all")
     ex.add_argument("--check", action="store_true",
@@ -654,10 +736,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="element format of A (default: %(default)s)")
     g.add_argument("--b-format", default=None, metavar="FMT",
                    help="element format of B (default: the A format)")
-    g.add_argument("-m", type=int, default=16, help="rows of A (default: %(default)s)")
-    g.add_argument("-n", type=int, default=8, help="columns of B (default: %(default)s)")
-    g.add_argument("-k", type=int, default=32, help="reduction length (default: %(default)s)")
-    g.add_argument("--count", type=int, default=1, metavar="N",
+    g.add_argument("-m", type=_int_range(1), default=16,
+                   help="rows of A (default: %(default)s)")
+    g.add_argument("-n", type=_int_range(1), default=8,
+                   help="columns of B (default: %(default)s)")
+    g.add_argument("-k", type=_int_range(1), default=32,
+                   help="reduction length (default: %(default)s)")
+    g.add_argument("--count", type=_int_range(1), default=1, metavar="N",
                    help="batch entries per family (default: %(default)s)")
     g.add_argument("--scale-format", default=None, choices=vectors.SCALE_FORMATS,
                    help="block scale format (default: no scales)")
@@ -672,10 +757,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="format of C, e.g. fp16 for FP16-accumulate units (default: %(default)s)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     g.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
+    _add_allow_large(g)
     g.add_argument("--json", action="store_true", help="print JSON instead of text")
     i = vsub.add_parser("info", help="describe a vector-set file")
     i.set_defaults(func=cmd_vectors_info)
     i.add_argument("input", metavar="IN.npz")
+    _add_allow_large(i)
     i.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     r = add("run", cmd_run, "compute d for a vector set with a unit")
@@ -686,6 +773,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--engine", default="fast", choices=units.ENGINES,
                    help="engine (default: %(default)s)")
     r.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
+    _add_allow_large(r)
 
     c = add("compare", cmd_compare, "compare a result with another result or with a unit, "
                                     "bit for bit")
@@ -695,26 +783,31 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare with this unit's output instead (a name or a spec file)")
     c.add_argument("--engine", default="fast", choices=units.ENGINES,
                    help="engine for --unit (default: %(default)s)")
-    c.add_argument("--show", type=int, default=5, metavar="N",
+    c.add_argument("--show", type=_int_range(0), default=5, metavar="N",
                    help="mismatches to print (default: %(default)s)")
     c.add_argument("--plot", metavar="FILE.png", default=None,
                    help="also draw the error distribution of RESULT and of every preset that "
-                        "takes its formats, against exact")
+                        "takes its formats, against exact (.png, .pdf or .svg)")
+    _add_allow_large(c)
 
     _quantize_parser(sub)
 
     pr = add("probe", cmd_probe, "write a probe suite: vectors that separate a unit's "
                                  "hypotheses")
     pr.add_argument("--kind", default="fp8", help="probe kind (default: %(default)s)")
-    pr.add_argument("-k", type=int, default=32, help="reduction length (default: %(default)s)")
-    pr.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    pr.add_argument("-k", type=int, default=32,
+                    help="reduction length, a multiple of 4 (default: %(default)s)")
+    pr.add_argument("--seed", type=_int_range(0), default=0,
+                    help="random seed (default: %(default)s)")
     pr.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
     fi = add("fit", cmd_fit, "find the simplest unit spec that reproduces observed outputs")
     fi.add_argument("inputs", metavar="IN.npz", help="the vectors that were run")
     fi.add_argument("observed", metavar="GPU_OUT.npz", help="their results (same inputs)")
-    fi.add_argument("-k", type=int, default=32, help="instruction K (default: %(default)s)")
+    fi.add_argument("-k", type=_int_range(1), default=32,
+                    help="instruction K (default: %(default)s)")
     fi.add_argument("-o", "--output", required=True, metavar="FITTED.toml",
                     help="where to write the spec (only when it explains every output)")
+    _add_allow_large(fi)
 
     gp = sub.add_parser("gpu", help="run vector sets on the local NVIDIA GPU",
                         description="run vector sets on the local NVIDIA GPU, path by path")
@@ -728,20 +821,30 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--path", required=True, metavar="PATH",
                     help="GPU path (see `mxsim gpu info`)")
     gr.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
+    _add_allow_large(gr)
     gr.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     d = add("demo", cmd_demo, "the main job: generate vectors, run them, check and report",
             json_flag=False)
     d.add_argument("--out", default="out/demo", metavar="DIR",
                    help="directory for the files (default: %(default)s)")
-    d.add_argument("-k", type=int, default=256, help="reduction length (default: %(default)s)")
-    d.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    d.add_argument("-k", type=_int_range(32, 8192), default=256,
+                   help="reduction length, a multiple of 32 (default: %(default)s)")
+    d.add_argument("--seed", type=_int_range(0), default=0,
+                   help="random seed (default: %(default)s)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # --debug anywhere on the line: "rerun with --debug" should work however it is added.
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:       # --help, --version, or a usage error (already printed)
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return args.func(args)
     except MxsimError as exc:
@@ -755,3 +858,15 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except MemoryError:
+        print("mxsim: error: out of memory; use a smaller vector set or run on a machine with "
+              "more memory", file=sys.stderr)
+        return 2
+    except Exception as exc:        # the last resort: a bug in mxsim, and never exit 1
+        if debug:
+            traceback.print_exc()
+        lines = str(exc).strip().splitlines()
+        what = lines[0][:200] if lines else ""
+        print(f"mxsim: internal error: {type(exc).__name__}{': ' + what if what else ''} "
+              f"(please report it; rerun with --debug for the traceback)", file=sys.stderr)
+        return 3

@@ -66,10 +66,11 @@ class Report:
         return out
 
     def format(self) -> str:
-        pct = 100.0 * self.equal / self.total if self.total else 100.0
+        # A percentage of nothing would read as "100% bit-equal": say that nothing was compared.
+        pct = f"{100.0 * self.equal / self.total:.4f}%" if self.total else "0 dots compared"
         lines = [f"{self.actual} vs {self.expected}",
                  f"  outputs   {self.total}",
-                 f"  bit-equal {self.equal} ({pct:.4f}%)"]
+                 f"  bit-equal {self.equal} ({pct})"]
         if not self.agree:
             lines.append(f"  differ    {self.total - self.equal}"
                          + (f" ({self.nan_mismatches} involve NaN)" if self.nan_mismatches
@@ -132,6 +133,10 @@ def compare(actual: VectorSet, expected_d: npt.NDArray, *, expected_format: str 
                               f"{expected_name} holds {expected_format}; compare like with like")
     if actual.d.shape != expected_d.shape:
         raise VectorFileError(f"result shapes differ: {actual.d.shape} vs {expected_d.shape}")
+    if actual.d.size == 0:
+        raise VectorFileError(f"{actual_name} holds no dot product; there is nothing to compare")
+    if show < 0:
+        raise ValueError(f"Mismatches to show must be at least 0, not {show!r}")
     fmt = formats.get(expected_format)
     x, y = actual.d, np.asarray(expected_d, fmt.code_dtype)
     diff = x != y

@@ -53,6 +53,7 @@ from . import spec as spec_mod
 from .api import RECIPE_SCALES, quantise_operands
 from .errors import MxsimError
 from .microarch import MicroArch, check_rtl
+from .output import open_output, write_text
 from .progress import Progress
 from .spec import SpecError, UnitSpec
 
@@ -296,18 +297,32 @@ def _blame(msg: str, origins: dict[str, tuple[str, int]], lines: _Lines,
     return lines.of(table, index, key), f"{table}.{key}: "
 
 
+_MAX_SWEEP_BYTES = 1 << 20
+
+
 def load(path: str | os.PathLike) -> Sweep:
     """Read and check a sweep file: every design, workload and combination is built and
     checked here, before anything runs (SweepError names the file and line)."""
     path = str(path)
+    if Path(path).exists() and not Path(path).is_file():   # a FIFO or /dev/zero never ends
+        raise SweepError(f"Cannot read sweep file {path}: not a regular file")
+    if Path(path).is_file() and Path(path).stat().st_size > _MAX_SWEEP_BYTES:
+        raise SweepError(f"{path}: {Path(path).stat().st_size:,} bytes, more than a sweep file's "
+                         f"{_MAX_SWEEP_BYTES:,}; a sweep file is a short TOML file")
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_bytes().decode("utf-8")
     except OSError as e:
         raise SweepError(f"Cannot read sweep file {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise SweepError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset "
+                         f"{e.start}); a sweep file is TOML in UTF-8") from None
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SweepError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise SweepError(f"{path}: nested too deeply to read (a sweep file's values are "
+                         f"numbers, strings and short lists)") from None
     lines = _Lines(text)
 
     def fail(line: int, msg: str) -> SweepError:
@@ -332,13 +347,17 @@ def load(path: str | os.PathLike) -> Sweep:
 
     head = doc.get("sweep", {})
     name = str(head.get("name", Path(path).stem))
+    if name in ("", ".", "..") or any(ch in name for ch in "/\\\0") or name != name.strip():
+        # The name is the default output folder, results/NAME: it must stay inside results/.
+        raise fail(lines.of("sweep", 0, "name"), f"sweep.name must be a plain folder name "
+                   f"(no '/', '\\', '..' or surrounding spaces), not {name!r}")
     error = head.get("error", "unit")
-    if error not in ERRORS:
+    if not _among(error, ERRORS):
         raise fail(lines.of("sweep", 0, "error"), f"sweep.error must be one of "
                    f"{', '.join(ERRORS)}, not {error!r}")
     cost = doc.get("cost", {})
     fpga = cost.get("fpga", "lut4")
-    if fpga not in FPGAS:
+    if not _among(fpga, FPGAS):
         raise fail(lines.of("cost", 0, "fpga"), f"cost.fpga must be one of {', '.join(FPGAS)}, "
                    f"not {fpga!r}")
     arr = doc.get("array", {})
@@ -454,7 +473,7 @@ def _workload(w: dict, i: int, lines: _Lines, fail: Callable) -> Workload:
 
     name = str(w.get("name", w.get("layer", f"workload{i + 1}")))
     if "layer" in w:
-        if w["layer"] not in LAYERS:
+        if not _among(w["layer"], LAYERS):
             raise bad("layer", f"unknown layer {w['layer']!r}; known: {', '.join(LAYERS)}")
         if "shape" in w:
             raise bad("shape", "give layer (and tokens) or shape, not both")
@@ -475,14 +494,18 @@ def _workload(w: dict, i: int, lines: _Lines, fail: Callable) -> Workload:
     if not (isinstance(sample, list) and len(sample) == 2 and all(_count(x) for x in sample)):
         raise bad("sample", f"must be [m, n], two positive integers, not {sample!r}")
     sample = (min(sample[0], shape[0]), min(sample[1], shape[1]))
+    if (sample[0] + sample[1]) * shape[2] > _MAX_SAMPLE_VALUES:
+        raise bad("sample", f"the sample's operands (m x K + K x n = "
+                  f"{(sample[0] + sample[1]) * shape[2]:,} values) must be at most "
+                  f"{_MAX_SAMPLE_VALUES:,}; sample fewer outputs")
     dist = w.get("distribution", "llm")
-    if dist not in DISTRIBUTIONS:
+    if not _among(dist, DISTRIBUTIONS):
         raise bad("distribution", f"must be one of {', '.join(DISTRIBUTIONS)}, not {dist!r}")
     recipe = w.get("recipe", "auto")
-    if recipe != "auto" and recipe not in RECIPE_SCALES:
+    if recipe != "auto" and not _among(recipe, RECIPE_SCALES):
         raise bad("recipe", f"must be auto or one of {', '.join(RECIPE_SCALES)}, not {recipe!r}")
     rule = w.get("scale_rule", "rceil")
-    if rule not in [r.value for r in quantize.ScaleRule]:
+    if not _among(rule, [r.value for r in quantize.ScaleRule]):
         raise bad("scale_rule", f"must be one of "
                   f"{', '.join(r.value for r in quantize.ScaleRule)}, not {rule!r}")
     seed = w.get("seed", 0)
@@ -490,6 +513,15 @@ def _workload(w: dict, i: int, lines: _Lines, fail: Callable) -> Workload:
         raise bad("seed", f"must be a non-negative integer, not {seed!r}")
     return Workload(name=name, shape=shape, sample=sample, distribution=dist, recipe=recipe,
                     scale_rule=rule, seed=seed, layer=w.get("layer"))
+
+
+#: A workload's sample is drawn as float64 operands: at most 2^24 values (128 MiB each way).
+_MAX_SAMPLE_VALUES = 1 << 24
+
+
+def _among(x: Any, options: Any) -> bool:
+    """A string among ``options`` (a TOML list or table is none, and not hashable)."""
+    return isinstance(x, str) and x in options
 
 
 def _count(x: Any, least: int = 1) -> bool:
@@ -677,9 +709,7 @@ def _accuracy_key(spec: UnitSpec, w: Workload) -> str:
 def _write(path: Path, text: str) -> None:
     """Write atomically: a reader (or a resumed sweep) sees the whole file or none."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_text(path, text)
 
 
 def _read(path: Path) -> Any:
@@ -874,9 +904,7 @@ def _csv_rows(rows: list[dict]) -> tuple[list[str], list[dict]]:
 def write_table(rows: list[dict], path: Path) -> None:
     cols, flat = _csv_rows(rows)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", newline="") as f:
+    with open_output(path, "w") as f:
         wr = csv.DictWriter(f, fieldnames=cols)
         wr.writeheader()
         wr.writerows(flat)
-    os.replace(tmp, path)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .explore import REL_BINS, REL_FLOOR, SCHEMA, ULP_EDGES, Results, _write, write_table
+from .output import open_output
 
 __all__ = ["write"]
 
@@ -94,7 +95,8 @@ def _plots(res: Results) -> list[str]:
     ax.legend(fontsize=7, loc="best")
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out / "error_vs_area.png")
+    with open_output(out / "error_vs_area.png") as fh:
+        fig.savefig(fh, format="png")
     plt.close(fig)
     files.append("error_vs_area.png")
 
@@ -124,7 +126,8 @@ def _plots(res: Results) -> list[str]:
         ax.set_title(f"{w.name} (K = {w.k}, {w.sample[0]}x{w.sample[1]} outputs)", fontsize=8)
     fig.colorbar(im, ax=axes[0].tolist(), label="fraction of outputs", shrink=0.8)
     fig.suptitle(f"{sw.title}: error distribution per design", fontsize=9, y=1.0)
-    fig.savefig(out / "error_distributions.png", bbox_inches="tight")
+    with open_output(out / "error_distributions.png") as fh:
+        fig.savefig(fh, format="png", bbox_inches="tight")
     plt.close(fig)
     files.append("error_distributions.png")
 
@@ -176,7 +179,8 @@ def _plots(res: Results) -> list[str]:
         ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper left", bbox_to_anchor=(1.1, 1.0))
         ax.set_title(f"{sw.title}: error and area against {key}", fontsize=9)
         name = f"error_vs_{re.sub(r'[^A-Za-z0-9_]', '_', key)}.png"
-        fig.savefig(out / name, bbox_inches="tight")
+        with open_output(out / name) as fh:
+            fig.savefig(fh, format="png", bbox_inches="tight")
         plt.close(fig)
         files.append(name)
     return files

@@ -140,6 +140,9 @@ def fit(observed: VectorSet, *, k: int, start: UnitSpec | None = None,
 
     if observed.d is None:
         raise UnitError("fit needs observed outputs: the set has no 'd'")
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= observed.k:
+        raise UnitError(f"The instruction k must be an integer from 1 to the set's K "
+                        f"({observed.k}), not {k!r}")
     if observed.k % k:
         raise UnitError(f"K ({observed.k}) must be a multiple of the instruction k ({k})")
     search = dict(DEFAULT_SEARCH if search is None else search)

@@ -9,10 +9,12 @@ import numpy.typing as npt
 
 from . import formats, presets
 from .errors import MxsimError, UnitError
+from .output import check_output, open_output
 from .vectors import VectorSet
 
 __all__ = ["relative_errors", "error_distribution"]
 
+_KINDS = ("png", "pdf", "svg")     # drawn by matplotlib alone (no Pillow, no LaTeX)
 _FLOOR = -12.0     # log10 of relative errors at or below which an output counts as exact
 
 
@@ -30,8 +32,9 @@ def error_distribution(result: VectorSet, path: str | Path,
                        units: list[str] | None = None) -> dict[str, int]:
     """Draw the relative error of ``result.d`` and of each preset's ``d`` against ``exact``.
 
-    ``units`` defaults to every preset that takes the set's formats. Writes a PNG; returns how
-    many outputs each curve holds.
+    ``units`` defaults to every preset that takes the set's formats. Writes the image format
+    the suffix names (``.png``, ``.pdf`` or ``.svg``) through :func:`mxsim.output.open_output`;
+    returns how many outputs each curve holds.
     """
     try:
         import matplotlib
@@ -39,6 +42,11 @@ def error_distribution(result: VectorSet, path: str | Path,
         import matplotlib.pyplot as plt
     except ImportError:
         raise MxsimError("--plot needs matplotlib: pip install 'mxsim[plot]'") from None
+    check_output(path)
+    kind = Path(path).suffix[1:].lower()
+    if kind not in _KINDS:
+        raise MxsimError(f"{path}: the plot's file name must end in .png, .pdf or .svg, not "
+                         f"{Path(path).suffix or 'nothing'!r}")
     if result.d is None:
         raise MxsimError("the result has no 'd' to plot")
     exact = presets.get("exact").spec_for(result)
@@ -65,6 +73,9 @@ def error_distribution(result: VectorSet, path: str | Path,
                  f"dot products")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        with open_output(path) as fh:
+            fig.savefig(fh, format=kind)
+    finally:
+        plt.close(fig)
     return {label: int(rel.size) for label, rel in curves.items()}

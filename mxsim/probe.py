@@ -34,11 +34,14 @@ from . import formats, vectors
 from .errors import VectorFileError
 from .vectors import VectorSet
 
-__all__ = ["probe_suite", "KINDS", "FAMILIES"]
+__all__ = ["probe_suite", "KINDS", "FAMILIES", "MAX_K"]
 
 KINDS = ("fp8",)
 FAMILIES = ("pair-cancel", "c-gap", "tie", "one-large", "upcast", "random", "specials")
 ROWS = COLS = 64
+#: The longest K a suite is built for: every modelled instruction has K <= 128, and the
+#: family builders loop over K in Python per row.
+MAX_K = 4096
 
 
 def _columns(rng: np.random.Generator, k: int) -> np.ndarray:
@@ -106,8 +109,11 @@ def probe_suite(kind: str = "fp8", *, k: int = 32, seed: int = 0) -> VectorSet:
     """
     if kind not in KINDS:
         raise VectorFileError(f"Probe kind must be one of {', '.join(KINDS)}, not {kind!r}")
-    if k < 4 or k % 4:
-        raise VectorFileError(f"K must be a positive multiple of 4, not {k!r}")
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 4 or k % 4 \
+            or k > MAX_K:
+        raise VectorFileError(f"K must be a multiple of 4 from 4 to {MAX_K}, not {k!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise VectorFileError(f"Seed must be a non-negative integer, not {seed!r}")
     rng = np.random.default_rng([seed, 6])
     b = _columns(rng, k)
     a_parts, b_parts, c_parts = [], [], []

@@ -203,6 +203,9 @@ def _random_bits(shape: tuple[int, ...], seed: int | None, random_bits: Any,
     if not 1 <= sr_bits <= 63:
         raise QuantizeError(f"sr_bits must be between 1 and 63, not {sr_bits!r}")
     if random_bits is None:
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer)
+                                 or seed < 0):
+            raise QuantizeError(f"Seed must be a non-negative integer or None, not {seed!r}")
         return np.random.default_rng(seed).integers(0, 1 << sr_bits, size=shape,
                                                     dtype=np.uint64)
     rb = np.asarray(random_bits)

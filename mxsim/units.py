@@ -93,7 +93,16 @@ def get(name: str | Unit) -> Unit:
         return Unit(name=name.name, summary=name.instruction or "user spec",
                     provenance=name.provenance or "user spec", verified="no", fixed=name)
     if str(name).endswith((".toml", ".json")) or Path(str(name)).is_file():
-        spec = spec_mod.load(name)
+        try:
+            spec = spec_mod.load(name)
+        except UnicodeDecodeError as exc:
+            raise UnitError(f"{name}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+                            f"offset {exc.start}); a spec file is TOML or JSON in UTF-8") from None
+        except RecursionError:
+            raise UnitError(f"{name}: nested too deeply to read; a spec file is a flat table "
+                            f"of keys and values") from None
+        except OSError as exc:
+            raise UnitError(f"{name}: cannot read the spec file ({exc.strerror})") from None
         return Unit(name=spec.name, summary=spec.instruction or f"spec file {name}",
                     provenance=spec.provenance or f"spec file {name}", verified="no",
                     fixed=spec)

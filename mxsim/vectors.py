@@ -13,8 +13,8 @@ so a failed write never leaves half a file.
 from __future__ import annotations
 
 import json
+import math
 import os
-import secrets
 import zipfile
 import zlib
 from dataclasses import dataclass, field, replace
@@ -26,11 +26,14 @@ import numpy.typing as npt
 
 from . import formats
 from .errors import VectorFileError
+from .output import open_output
 
 __all__ = [
     "SCHEMA", "ELEMENT_FORMATS", "SCALE_FORMATS", "ACC_FORMATS", "FAMILIES",
     "RANDOM_FAMILIES", "DIRECTED_FAMILIES",
-    "VectorSet", "load", "save", "from_arrays", "to_arrays", "generate", "generate_suite",
+    "LARGE_BYTES", "LARGE_PRODUCTS",
+    "VectorSet", "load", "save", "check_size", "from_arrays", "to_arrays", "generate",
+    "generate_suite",
 ]
 
 SCHEMA = "mxsim.vectors/1"
@@ -39,6 +42,12 @@ SCALE_FORMATS = ("e8m0", "ue4m3", "fp32")
 ACC_FORMATS = ("fp32", "fp16", "bf16")
 _ARRAYS = ("a", "b", "c", "d", "a_scale", "b_scale", "tensor_scale", "meta")
 _COMPRESS_LIMIT = 16 << 20    # bytes of arrays above which a set is written uncompressed
+#: A set larger than either is refused by :func:`load` and the generators unless asked
+#: (``allow_large=True``, ``--allow-large``): 256 MiB of arrays (generating or running a set
+#: takes several times its size in memory), and 2^34 products (dots x K), which bounds the
+#: time ``mxsim run`` takes to minutes (an hour at most, for the slowest units).
+LARGE_BYTES = 1 << 28
+LARGE_PRODUCTS = 1 << 34
 _META_REQUIRED = ("schema", "a_format", "b_format", "scale_format", "block", "producer")
 
 
@@ -195,6 +204,9 @@ class VectorSet:
                        f"(..., M, K) and b is (..., K, N)")
         if min(self.m, self.n, self.k) == 0:
             raise fail(f"M, N and K must be at least 1, not {self.m}, {self.n}, {self.k}")
+        if 0 in self.batch_shape:
+            raise fail(f"batch dimensions must be at least 1, not {self.batch_shape}: the set "
+                       f"holds no dot product")
         out_shape = self.batch_shape + (self.m, self.n)
         for name, fmt_name in (("c", self.c_format), ("d", self.d_format)):
             arr = getattr(self, name)
@@ -293,8 +305,72 @@ class VectorSet:
 
 # -- file I/O -------------------------------------------------------------------------------
 
-def load(path: str | os.PathLike) -> VectorSet:
-    """Read and validate a vector-set file."""
+def check_size(nbytes: int, products: int, allow_large: bool = False,
+               source: str | None = None) -> None:
+    """Refuse a set over :data:`LARGE_BYTES` of arrays or :data:`LARGE_PRODUCTS` products
+    (dots x K) unless ``allow_large``; ``source`` names the set in the message."""
+    if allow_large:
+        return
+    what = (f"{nbytes:,} bytes of arrays, above the limit of {LARGE_BYTES:,}"
+            if nbytes > LARGE_BYTES else
+            f"{products:,} products (dots x K), above the limit of {LARGE_PRODUCTS:,}"
+            if products > LARGE_PRODUCTS else None)
+    if what:
+        subject = "the set holds" if source else "The set would hold"
+        raise _err(source, f"{subject} {what} (see 'Size limits' in docs/vectors.md); pass "
+                           f"--allow-large (allow_large=True) if you mean it")
+
+
+def _npy_header(f: Any) -> tuple[tuple[int, ...], np.dtype] | None:
+    """Shape and dtype from the header of an .npy stream, or None when it has no .npy magic."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(f)
+    except ValueError:
+        return None
+    read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(version)
+    if read is None:
+        raise ValueError(f".npy format version {version[0]}.{version[1]} is not supported")
+    shape, _, dtype = read(f)
+    return tuple(shape), dtype
+
+
+def _check_members(p: str, zf: zipfile.ZipFile, allow_large: bool) -> None:
+    """Names, dtypes and sizes of an .npz's members, from their headers, before any array is
+    read: a small file cannot declare a huge array and have it allocated."""
+    hint = "vector sets are written by `mxsim vectors gen` or `mxsim run`"
+    heads: dict[str, tuple[tuple[int, ...], np.dtype] | None] = {}
+    for info in zf.infolist():
+        key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+        if key not in _ARRAYS:
+            heads[key] = None
+            continue
+        with zf.open(info) as f:
+            heads[key] = _npy_header(f)
+    unknown = sorted(k for k in heads if k not in _ARRAYS)
+    if unknown:
+        raise _err(p, f"unknown array(s) {', '.join(map(repr, unknown))}; "
+                      f"{SCHEMA} allows {', '.join(_ARRAYS)}")
+    raw = sorted(k for k, h in heads.items() if h is None)
+    if raw:
+        raise _err(p, f"member(s) {', '.join(map(repr, raw))} are not .npy arrays; {hint}")
+    if any(dtype.hasobject for _, dtype in heads.values()):
+        raise _err(p, f"unreadable npz (Object arrays cannot be loaded when "
+                      f"allow_pickle=False); {hint}")
+    nbytes = sum(math.prod(shape) * dtype.itemsize for shape, dtype in heads.values())
+    products = 0
+    if "a" in heads and "b" in heads and min(len(heads["a"][0]), len(heads["b"][0])) >= 2:
+        a, b = heads["a"][0], heads["b"][0]
+        products = math.prod(a) * b[-1]             # batch x M x K x N
+    check_size(nbytes, products, allow_large, p)
+
+
+def load(path: str | os.PathLike, *, allow_large: bool = False) -> VectorSet:
+    """Read and validate a vector-set file.
+
+    The shapes and dtypes in the members' ``.npy`` headers are checked before any array is
+    read; a set over the size limits (:func:`check_size`) is refused unless ``allow_large``.
+    """
     p = str(path)
     if not Path(p).is_file():
         raise _err(p, "no such file")
@@ -306,14 +382,32 @@ def load(path: str | os.PathLike) -> VectorSet:
             if not isinstance(z, np.lib.npyio.NpzFile):     # a bare .npy array
                 raise _err(p, f"not an .npz file; {hint}")
             with z:
+                _check_members(p, z.zip, allow_large)
                 arrays = {name: z[name] for name in z.files}
-    # zlib.error: a member whose compressed stream is corrupt.
-    except (zipfile.BadZipFile, zlib.error, ValueError, OSError, EOFError) as exc:
+    # zlib.error: a member whose compressed stream is corrupt; NotImplementedError and
+    # RuntimeError: zipfile's "compression method not supported" and "encrypted".
+    except (zipfile.BadZipFile, zlib.error, ValueError, OSError, EOFError, NotImplementedError,
+            RuntimeError) as exc:
         if isinstance(exc, VectorFileError):
             raise
         kind = "not an .npz file" if not zipfile.is_zipfile(p) else f"unreadable npz ({exc})"
         raise _err(p, f"{kind}; {hint}") from None
     return from_arrays(arrays, p)
+
+
+_META_DEPTH = 32
+
+
+def _depth(obj: Any) -> int:
+    """How deeply lists and objects nest in parsed JSON (without recursion)."""
+    deepest, todo = 0, [(obj, 1)]
+    while todo:
+        x, d = todo.pop()
+        if isinstance(x, dict | list):
+            deepest = max(deepest, d)
+            if d <= _META_DEPTH:
+                todo += [(v, d + 1) for v in (x.values() if isinstance(x, dict) else x)]
+    return deepest
 
 
 def from_arrays(arrays: dict[str, Any], source: str | None = None) -> VectorSet:
@@ -340,8 +434,14 @@ def from_arrays(arrays: dict[str, Any], source: str | None = None) -> VectorSet:
         raise _err(p, "array 'meta' must be a JSON string")
     try:
         meta = json.loads(str(meta_arr))
+        too_deep = _depth(meta) > _META_DEPTH
     except json.JSONDecodeError as exc:
         raise _err(p, f"meta is not valid JSON ({exc.msg} at char {exc.pos})") from None
+    except RecursionError:                           # deeper than the parser's stack
+        too_deep = True
+    if too_deep:
+        raise _err(p, f"meta must be nested at most {_META_DEPTH} levels deep (it is a JSON "
+                      f"object of names and values)")
     if not isinstance(meta, dict):
         raise _err(p, "meta must be a JSON object")
     if meta.get("schema") != SCHEMA:
@@ -377,32 +477,15 @@ def to_arrays(vs: VectorSet, source: str | None = None) -> dict[str, Any]:
 
 
 def save(vs: VectorSet, path: str | os.PathLike) -> None:
-    """Validate and write a vector set atomically (temporary file, then rename)."""
+    """Validate and write a vector set atomically (temporary file, then rename; see
+    :mod:`mxsim.output`)."""
     p = Path(path)
     arrays = to_arrays(vs, str(p))
-    directory = p.parent if str(p.parent) else Path(".")
-    if not directory.is_dir():
-        raise _err(str(p), "directory does not exist")
-    # Not tempfile.mkstemp: it makes the file 0600, and a vector set is shared (RTL host, GPU
-    # host), so the file gets the mode open() would give it, 0666 less the umask.
-    tmp = directory / f".{p.name}.{secrets.token_hex(6)}.tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
-                     0o666)
-    except OSError as exc:
-        raise _err(str(p), f"cannot write ({exc.strerror})") from None
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            # Compression pays for small sets; for large ones (results of millions of dots)
-            # it costs seconds per write for little gain on near-random bits.
-            big = sum(np.asarray(a).nbytes for a in arrays.values()) > _COMPRESS_LIMIT
-            (np.savez if big else np.savez_compressed)(fh, **arrays)
-        os.replace(tmp, p)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):    # disk full, or the target is a directory
-            raise _err(str(p), f"cannot write ({exc.strerror})") from None
-        raise
+    with open_output(path, error=VectorFileError) as fh:
+        # Compression pays for small sets; for large ones (results of millions of dots) it
+        # costs seconds per write for little gain on near-random bits.
+        big = sum(np.asarray(a).nbytes for a in arrays.values()) > _COMPRESS_LIMIT
+        (np.savez if big else np.savez_compressed)(fh, **arrays)
 
 
 # -- generators -----------------------------------------------------------------------------
@@ -532,12 +615,18 @@ def _scales(rng: np.random.Generator, family: str, scale_format: str, block: int
     return draw(sa_shape), draw(sb_shape)
 
 
+def _set_bytes(entries: int, m: int, n: int, k: int, with_c: bool, c_format: str) -> int:
+    """Bytes of A, B and C of a set (scales are at most A's and B's)."""
+    return entries * (m * k + k * n + (m * n * (4 if c_format == "fp32" else 2) if with_c
+                                       else 0))
+
+
 def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None,
              m: int = 16, n: int = 8, k: int = 32, batch: tuple[int, ...] = (),
              scale_format: str | None = None, block: int | None = None,
              scale_granularity: str = "block", with_c: bool = True,
              c_format: str = "fp32", tensor_scale: float | None = None,
-             seed: int = 0) -> VectorSet:
+             seed: int = 0, allow_large: bool = False) -> VectorSet:
     """A seeded vector set of one generator family.
 
     Random families: ``uniform`` (uniform over every finite code), ``normal`` (N(0, (max/8)^2)
@@ -552,6 +641,7 @@ def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None
     ``scale_granularity`` picks FP32 scale shapes: ``tensor``, ``row`` or ``block`` (128).
     ``tensor_scale`` (NVFP4, UE4M3 scales only) is stored as the float32 nearest to it.
     ``c_format`` (fp32, fp16 or bf16) is C's format: its values are rounded to it (RNE).
+    A set over the size limits (:func:`check_size`) is refused unless ``allow_large``.
     """
     if family not in FAMILIES:
         raise VectorFileError(f"Family must be one of {', '.join(FAMILIES)}, not {family!r}")
@@ -561,8 +651,16 @@ def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None
         if f.name not in ELEMENT_FORMATS:
             raise VectorFileError(f"{name} must be one of {', '.join(ELEMENT_FORMATS)}, "
                                   f"not {f.name!r}")
+    for v in (m, n, k, *batch):
+        if isinstance(v, bool) or not isinstance(v, int | np.integer):
+            raise VectorFileError(f"M, N, K and batch must be integers, not {v!r}")
     if min(m, n, k) < 1:
         raise VectorFileError(f"M, N and K must be at least 1, not {m}, {n}, {k}")
+    if min(batch, default=1) < 1:
+        raise VectorFileError(f"Batch dimensions must be at least 1, not {tuple(batch)}")
+    entries = math.prod(batch)
+    check_size(_set_bytes(entries, m, n, k, with_c, c_format), entries * m * n * k,
+               allow_large)
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise VectorFileError(f"Seed must be a non-negative integer, not {seed!r}")
     if family == "nan-scale" and scale_format is None:
@@ -645,15 +743,18 @@ def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None
 
 
 def generate_suite(families: tuple[str, ...] | list[str] = FAMILIES, *, count: int = 1,
-                   seed: int = 0, skip_inapplicable: bool = True,
+                   seed: int = 0, skip_inapplicable: bool = True, allow_large: bool = False,
                    **kwargs: Any) -> VectorSet:
     """Several families in one set: batch entry ``i`` is family ``families[i // count]``.
 
     With ``skip_inapplicable``, families that cannot apply to the options are left out
     (``nan-scale`` without a scale format, ``cancellation`` with an odd K); without it they
     raise, as :func:`generate` does. ``meta['families']`` lists the family of every batch entry.
+    The whole set must be within the size limits unless ``allow_large``.
     """
     kwargs.pop("batch", None)
+    if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 1:
+        raise VectorFileError(f"Count must be a positive integer, not {count!r}")
     if skip_inapplicable:
         if kwargs.get("scale_format") is None:
             families = [f for f in families if f != "nan-scale"]
@@ -661,7 +762,13 @@ def generate_suite(families: tuple[str, ...] | list[str] = FAMILIES, *, count: i
             families = [f for f in families if f != "cancellation"]
     if not families:
         raise VectorFileError("No generator family applies to these options")
-    parts = [generate(f, batch=(count,), seed=seed, **kwargs) for f in families]
+    m, n, k = kwargs.get("m", 16), kwargs.get("n", 8), kwargs.get("k", 32)
+    if all(isinstance(v, int | np.integer) and v >= 1 for v in (m, n, k)):
+        entries = count * len(families)
+        check_size(_set_bytes(entries, m, n, k, kwargs.get("with_c", True),
+                              kwargs.get("c_format", "fp32")), entries * m * n * k, allow_large)
+    parts = [generate(f, batch=(count,), seed=seed, allow_large=True, **kwargs)
+             for f in families]
     first = parts[0]
 
     def cat(name: str):

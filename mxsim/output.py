@@ -1,0 +1,128 @@
+"""Output files: every file mxsim writes goes through :func:`open_output`.
+
+A write goes to a uniquely named temporary file in the target's folder, which is renamed over
+the target only once it is complete, so a reader (or a rerun) sees the whole old file or the
+whole new one, never half of either. On any failure, Ctrl-C included, the temporary file is
+removed and the target is left as it was.
+
+Only regular files are written. A path that names a directory, a device (``/dev/null``,
+``/dev/full``), a FIFO or a socket is refused with an :class:`OutputError` before anything is
+written: renaming over it would turn a device node into a regular file. A symbolic link is
+followed, and the file it points to is replaced (the link stays a link).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+from .errors import MxsimError
+
+__all__ = ["OutputError", "check_output", "open_output", "write_text", "write_bytes"]
+
+
+class OutputError(MxsimError, ValueError):
+    """An output path that cannot be written: a directory, a special file, a missing folder."""
+
+
+_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_output(path: str | os.PathLike, error: type[MxsimError] = OutputError) -> Path:
+    """The file that writing ``path`` replaces (symbolic links followed); raise ``error`` in
+    one line when it is not a regular file or a new path in an existing folder.
+
+    Commands call it before their work, so that a bad ``-o`` fails in a second rather than
+    after the computation; :func:`open_output` calls it again just before it writes.
+    """
+    name = os.fspath(path)
+    if not str(name):
+        raise error("The output path must not be empty")
+    if str(name).endswith(("/", os.sep)) and not os.path.isdir(name):
+        raise error(f"{name}: cannot write (a folder name ends in '/'); give a file path")
+    real = Path(os.path.realpath(name))
+    try:
+        # The path as given, links followed by the kernel: /dev/stdout is a pipe or a
+        # terminal even where realpath() cannot name its target.
+        st = os.stat(name)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:                       # a parent that is a file, a link loop, ...
+        raise error(f"{name}: cannot write ({exc.strerror})") from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise error(f"{name}: cannot write (Is a directory)")
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
+            raise error(f"{name}: cannot write ({kind}); mxsim writes only regular files, so "
+                        f"give a file path")
+    if not real.parent.is_dir():
+        raise error(f"{name}: directory does not exist")
+    return real
+
+
+@contextmanager
+def open_output(path: str | os.PathLike, mode: str = "wb", *,
+                error: type[MxsimError] = OutputError) -> Iterator[IO[Any]]:
+    """Open a temporary file for ``path``; on a clean exit from the ``with`` block, rename it
+    over ``path``. ``mode`` is ``"wb"`` or ``"w"`` (UTF-8 text).
+
+    A new file gets the mode ``open()`` would give it (0666 less the umask); a file that is
+    replaced keeps its permission bits. Raises ``error`` (one line) for a path that is not a
+    regular file or a new path in an existing folder, and for a failed write (disk full).
+    """
+    if mode not in ("wb", "w"):
+        raise ValueError(f"Mode must be 'wb' or 'w', not {mode!r}")
+    name = os.fspath(path)
+    real = check_output(path, error)
+    # Not tempfile.mkstemp: it makes the file 0600, and outputs are shared (RTL host, GPU
+    # host). O_EXCL with a random name: two writers of one path never share a temporary.
+    tmp = real.parent / f".{real.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+                     | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    except OSError as exc:
+        raise error(f"{name}: cannot write ({exc.strerror})") from None
+    text = {"encoding": "utf-8", "newline": ""} if mode == "w" else {}
+    try:
+        fh = os.fdopen(fd, mode, **text)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    try:
+        with fh:
+            try:
+                old = os.stat(real)
+            except OSError:
+                old = None
+            if old is not None and stat.S_ISREG(old.st_mode):
+                os.chmod(fh.fileno(), stat.S_IMODE(old.st_mode))
+            yield fh
+        check_output(path, error)                # still a regular file (or absent)?
+        os.replace(tmp, real)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):             # disk full, quota, I/O error
+            raise error(f"{name}: cannot write ({exc.strerror or exc})") from None
+        raise
+
+
+def write_text(path: str | os.PathLike, text: str, *,
+               error: type[MxsimError] = OutputError) -> None:
+    """Write ``text`` (UTF-8) to ``path`` through :func:`open_output`."""
+    with open_output(path, "w", error=error) as fh:
+        fh.write(text)
+
+
+def write_bytes(path: str | os.PathLike, data: bytes, *,
+                error: type[MxsimError] = OutputError) -> None:
+    """Write ``data`` to ``path`` through :func:`open_output`."""
+    with open_output(path, "wb", error=error) as fh:
+        fh.write(data)
