@@ -84,7 +84,8 @@ class Progress:
         eta = f"ETA {clock(el / frac - el)}" if frac > 0 else "ETA --:--"
         bar = "#" * int(frac * 30)
         head = f"{self.label} " if self.label else ""
-        return (f"  {head}[{bar:30}] {frac:4.0%} {done:,}/{self.total:,} {self.what}  "
+        total = max(self.total, done)           # work that outgrew its estimate: no 160%
+        return (f"  {head}[{bar:30}] {frac:4.0%} {done:,}/{total:,} {self.what}  "
                 f"{clock(el)} elapsed, {eta}" + (f"  {note}" if note else ""))
 
     def update(self, done: int, note: str = "", frac: float | None = None) -> None:

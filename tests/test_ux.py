@@ -53,6 +53,7 @@ def test_progress_bar_says_fraction_count_elapsed_and_eta(monkeypatch):
     assert "verify [" in text and " 40% 8,000/20,000 dots" in text
     assert "0:10 elapsed, ETA 0:15" in text
     assert text.endswith("\n")
+    assert "100% 480/480 dots" in progress.Progress(300, True).line(480)   # outgrew 300
 
 
 def test_progress_silent_when_not_wanted(monkeypatch):
