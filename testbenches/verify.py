@@ -115,7 +115,7 @@ def _failing_dots(mismatches: list, beats_per_dot: int) -> list[int]:
 #: How long a first build takes on a 2-core machine, for the progress line (later runs reuse
 #: the build): the 32-lane MXFP8 unit of `make demo` took 133 s through cocotb and 49 s as the
 #: bulk harness on 2026-12-01 (a machine shared with other jobs).
-_BUILD_SECONDS = {("verilator", False): 120, ("verilator", True): 60, ("icarus", False): 20}
+_BUILD_SECONDS = {("verilator", False): 120, ("verilator", True): 60}
 
 
 def _build_seconds(sim: str, bulk: bool) -> float | None:
@@ -127,9 +127,8 @@ def _build_message(sim: str, bulk: bool, microarch: MicroArch, waves: bool = Fal
             f"RTL with {'Verilator' if sim == 'verilator' else 'Icarus'}"
             + (" (with waveforms)" if waves else ""))
     first = _build_seconds(sim, bulk)
-    note = f" (a first build takes ~{first / 60:.0f} min" if first and first >= 60 else \
-        (f" (a first build takes ~{first:.0f} s" if first else " (")
-    return f"building {what}, {microarch.lanes} lanes{note}; later runs reuse it)"
+    took = f"a first build takes ~{first / 60:.0f} min; " if first else ""
+    return f"building {what}, {microarch.lanes} lanes ({took}later runs reuse it)"
 
 
 def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None,

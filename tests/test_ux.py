@@ -285,3 +285,40 @@ def test_numba_cache_falls_back_when_the_checkout_is_read_only(tmp_path, monkeyp
     monkeypatch.setattr(_numba, "_writable", lambda folder: False)
     _numba.load()
     assert _numba.cache() is False and numba.config.CACHE_DIR == ""
+
+
+# -- verify: the Verilator build says what it is doing ---------------------------------------
+
+@pytest.mark.parametrize("bulk,expect", [(False, "building RTL with Verilator, 32 lanes (a "
+                                          "first build takes ~2 min; later runs reuse it)"),
+                                         (True, "building the bulk C++ harness with Verilator"
+                                          ", 32 lanes (a first build takes ~1 min; later runs "
+                                          "reuse it)")])
+def test_verify_shows_the_build_with_its_elapsed_time(bulk, expect, tmp_path, monkeypatch):
+    """`make demo` sat silent for minutes while Verilator built: the build is now a line
+    whose elapsed time ticks (the build here is a stand-in that takes 1.3 s, then fails)."""
+    from mxsim.errors import MxsimError
+    from mxsim.microarch import MicroArch
+    from testbenches import bulk as bulk_mod
+    from testbenches import runner
+    from testbenches.verify import verify
+
+    def slow_build(*args, **kwargs):
+        time.sleep(1.3)
+        raise MxsimError("stand-in build stops here")
+
+    monkeypatch.setattr(bulk_mod if bulk else runner, "build", slow_build)
+    err = _Tty()
+    monkeypatch.setattr(sys, "stderr", err)
+    spec = presets.get("blackwell-mxf8f6f4").spec("e4m3", scale_format="e8m0", block=32)
+    with pytest.raises(MxsimError, match="stand-in"):
+        verify(spec, MicroArch(lanes=32, stages=2), dots=10, out_dir=tmp_path, bulk=bulk,
+               progress=None)
+    text = err.getvalue()
+    assert f"{expect}... 0:01 of ~" in text
+    assert "... stopped after 0:01" in text
+    err.truncate(0)
+    with pytest.raises(MxsimError, match="stand-in"):                  # --json: silent
+        verify(spec, MicroArch(lanes=32, stages=2), dots=10, out_dir=tmp_path, bulk=bulk,
+               progress=False)
+    assert err.getvalue() == ""
