@@ -322,3 +322,50 @@ def test_verify_shows_the_build_with_its_elapsed_time(bulk, expect, tmp_path, mo
         verify(spec, MicroArch(lanes=32, stages=2), dots=10, out_dir=tmp_path, bulk=bulk,
                progress=False)
     assert err.getvalue() == ""
+
+
+# -- rtl --stats: lut4 by default, and Yosys's steps shown -----------------------------------
+
+def _fake_yosys(seconds: float):
+    def run(script, files):
+        time.sleep(seconds)
+        return {"stat.txt": "     7 $_AND_\n     3 $_SDFF_PP0_\n     5 SB_LUT4\n",
+                "ltp.txt": "Longest topological path in mx_dot (length=4):\n",
+                "lut4.txt": "     6   $lut\n"}
+    return run
+
+
+@pytest.mark.rtl
+def test_rtl_stats_defaults_to_the_lut4_estimate(monkeypatch, capsys):
+    from hdl import verilog
+    monkeypatch.setattr(verilog, "_yosys", _fake_yosys(0.0))
+    monkeypatch.setattr(verilog, "generate", lambda spec, ua, **kw: "// fake\n")
+    code, out, err = _run_cli(["rtl", "--unit", "hopper-wgmma", "--lanes", "1", "--stats",
+                               "--json"], capsys)
+    info = json.loads(out)
+    assert code == 0 and err == ""
+    assert (info["fpga"], info["lut4"], info["ice40"]) == ("lut4", 6, {})
+    code, out, _ = _run_cli(["rtl", "--unit", "hopper-wgmma", "--lanes", "1", "--stats",
+                             "--fpga", "ice40"], capsys)
+    assert code == 0 and "yosys synth_ice40: " in out and "SB_LUT4 5" in out
+    assert "abc -lut 4" not in out
+    code, out, _ = _run_cli(["rtl", "--unit", "hopper-wgmma", "--lanes", "1", "--stats",
+                             "--no-ice40", "--json"], capsys)
+    assert json.loads(out)["fpga"] == "none"
+
+
+@pytest.mark.rtl
+def test_rtl_stats_says_how_long_synth_ice40_takes(monkeypatch):
+    from hdl import verilog
+    from mxsim.microarch import MicroArch
+    monkeypatch.setattr(verilog, "_yosys", _fake_yosys(1.3))
+    err = _Tty()
+    monkeypatch.setattr(sys, "stderr", err)
+    spec = presets.get("hopper-wgmma").spec("e4m3")
+    verilog.stats(spec, MicroArch(lanes=32, stages=1), ice40=True, text="// fake\n",
+                  progress=None)
+    text = err.getvalue()
+    assert "synthesising with Yosys (generic cells, 32 lanes; up to ~4 min at 32 lanes)... " \
+           "done in 0:01" in text
+    assert "synthesising for iCE40 with synth_ice40 (32 lanes; 5 to 30 min at 32 lanes)... " \
+           "0:01" in text
