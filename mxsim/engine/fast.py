@@ -460,8 +460,8 @@ def _kernel_applies(spec: UnitSpec) -> bool:
 
 
 #: How much slower the numpy fallback is than the compiled kernel, as said to the user:
-#: hopper-wgmma, 1M dots of K = 32, numba 0.68, 2 shared cores, 2026-12-01: 17.9x and 9.6x in
-#: two runs (the last line of ``python benchmarks/bench_engine.py``).
+#: hopper-wgmma, 1M dots of K = 32, numba 0.68, 2 shared cores, 2026-12-01: 17.9x, 9.6x and
+#: 16.4x in three runs (the last line of ``python benchmarks/bench_engine.py``).
 NUMPY_SLOWDOWN = "10-20x"
 
 
