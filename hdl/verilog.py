@@ -45,6 +45,16 @@ GATE_EQUIVALENTS = {
 }
 FLIP_FLOP_GE = 5.33
 
+#: How long the generic synthesis (with abc -lut 4) takes on 2 cores, said while it runs:
+#: `mxsim rtl --unit blackwell-mxf8f6f4 --stats` (32 lanes) took 4 min 14 s on a loaded
+#: machine on 2026-12-01.
+SYNTH_TIME = "up to ~4 min at 32 lanes"
+
+#: How long synth_ice40 takes on 2 cores, said before and while it runs: the 32-lane rows of
+#: docs/data/rtl_table.json (generic synthesis and synth_ice40) took 5 to 19 minutes, and
+#: issue 14 saw 30 minutes.
+ICE40_TIME = "5 to 30 min at 32 lanes"
+
 
 def generate(spec: UnitSpec, microarch: MicroArch, name: str = "mx_dot", *,
              fault: str | None = None) -> str:
@@ -125,19 +135,24 @@ def _cell_counts(text: str) -> dict[str, int]:
 
 
 def stats(spec: UnitSpec, microarch: MicroArch, *, ice40: bool = True, lut4: bool = False,
-          text: str | None = None) -> Stats:
+          text: str | None = None, progress: bool | None = False) -> Stats:
     """Synthesise the unit with Yosys: generic cells, depth and gate equivalents (and
     iCE40 LUTs with ``ice40``; a 4-input-LUT estimate, ``abc -lut 4`` on the generic
     netlist without carry chains, with ``lut4``: seconds where ``synth_ice40`` takes
     minutes). ``text`` is the Verilog of ``generate(spec, microarch)`` when the caller has
-    it already; it is synthesised as given."""
+    it already; it is synthesised as given. ``progress`` shows each step that lasts over a
+    second on stderr, with its elapsed time (:mod:`mxsim.progress`)."""
+    from mxsim.progress import Step
     if text is None:
-        text = generate(spec, microarch)
+        with Step(f"generating the Verilog ({microarch.lanes} lanes)", progress):
+            text = generate(spec, microarch)
     script = ("read_verilog mx_dot.v\nsynth -top mx_dot -flatten\ntee -q -o stat.txt stat\n"
               "tee -q -o ltp.txt ltp -noff\n")
     if lut4:
         script += "abc -lut 4\nopt_clean\ntee -q -o lut4.txt stat\n"
-    out = _yosys(script, {"mx_dot.v": text})
+    with Step(f"synthesising with Yosys (generic cells{', abc -lut 4' if lut4 else ''}, "
+              f"{microarch.lanes} lanes; {SYNTH_TIME})", progress):
+        out = _yosys(script, {"mx_dot.v": text})
     cells = _cell_counts(out["stat.txt"])
     ffs = sum(n for c, n in cells.items() if "DFF" in c)
     m = re.search(r"Longest topological path in \S+ \(length=(\d+)\)", out["ltp.txt"])
@@ -149,7 +164,9 @@ def stats(spec: UnitSpec, microarch: MicroArch, *, ice40: bool = True, lut4: boo
         m = re.search(r"^\s+(\d+)\s+\$lut\s*$", out["lut4.txt"], re.M)
         result.lut4 = int(m.group(1)) if m else 0
     if ice40:
-        out = _yosys("read_verilog mx_dot.v\nsynth_ice40 -top mx_dot\n"
-                     "tee -q -o stat.txt stat\n", {"mx_dot.v": text})
+        with Step(f"synthesising for iCE40 with synth_ice40 ({microarch.lanes} lanes; "
+                  f"{ICE40_TIME})", progress):
+            out = _yosys("read_verilog mx_dot.v\nsynth_ice40 -top mx_dot\n"
+                         "tee -q -o stat.txt stat\n", {"mx_dot.v": text})
         result.ice40 = _cell_counts(out["stat.txt"])
     return result

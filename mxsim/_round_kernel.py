@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _numba
+
 __all__ = ["round_codes"]
 
 _kernel = None
@@ -20,9 +22,10 @@ OVERFLOWS = {"saturate": 0, "ieee": 1, "inf": 2}
 
 
 def _build():
-    import numba
+    numba = _numba.load()
+    cache = _numba.cache()      # False only where no cache folder can be written
 
-    @numba.njit(cache=True, nogil=True)
+    @numba.njit(cache=cache, nogil=True)
     def kernel(sign, lsb_exp, sig, sticky, rbits, is_int, man, emin, emax, max_sig, bias,
                exp_bits, signed, has_zero, sign_shift, code_max, has_inf, code_inf, has_nan,
                code_nan, mode, overflow, sr_bits, out):

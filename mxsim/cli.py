@@ -101,9 +101,40 @@ def cmd_formats(args: argparse.Namespace) -> int:
 
 # -- units ----------------------------------------------------------------------------------
 
+def _preset_spec(args: argparse.Namespace):
+    """The spec of preset ``args.spec`` for the formats the options name (defaults: the
+    preset's first operand pair and first scale pattern)."""
+    from . import presets
+
+    p = presets.get(args.spec)
+    a = args.a_format or p.pairs[0][0]
+    b = args.b_format or (a if args.a_format else p.pairs[0][1])
+    if args.scale_format is None and args.block is None:
+        scale, block = p.scales[0]
+    else:
+        scale = None if args.scale_format in (None, "none") else args.scale_format
+        blocks = [blk for s, blk in p.scales if s == scale]
+        block = args.block if args.block is not None else (blocks[0] if blocks else None)
+    return p.spec(a, b, scale_format=scale, block=block, c_format=args.c_format or
+                  p.c_formats[0])
+
+
 def cmd_units(args: argparse.Namespace) -> int:
     from . import presets
 
+    if args.spec is not None:
+        spec = _preset_spec(args)
+        scales = (f", {spec.scale_format} scales in blocks of {spec.block}"
+                  if spec.scale_format else ", no block scales")
+        head = (f"# {args.spec} for {spec.a_format} x {spec.b_format}{scales}, C and D "
+                f"{spec.d_format}.\n# Written by `mxsim units --spec`: edit it and run it with\n"
+                f"# `mxsim run --unit FILE.toml IN.npz -o OUT.npz` (docs/units.md lists the "
+                f"keys).\n")
+        _out(args, head + spec.dumps("toml").rstrip("\n"), spec.to_dict())
+        return 0
+    for name in ("a_format", "b_format", "scale_format", "block", "c_format"):
+        if getattr(args, name) is not None:
+            raise MxsimError(f"--{name.replace('_', '-')} goes with --spec NAME")
     rows = []
     for p in presets.PRESETS.values():
         rows.append({"name": p.name, "summary": p.summary, "provenance": p.provenance,
@@ -170,13 +201,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     unit = units.get(args.unit)
     vs = vectors.load(args.input, allow_large=args.allow_large)
     t0 = time.perf_counter()
-    out = unit.run(vs, engine=args.engine)
+    out = unit.run(vs, engine=args.engine, progress=False if args.json else None)
     dt = time.perf_counter() - t0
     vectors.save(out, args.output)
-    info = {"unit": unit.name, "engine": args.engine, "dots": vs.num_dots, "seconds": dt,
+    path = units.path(unit, vs, args.engine)
+    info = {"unit": unit.name, "engine": args.engine, "engine_path": path,
+            "dots": vs.num_dots, "seconds": dt,
             "dots_per_second": vs.num_dots / dt if dt else None, "output": str(args.output)}
     _out(args, f"wrote {args.output}: {vs.num_dots} dot products through {unit.name} "
-               f"({args.engine} engine) in {dt:.3f} s", info)
+               f"({args.engine} engine: {path['note']}) in {dt:.3f} s", info)
     return 0
 
 
@@ -527,9 +560,12 @@ def cmd_rtl(args: argparse.Namespace) -> int:
                 if not warnings else f"{len(warnings)} warnings\n  " + "\n  ".join(warnings)))
             status = 1 if warnings else 0
     if args.stats:
-        st = verilog.stats(spec, ua, ice40=not args.no_ice40)
+        fpga = "none" if args.no_ice40 else args.fpga
+        st = verilog.stats(spec, ua, ice40=fpga == "ice40", lut4=fpga == "lut4",
+                           progress=False if args.json else None)
         info.update(cells=st.cells, total_cells=st.total_cells, flip_flops=st.flip_flops,
-                    depth=st.depth, gate_equivalents=st.gate_equivalents, ice40=st.ice40)
+                    depth=st.depth, gate_equivalents=st.gate_equivalents, fpga=fpga,
+                    ice40=st.ice40, lut4=st.lut4)
         lines.append(f"yosys synth: {st.total_cells} cells ({st.flip_flops} flip-flops), "
                      f"longest path {st.depth} cells, ~{st.gate_equivalents:,.0f} gate "
                      f"equivalents")
@@ -537,6 +573,9 @@ def cmd_rtl(args: argparse.Namespace) -> int:
         if st.ice40:
             lines.append("yosys synth_ice40: " + ", ".join(f"{c} {n}"
                                                            for c, n in sorted(st.ice40.items())))
+        if st.lut4 is not None:
+            lines.append(f"yosys abc -lut 4: {st.lut4} LUT4 (an estimate without carry chains; "
+                         f"--fpga ice40 for synth_ice40, {verilog.ICE40_TIME})")
     _out(args, "\n".join(lines), info)
     return status
 
@@ -565,8 +604,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
     rep = verify(spec, ua, unit_name=unit.name, sim=args.sim, dots=args.vectors,
                  seed=args.seed, chunk=args.chunk, out_dir=args.out, bulk=args.bulk,
                  replay=replay, waves=args.waves, progress=None if not args.json else False)
-    _out(args, rep.format(), rep.to_dict())
+    # The expected values come from the fast engine: say which of its paths computed them.
+    path = _engine_path(spec)
+    _out(args, rep.format() + f"\n  model       fast engine: {path['note']}",
+         {**rep.to_dict(), "engine_path": path})
     return 0 if rep.passed else 1
+
+
+def _engine_path(spec) -> dict:
+    from .engine import fast
+    return fast.path(spec)
 
 
 # -- demo -----------------------------------------------------------------------------------
@@ -623,13 +670,20 @@ def cmd_explore(args: argparse.Namespace) -> int:
     out = args.out or str(Path("results") / sweep.name)
     if not args.check:
         _out_dir(out)
+    paths: dict[str, int] = {}             # the fast engine's path per design: how many
+    for d in sweep.designs:
+        note = _engine_path(d.spec)["note"]
+        paths[note] = paths.get(note, 0) + 1
+    engines = "accuracy by the fast engine: " + "; ".join(
+        f"{note} for {n} design{'s' if n > 1 else ''}" for note, n in paths.items())
     if args.check:
         n_rtl = len({d.rtl_key for d in sweep.designs})
         _out(args, f"{args.sweep}: {len(sweep.points)} points ({len(sweep.designs)} designs, "
                    f"{n_rtl} RTL configurations, {len(sweep.workloads)} workloads), "
-                   f"{len(sweep.references)} references: OK",
+                   f"{len(sweep.references)} references: OK\n{engines}",
              {"points": len(sweep.points), "designs": len(sweep.designs),
-              "rtl_configurations": n_rtl, "workloads": len(sweep.workloads)})
+              "rtl_configurations": n_rtl, "workloads": len(sweep.workloads),
+              "engine_paths": paths})
         return 0
     try:
         res = explore.run(sweep, out, jobs=args.jobs, fresh=args.fresh,
@@ -647,8 +701,10 @@ def cmd_explore(args: argparse.Namespace) -> int:
     for r in sorted(front, key=lambda r: (r["workload"], r["error"])):
         lines.append(f"  {r['workload']:20} {r['label']:28} error {r['error']:.3g}  "
                      f"GE {r['gate_equivalents']:.0f}  {r['dots_per_cycle']:.3g} dots/cycle")
+    lines.append(engines)
     lines.append(f"report: {Path(out) / 'report.md'}")
     _out(args, "\n".join(lines), {"out": out, "seconds": res.seconds, "computed": res.computed,
+                                  "engine_paths": paths,
                                   "reused": res.reused, "files": res.files,
                                   "pareto": [{k: r[k] for k in ("label", "workload", "error",
                                                                 "gate_equivalents",
@@ -677,7 +733,22 @@ def build_parser() -> argparse.ArgumentParser:
         return sp
 
     add("formats", cmd_formats, "list the element, scale and output formats")
-    add("units", cmd_units, "list the units with their provenance")
+    up = add("units", cmd_units, "list the units with their provenance; with --spec, print "
+                                 "a preset's spec as TOML to start a unit of your own")
+    up.add_argument("--spec", default=None, metavar="NAME",
+                    help="print this preset's spec as TOML (load it back with --unit FILE.toml)")
+    up.add_argument("--a-format", default=None, metavar="FMT",
+                    help="with --spec: A's element format (default: the preset's first pair)")
+    up.add_argument("--b-format", default=None, metavar="FMT",
+                    help="with --spec: B's element format (default: A's)")
+    up.add_argument("--scale-format", default=None, metavar="FMT",
+                    help="with --spec: block scale format, or none (default: the preset's "
+                         "first)")
+    up.add_argument("--block", type=int, default=None, metavar="N",
+                    help="with --spec: scale block size (default: the preset's for the scale "
+                         "format)")
+    up.add_argument("--c-format", default=None, metavar="FMT",
+                    help="with --spec: format of C and D (default: the preset's first)")
 
     rp = add("rtl", cmd_rtl, "Verilog of a unit's datapath, its lint and Yosys statistics")
     _add_rtl_unit_args(rp, "hopper-wgmma", "", stages=1)
@@ -685,7 +756,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--lint", action="store_true",
                     help="lint the written Verilog with Verilator -Wall (exit 1 on warnings)")
     rp.add_argument("--stats", action="store_true", help="synthesise with Yosys and report")
-    rp.add_argument("--no-ice40", action="store_true", help="with --stats: skip synth_ice40")
+    rp.add_argument("--fpga", choices=("lut4", "ice40", "none"), default="lut4",
+                    help="with --stats: lut4 (abc -lut 4 estimate, little time beyond the "
+                         "generic synthesis), ice40 (synth_ice40: 5 to 30 min at 32 lanes) or "
+                         "none (default: %(default)s)")
+    rp.add_argument("--no-ice40", action="store_true", help=argparse.SUPPRESS)  # = --fpga none
 
     ve = add("verify", cmd_verify, "simulate a unit's RTL and check it against the model "
                                    "bit and cycle exactly, with coverage")

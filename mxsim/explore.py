@@ -753,7 +753,6 @@ def run(sweep: Sweep, out: str | os.PathLike, *, jobs: int | None = None,
     """Run every point of ``sweep`` not already in ``out/cache``; write the table, the Pareto
     front, the plots and the report into ``out``. ``on_done(n)`` is called after the n-th
     task finishes (tests use it to interrupt a sweep)."""
-    import sys
     t0 = time.perf_counter()
     out = Path(out)
     cache = out / "cache"
@@ -789,8 +788,7 @@ def run(sweep: Sweep, out: str | os.PathLike, *, jobs: int | None = None,
     reused = {kind: sum(1 for k in found if k[0] == kind) for kind in ("area", "accuracy")}
     computed = {"area": 0, "accuracy": 0}
     total_w = sum(tasks[tk][3] for tk in pending) or 1
-    bar = Progress(len(pending), sys.stderr.isatty() if progress is None else progress,
-                   what="tasks")
+    bar = Progress(len(pending), progress, what="tasks")       # None: on for a terminal
     done_w = 0
     n_done = 0
 

@@ -10,16 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import numpy.typing as npt
 
 from . import presets
 from . import spec as spec_mod
 from .engine import fast, reference
 from .errors import UnitError
+from .progress import Progress, wanted
 from .spec import UnitSpec
 from .vectors import VectorSet
 
-__all__ = ["Unit", "get", "names", "all_units", "ENGINES"]
+__all__ = ["Unit", "get", "names", "all_units", "path", "ENGINES"]
 
 ENGINES = ("fast", "reference")
 
@@ -54,22 +56,61 @@ class Unit:
                             f"{self.fixed.b_format}, not {a_format} x {b_format}")
         return self.fixed
 
-    def compute(self, vs: VectorSet, engine: str = "fast") -> npt.NDArray:
-        """``d`` codes of this unit on the inputs of ``vs``."""
+    def compute(self, vs: VectorSet, engine: str = "fast",
+                progress: bool | None = False) -> npt.NDArray:
+        """``d`` codes of this unit on the inputs of ``vs``.
+
+        ``progress`` (see :func:`mxsim.progress.wanted`; off by default) draws a bar with an
+        ETA on stderr; a large set is then computed in row chunks (the same codes: rows are
+        independent dot products)."""
         if engine not in ENGINES:
             raise UnitError(f"Engine must be one of {', '.join(ENGINES)}, not {engine!r}")
         spec = self.spec_for(vs)
-        return (fast if engine == "fast" else reference).dot(spec, vs)
+        dot = (fast if engine == "fast" else reference).dot
+        starts = _row_chunks(vs, engine) if wanted(progress) else [0]
+        if len(starts) == 1:
+            return dot(spec, vs)
+        parts = []
+        with Progress(vs.num_dots, True, label=f"{self.name} ({engine})") as bar:
+            bar.update(0)
+            for r0, r1 in zip(starts, starts[1:] + [vs.m], strict=True):
+                parts.append(dot(spec, vs.subset(slice(r0, r1))))
+                bar.update(vs.num_dots // vs.m * r1)
+        return np.concatenate(parts, axis=-2)
 
     def d_format(self, vs: VectorSet) -> str:
         return self.spec_for(vs).d_format
 
-    def run(self, vs: VectorSet, engine: str = "fast") -> VectorSet:
+    def run(self, vs: VectorSet, engine: str = "fast",
+            progress: bool | None = False) -> VectorSet:
         """A copy of ``vs`` with ``d`` computed by this unit and the producer recorded."""
         spec = self.spec_for(vs)
-        d = self.compute(vs, engine)
+        d = self.compute(vs, engine, progress)
         return vs.with_result(d, d_format=spec.d_format, producer=f"mxsim unit {self.name}",
                               unit=self.name, instruction=spec.instruction, engine=engine)
+
+
+#: Products (m * n * k) above which a run shows progress in chunks: roughly a second of work.
+_PROGRESS_TERMS = {"fast": 1 << 25, "reference": 1 << 14}
+_PROGRESS_CHUNKS = 50
+
+
+def _row_chunks(vs: VectorSet, engine: str) -> list[int]:
+    """First rows of the chunks a run with progress computes (``[0]``: one piece)."""
+    terms = vs.num_dots * vs.k
+    if terms <= _PROGRESS_TERMS[engine] or vs.m < 2:
+        return [0]
+    rows = -(-vs.m // min(vs.m, _PROGRESS_CHUNKS))
+    return list(range(0, vs.m, rows))
+
+
+def path(unit: Unit, vs: VectorSet, engine: str = "fast") -> dict:
+    """Which code computes this unit's dots on ``vs`` (see :func:`mxsim.engine.fast.path`);
+    the reference engine is always Python fractions."""
+    if engine == "reference":
+        return {"path": "reference", "compiled": False, "numba": None,
+                "note": "Python fractions, one dot at a time"}
+    return fast.path(unit.spec_for(vs))
 
 
 def _from_preset(p: presets.Preset) -> Unit:

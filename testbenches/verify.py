@@ -12,7 +12,6 @@ printed. ``bulk=True`` runs the same stimulus through the C++ harness instead
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ import numpy as np
 
 from mxsim import vectors
 from mxsim.microarch import MicroArch
-from mxsim.progress import Progress
+from mxsim.progress import Progress, Step, wanted
 from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
@@ -113,6 +112,25 @@ def _failing_dots(mismatches: list, beats_per_dot: int) -> list[int]:
     return sorted(dots)
 
 
+#: How long a first build takes on a 2-core machine, for the progress line (later runs reuse
+#: the build): the 32-lane MXFP8 unit of `make demo` took 133 s through cocotb and 49 s as the
+#: bulk harness on 2026-12-01 (a machine shared with other jobs).
+_BUILD_SECONDS = {("verilator", False): 120, ("verilator", True): 60}
+
+
+def _build_seconds(sim: str, bulk: bool) -> float | None:
+    return _BUILD_SECONDS.get(("verilator" if bulk else sim, bulk))
+
+
+def _build_message(sim: str, bulk: bool, microarch: MicroArch, waves: bool = False) -> str:
+    what = ("the bulk C++ harness with Verilator" if bulk else
+            f"RTL with {'Verilator' if sim == 'verilator' else 'Icarus'}"
+            + (" (with waveforms)" if waves else ""))
+    first = _build_seconds(sim, bulk)
+    took = f"a first build takes ~{first / 60:.0f} min; " if first else ""
+    return f"building {what}, {microarch.lanes} lanes ({took}later runs reuse it)"
+
+
 def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None,
            sim: str = "verilator", dots: int = 20000, seed: int = 0, chunk: int = 4000,
            out_dir: str | Path = "mxsim-verify", bulk: bool = False,
@@ -133,13 +151,16 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
     t0 = time.perf_counter()
     tag = f"{spec.digest()}-l{microarch.lanes}-s{microarch.stages}" + (
         f"-{fault}" if fault else "")
-    bar = Progress(dots if replay is None else replay.num_dots,
-                   sys.stderr.isatty() if progress is None else progress)
-    if bulk:
-        exe = bulk_mod.build(spec, microarch, out / f"bulk-{tag}", fault=fault)
-    else:
-        b = runner.build(spec, microarch, out / f"{sim}-{tag}{'-waves' if waves else ''}",
-                         sim=sim, waves=waves, fault=fault)
+    show = wanted(progress)
+    # Shown only when the build outlasts a second: a build reused from out_dir says nothing.
+    with Step(_build_message(sim, bulk, microarch), show, expect=_build_seconds(sim, bulk)):
+        if bulk:
+            exe = bulk_mod.build(spec, microarch, out / f"bulk-{tag}", fault=fault)
+        else:
+            b = runner.build(spec, microarch, out / f"{sim}-{tag}{'-waves' if waves else ''}",
+                             sim=sim, waves=waves, fault=fault)
+    bar = Progress(dots if replay is None else replay.num_dots, show, label="verify")
+    bar.update(0)
     chunks = [replay] if replay is not None else None
     i, done = 0, 0
     while True:
@@ -190,8 +211,11 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
                           f"--lanes {microarch.lanes} --stages {microarch.stages} --sim {sim} "
                           f"--replay {path} --waves")
             if not bulk and not waves:
-                wb = runner.build(spec, microarch, out / f"{sim}-{tag}-waves", sim=sim,
-                                  waves=True, fault=fault)
+                bar.close()
+                with Step(_build_message(sim, False, microarch, waves=True), show,
+                          expect=_build_seconds(sim, False)):
+                    wb = runner.build(spec, microarch, out / f"{sim}-{tag}-waves", sim=sim,
+                                      waves=True, fault=fault)
                 runner.test(wb, fail_set, seed=s, valid_p=valid_p, ready_p=ready_p,
                             name="failing")
                 found = sorted(wb.build_dir.glob("*.fst")) + sorted(

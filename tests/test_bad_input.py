@@ -451,7 +451,8 @@ def test_bad_input_quantize_empty_elem(d, capsys, extra):
 def test_bad_input_verify_chunk_zero_before_any_build(tmp_path, capsys):
     rc, _, err = _run(capsys, "verify", "--chunk", "0", "--out", tmp_path / "v")
     assert rc == 2
-    _one_line(err, "argument --chunk: must be from 1 to 1000000, not 0", prefix="mxsim verify: error: ")
+    _one_line(err, "argument --chunk: must be from 1 to 1000000, not 0",
+              prefix="mxsim verify: error: ")
     assert not (tmp_path / "v").exists()
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _numba
+
 __all__ = ["available", "prepare_b", "step_sums", "ALIGN_CODES"]
 
 #: Align enum values as the kernel numbers them.
@@ -27,17 +29,26 @@ _kernel = None
 
 def available() -> bool:
     """True when numba can be imported (the kernel is compiled on first use)."""
+    return version() is not None
+
+
+def version() -> str | None:
+    """numba's version, or None when it cannot be imported."""
     try:
-        import numba  # noqa: F401
+        import numba
     except ImportError:
-        return False
-    return True
+        return None
+    return numba.__version__
 
 
 def _build():
-    import numba
+    # Module globals, not closure cells: numba keys its on-disk cache on the pickled closure,
+    # which differs from process to process, so a closure would recompile on every run.
+    global align_one
+    numba = _numba.load()
+    cache = _numba.cache()      # False only where no cache folder can be written
 
-    @numba.njit(cache=True, inline="always")
+    @numba.njit(cache=cache, inline="always")
     def align_one(sig, sign, shift, mode):
         # ±sig * 2**-shift rounded by the mode; RZ_JAM's shift is already one lower.
         if shift <= 0:
@@ -68,73 +79,101 @@ def _build():
                 mag = kept | (1 if rest != 0 else 0)
         return -mag if sign == 1 else mag
 
-    @numba.njit(cache=True, nogil=True)
+    @numba.njit(cache=cache, nogil=True)
     def kernel(a_sign, a_sig, a_lsb, a_e, a_flag, b_sign, b_sig, b_lsb, b_e, b_flag,
-               c_sign, c_sig, c_lsb, c_e, c_flag, has_acc, zero_acc, frac_bits, mode,
-               normalized, e_zero, out_sum, out_lsb, out_flag):
+               b_special, c_sign, c_sig, c_lsb, c_e, c_flag, has_acc, zero_acc, frac_bits,
+               mode, normalized, e_zero, out_sum, out_lsb, out_flag):
         # A is (r, g); B is given transposed, (n, g), so both inner loops read contiguously.
+        # b_special[j]: column j holds a NaN or Inf code.
         r, g = a_sig.shape
         n = b_sig.shape[0]
         jam = 1 if mode == 3 else 0
         # zero_acc: the accumulator is +0 everywhere (no C); it only takes part in the maximum.
         floor = e_zero if zero_acc else -(1 << 40)
+        a_special = np.zeros(r, np.bool_)
+        for i in range(r):
+            for t in range(g):
+                if a_flag[i, t] & (NAN | INF):
+                    a_special[i] = True
+        # One dot's products: magnitude, sign and LSB exponent, kept for the second pass.
+        mag = np.empty(g, np.int64)
+        neg = np.empty(g, np.int64)
+        lsb = np.empty(g, np.int64)
         # Columns in tiles that stay in cache while every row of the block reads them.
         for j0 in range(0, n, TILE):
           for i in range(r):  # noqa: E111
             for j in range(j0, min(n, j0 + TILE)):
+                # The step's largest alignment exponent (zero products count as e_zero).
                 emax = floor
-                flags = 0            # 1 NaN, 2 +Inf, 4 -Inf, 8 every term is a -0
-                all_neg_zero = True
                 for t in range(g):
-                    sig = np.int64(a_sig[i, t]) * b_sig[j, t]
-                    fa = a_flag[i, t]
-                    fb = b_flag[j, t]
-                    negative = a_sign[i, t] != b_sign[j, t]
-                    if (fa | fb) & (NAN | INF):
-                        if ((fa | fb) & NAN) or ((fa | fb) & INF and (fa | fb) & ZERO):
-                            flags |= 1
-                        else:
-                            flags |= 4 if negative else 2
-                    if sig != 0 or not negative:
-                        all_neg_zero = False
-                    if sig == 0:
+                    p = np.int64(a_sig[i, t]) * b_sig[j, t]
+                    mag[t] = p
+                    neg[t] = a_sign[i, t] ^ b_sign[j, t]
+                    lsb[t] = a_lsb[i, t] + b_lsb[j, t]
+                    if p == 0:
                         e = e_zero
                     elif normalized:
                         bl = 0
-                        x = sig
+                        x = p
                         while x:
                             bl += 1
                             x >>= 1
-                        e = a_lsb[i, t] + b_lsb[j, t] + bl - 1
+                        e = lsb[t] + bl - 1
                     else:
                         e = a_e[i, t] + b_e[j, t]
-                    if e > emax:
-                        emax = e
+                    emax = max(emax, e)
                 if has_acc:
-                    fc = c_flag[i, j]
-                    if fc & NAN:
-                        flags |= 1
-                    elif fc & INF:
-                        flags |= 4 if c_sign[i, j] == 1 else 2
-                    ce = e_zero if c_sig[i, j] == 0 else c_e[i, j]
-                    if ce > emax:
-                        emax = ce
-                    if c_sig[i, j] != 0 or c_sign[i, j] == 0:
-                        all_neg_zero = False
+                    emax = max(emax, e_zero if c_sig[i, j] == 0 else c_e[i, j])
                 step_lsb = emax - frac_bits
+                base = step_lsb - jam
+                # Every term rounded to the step's LSB and summed exactly; RZ (the common
+                # mode) in a loop of its own that the compiler can keep branch-light.
                 total = 0
-                for t in range(g):
-                    sig = np.int64(a_sig[i, t]) * b_sig[j, t]
-                    if sig != 0:
-                        sign = 1 if a_sign[i, t] != b_sign[j, t] else 0
-                        total += align_one(sig, sign, step_lsb - a_lsb[i, t] - b_lsb[j, t]
-                                           - jam, mode)
+                if mode == 0:
+                    for t in range(g):
+                        shift = base - lsb[t]
+                        if shift <= 0:
+                            m = mag[t] << (-shift)
+                        elif shift >= 63:
+                            m = 0
+                        else:
+                            m = mag[t] >> shift
+                        total += -m if neg[t] else m
+                else:
+                    for t in range(g):
+                        if mag[t] != 0:
+                            total += align_one(mag[t], neg[t], base - lsb[t], mode)
                 if has_acc and c_sig[i, j] != 0:
-                    total += align_one(c_sig[i, j], c_sign[i, j], step_lsb - c_lsb[i, j] - jam,
-                                       mode)
+                    total += align_one(c_sig[i, j], c_sign[i, j], base - c_lsb[i, j], mode)
+                # Special values and the sign of an exact zero are rare: computed apart.
+                flags = 0            # 1 NaN, 2 +Inf, 4 -Inf, 8 every term is a -0
+                if a_special[i] or b_special[j] or (has_acc and c_flag[i, j] & (NAN | INF)):
+                    for t in range(g):
+                        f = a_flag[i, t] | b_flag[j, t]
+                        if f & (NAN | INF):
+                            if (f & NAN) or (f & ZERO):      # NaN, or Inf times zero
+                                flags |= 1
+                            else:
+                                flags |= 4 if neg[t] else 2
+                    if has_acc:
+                        fc = c_flag[i, j]
+                        if fc & NAN:
+                            flags |= 1
+                        elif fc & INF:
+                            flags |= 4 if c_sign[i, j] == 1 else 2
+                if total == 0:
+                    # Every term a -0 (then the sum is 0 too): the IEEE sign of the zero.
+                    all_neg_zero = True
+                    for t in range(g):
+                        if mag[t] != 0 or neg[t] == 0:
+                            all_neg_zero = False
+                    if has_acc and (c_sig[i, j] != 0 or c_sign[i, j] == 0):
+                        all_neg_zero = False
+                    if all_neg_zero:
+                        flags |= 8
                 out_sum[i, j] = total
                 out_lsb[i, j] = step_lsb - jam
-                out_flag[i, j] = flags | (8 if all_neg_zero else 0)
+                out_flag[i, j] = flags
 
     return kernel
 
@@ -156,8 +195,10 @@ def _side(op, scale, transpose: bool):
 
 
 def prepare_b(b, sb):
-    """B's columns for :func:`step_sums`, prepared once per step: scales folded in, (N, g)."""
-    return _side(b, sb, True)
+    """B's columns for :func:`step_sums`, prepared once per step: scales folded in, (N, g),
+    and whether each column holds a NaN or Inf."""
+    side = _side(b, sb, True)
+    return (*side, np.ascontiguousarray((side[4] & (NAN | INF)).any(axis=1)))
 
 
 def step_sums(a, sa, b_side, acc, frac_bits: int, align: str, normalized: bool,

@@ -453,6 +453,34 @@ def _use_kernel() -> bool:
     return USE_KERNEL and _kernels.available()
 
 
+def _kernel_applies(spec: UnitSpec) -> bool:
+    """True when ``spec``'s fused steps are ones the compiled kernel computes (truncated
+    alignment, no product groups); exact steps and the exact unit have no kernel."""
+    return not spec.exact and spec.frac_bits is not None and spec.group is None
+
+
+#: How much slower the numpy fallback is than the compiled kernel, as said to the user:
+#: hopper-wgmma, 1M dots of K = 32, numba 0.68, 2 shared cores, 2026-12-01: 17.9x, 9.6x and
+#: 16.4x in three runs (the last line of ``python benchmarks/bench_engine.py``).
+NUMPY_SLOWDOWN = "10-20x"
+
+
+def path(spec: UnitSpec) -> dict:
+    """Which code computes ``spec``'s dots in this process: ``{"path": "numba" | "numpy",
+    "compiled": bool, "numba": version or None, "note": why}``."""
+    numba_version = _kernels.version()
+    if not _kernel_applies(spec):
+        return {"path": "numpy", "compiled": False, "numba": numba_version,
+                "note": "numpy, exact sums (no compiled kernel for this spec)"}
+    if _use_kernel():
+        return {"path": "numba", "compiled": True, "numba": numba_version,
+                "note": f"numba kernel (compiled, numba {numba_version})"}
+    why = "numba is not installed" if numba_version is None else "the kernel is switched off"
+    return {"path": "numpy", "compiled": False, "numba": numba_version,
+            "note": f"numpy fallback, {NUMPY_SLOWDOWN} slower: {why} "
+                    f"(pip install 'mxsim[fast]')"}
+
+
 def _finish(spec, fmt, codes, exact_zero, all_neg_zero, nan, pinf, ninf, specials):
     """The sign of zero results (per the spec), then NaN and Inf where the terms force them."""
     mask = (1 << fmt.sign_shift) - 1
@@ -698,7 +726,7 @@ def _step_all_rows(spec: UnitSpec, ops: _Operands, bi: int, idx: npt.NDArray,
     m, n = ops.a.sig.shape[1], ops.b.sig.shape[2]
     b = ops.b.take(bi).take((idx, slice(None)))
     sb = None if ops.sb is None else ops.sb.take(bi).take((idx, slice(None)))
-    kernel = spec.frac_bits is not None and spec.group is None and _use_kernel()
+    kernel = _kernel_applies(spec) and _use_kernel()
     b_side = _kernels.prepare_b(b, sb) if kernel else None
     # Row chunks: ~_CHUNK_TERMS products in numpy temporaries; for the kernel, ~_CHUNK_DOTS
     # dots, so that the numpy rounding after it works on cache-sized arrays.
