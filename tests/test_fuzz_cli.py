@@ -616,7 +616,7 @@ def test_fuzz_ctrl_c_leaves_nothing(fx, tmp_path, monkeypatch, capsys):
     """Ctrl-C while a result is computed: exit 130, no output, no temporary file."""
     from mxsim import cli
 
-    def interrupted(self, vs, engine="fast"):
+    def interrupted(self, vs, engine="fast", **kwargs):
         raise KeyboardInterrupt
     monkeypatch.setattr(units.Unit, "run", interrupted)
     assert cli.main(["run", str(fx / "in.npz"), "-o", str(tmp_path / "o.npz")]) == 130
