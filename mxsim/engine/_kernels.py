@@ -76,7 +76,8 @@ def _build():
         r, g = a_sig.shape
         n = b_sig.shape[0]
         jam = 1 if mode == 3 else 0
-        # zero_acc: the accumulator is +0 everywhere (no C); it only takes part in the maximum.
+        # zero_acc: the accumulator is +0 everywhere (no C, or a chain restarted by promotion):
+        # a +0 term, so it takes part in the maximum and an exact-zero sum is never -0.
         floor = e_zero if zero_acc else -(1 << 40)
         # Columns in tiles that stay in cache while every row of the block reads them.
         for j0 in range(0, n, TILE):
@@ -84,7 +85,7 @@ def _build():
             for j in range(j0, min(n, j0 + TILE)):
                 emax = floor
                 flags = 0            # 1 NaN, 2 +Inf, 4 -Inf, 8 every term is a -0
-                all_neg_zero = True
+                all_neg_zero = not zero_acc
                 for t in range(g):
                     sig = np.int64(a_sig[i, t]) * b_sig[j, t]
                     fa = a_flag[i, t]
