@@ -153,7 +153,7 @@ def run(exe: str | Path, spec: UnitSpec, microarch: MicroArch, vs: VectorSet, *,
         raise MxsimError(f"the bulk harness wrote {len(raw)} bytes, not the {at + 5 * cycles} "
                          f"of {cycles} cycles' trace; rebuild it (delete {work.parent})")
     flags = np.frombuffer(raw, np.uint8, cycles, at)
-    trace = cycle.Trace(*((flags >> bit) & 1 == 1 for bit in range(4)),
+    trace = cycle.Trace(*(((flags >> bit) & 1).astype(bool) for bit in range(4)),
                         np.frombuffer(raw, "<u4", cycles, at + cycles).astype(np.uint32),
                         out["value"].tolist())
     t1 = time.perf_counter()

@@ -84,6 +84,19 @@ def test_verify_bulk_mode_and_a_handshake_mutant(build_root):
     assert bp["stall"] > 0 and bp["stall-run-3"] > 0 and bp["gap"] > 0 and bp["in-and-out"] > 0
     assert rep.cycle_mismatches == 0 and rep.value_mismatches == 0
     assert rep.result == ("PASS with holes" if rep.coverage.holes() else "PASS")
+    # The harness's trace is the cycle model's, cycle for cycle, and so is its coverage.
+    exe = bulk.build(SMALL, ua, build_root / "bulk-trace")
+    vs = coverage.stimulus(SMALL, 2000, blocks=2, seed=5)
+    r = bulk.run(exe, SMALL, ua, vs, seed=5, valid_p=0.6, ready_p=0.5)
+    gaps, ready = cycle.patterns(4096, valid_p=0.6, ready_p=0.5, seed=5)
+    model = cycle.run(cycle.UnitModel(SMALL, ua), cycle.beats_of(SMALL, vs), gaps, ready)
+    assert r.passed and r.trace.cycles == model.cycles == r.cycles
+    for name in ("in_valid", "in_ready", "out_valid", "out_ready"):
+        got = getattr(r.trace, name)
+        assert got.dtype == bool and np.array_equal(got, getattr(model, name)), name
+    assert r.trace.results == model.results
+    assert coverage.measure(SMALL, vs, r.trace, ua.lanes) == coverage.measure(
+        SMALL, vs, model, ua.lanes)
     bad = verify(SMALL, ua, dots=6000, chunk=3000, out_dir=build_root, bulk=True,
                  fault="chain-no-wait", keep_failing=False, progress=False)
     assert not bad.passed and bad.cycle_mismatches > 0 and bad.result == "FAIL"
