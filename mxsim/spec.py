@@ -553,5 +553,10 @@ def load(path: str | Path) -> UnitSpec:
         raise SpecError(f"{p}: not valid {kind} ({exc})") from None
     except RecursionError:
         raise SpecError(f"{p}: not valid {kind} (nested too deeply)") from None
-    return from_dict(data, source=str(p))
+    try:
+        return from_dict(data, source=str(p))
+    except SpecError as exc:
+        if str(exc).startswith(f"{p}: "):
+            raise
+        raise SpecError(f"{p}: {exc}") from None          # name the file that broke the rule
 

@@ -233,7 +233,7 @@ def test_spec_files_bounded(tmp_path, name, text, message):
         s = spec.load(path)
         assert (s.name, s.k, s.frac_bits) == ("none", None, None)
         return
-    prefix = "" if message.startswith("Unit spec") else __import__("re").escape(f"{path}: ")
+    prefix = __import__("re").escape(f"{path}: ")
     with pytest.raises(SpecError, match="^" + prefix + __import__("re").escape(message) + "$"):
         spec.load(path)
 
