@@ -24,12 +24,14 @@ from amaranth.lib.wiring import In, Out
 
 from mxsim import formats
 from mxsim.formats import Overflow, Rounding
+from mxsim.microarch import RTL_EXP_WIDTH
 
 __all__ = ["EXP_WIDTH", "Decoder", "Multiplier", "MaxTree", "Aligner", "AdderTree",
            "Normaliser", "Rounder", "Packer", "decoded_layout", "sig_width", "clog2"]
 
-#: Signed width of every exponent in flight (element, scale and accumulator exponents, e_zero).
-EXP_WIDTH = 12
+#: Signed width of every exponent in flight (element, scale and accumulator exponents, e_zero);
+#: check_rtl holds every spec it passes to this width.
+EXP_WIDTH = RTL_EXP_WIDTH
 FP32_EMIN, FP32_EMAX, FP32_BIAS = -126, 127, 127
 
 

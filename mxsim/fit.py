@@ -15,7 +15,10 @@ parameter keeps its simplest setting.
 
 The result is checked against every observed output before it is returned: either it
 reproduces all of them (``Fit.exact``) or the fit says it cannot explain the data and lists the
-outputs no candidate reproduced. It never returns a spec it did not check.
+outputs no candidate reproduced. It never returns a spec it did not check. An exact fit is
+output-equivalent on the data, not necessarily the unit that produced it: ``Fit.unseparated``
+lists the parameters whose other values reproduce the very same outputs (the data cannot tell
+them apart), and the report prints them.
 """
 
 from __future__ import annotations
@@ -84,6 +87,9 @@ class Fit:
     evidence: dict[str, dict[str, int]] = field(default_factory=dict)
     unexplained: list[tuple[int, ...]] = field(default_factory=list)   #: first mismatches
     evaluated: int = 0                          #: candidate specs scored
+    #: parameter -> its other values that reproduce exactly the outputs the fitted spec does
+    #: (the others as fitted): what the data cannot separate from the fitted value.
+    unseparated: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def exact(self) -> bool:
@@ -100,6 +106,14 @@ class Fit:
             chosen = _value_name(param, self.spec)
             lines.append(f"  {param:13} = {chosen:18} " + ", ".join(
                 f"{v}: {s}" + ("*" if s == best else "") for v, s in shown))
+        if self.unseparated:
+            lines.append("the data cannot separate (these values reproduce the same outputs):")
+            for param, values in self.unseparated.items():
+                lines.append(f"  {param:13} = {_value_name(param, self.spec)} or "
+                             + ", ".join(values))
+        else:
+            lines.append("the data separates every parameter searched (no other value "
+                         "reproduces the same outputs)")
         if not self.exact:
             lines.append(f"  first outputs no candidate reproduces: {self.unexplained[:10]}")
         return "\n".join(lines)
@@ -240,7 +254,9 @@ def fit(observed: VectorSet, *, k: int, start: UnitSpec | None = None,
     assert best is not None
     # Evidence: each value of each parameter, the others as fitted.
     evidence: dict[str, dict[str, int]] = {}
+    unseparated: dict[str, list[str]] = {}
     names = {v: n for n, v in schedules(k).items()}
+    score(best)
     for param in _ORDER:
         if param not in search:
             continue
@@ -250,6 +266,8 @@ def fit(observed: VectorSet, *, k: int, start: UnitSpec | None = None,
             if cand is not None:
                 label = names.get(value, "custom") if param == "schedule" else str(value)
                 scores[label] = score(cand)
+                if cand != best and np.array_equal(cache[cand], cache[best]):
+                    unseparated.setdefault(param, []).append(label)
         evidence[param] = scores
     ok = cache[best] if best in cache else np.zeros(target.shape, bool)
     final_equal = score(best)                  # checked against every observed output
@@ -258,4 +276,4 @@ def fit(observed: VectorSet, *, k: int, start: UnitSpec | None = None,
     return Fit(spec=replace(best, name="fitted", provenance=f"mxsim fit on {target.size} "
                                                              f"outputs ({observed.producer})"),
                total=int(target.size), equal=final_equal, evidence=evidence,
-               unexplained=bad, evaluated=len(cache))
+               unexplained=bad, evaluated=len(cache), unseparated=unseparated)

@@ -24,11 +24,18 @@ from dataclasses import dataclass
 from .errors import MxsimError
 from .spec import Align, CMode, Product, UnitSpec, ZeroSign
 
-__all__ = ["MicroArch", "MicroArchError", "check_rtl", "RTL_FORMATS", "MAX_STAGES"]
+__all__ = ["MicroArch", "MicroArchError", "check_rtl", "RTL_FORMATS", "MAX_STAGES",
+           "RTL_EXP_WIDTH", "RTL_MAX_K"]
 
 #: Element formats the RTL decodes.
 RTL_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
 MAX_STAGES = 3
+#: Signed width of every exponent the RTL carries (element, scale, accumulator, e_zero, and
+#: the step's LSB exponent E - frac_bits and the sum's leading-one exponent).
+RTL_EXP_WIDTH = 12
+#: The widest instruction the RTL generator builds: its input payload carries k elements of A
+#: and of B, and k / lanes passes (hardware instructions take k = 16 to 256).
+RTL_MAX_K = 256
 
 
 class MicroArchError(MxsimError, ValueError):
@@ -82,6 +89,16 @@ def check_rtl(spec: UnitSpec, ua: MicroArch | None = None) -> None:
     if spec.k is None or spec.frac_bits is None:
         raise fail("the RTL builds truncated fused sums; the exact unit (k or frac_bits null) "
                    "has no fixed width")
+    if spec.k > RTL_MAX_K:
+        raise fail(f"k must be at most {RTL_MAX_K} for RTL, not {spec.k}")
+    # Exponents in flight: e_zero is the step's E when a zero term leads; the LSB exponent
+    # E - F and the sum's leading one (E + the sum's integer bits) must fit RTL_EXP_WIDTH bits,
+    # signed. Non-zero terms lie within [-300, 300] (E8M0 scales, FP32 C).
+    int_bits = 2 + (2 if spec.scale_format == "ue4m3" else 0) + 2 + (spec.k + 1).bit_length()
+    lo, hi = -(1 << (RTL_EXP_WIDTH - 1)) + spec.frac_bits, (1 << (RTL_EXP_WIDTH - 1)) - 1 - int_bits
+    if not lo <= spec.e_zero <= hi:
+        raise fail(f"e_zero must be between {lo} and {hi} for the RTL's {RTL_EXP_WIDTH}-bit "
+                   f"exponents, not {spec.e_zero}")
     if spec.schedule is not None and len(spec.steps()) > 1:
         raise fail(f"the RTL builds one fused step per instruction, not {len(spec.steps())} "
                    f"(schedule)")

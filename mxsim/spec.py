@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import enum
 import json
+import operator
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -64,7 +65,21 @@ __all__ = ["Align", "Product", "CMode", "ZeroSign", "UnitSpec", "SpecError",
 
 ELEMENT_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
 OUTPUT_FORMATS = ("fp32", "fp16", "bf16")
-MAX_FRAC_BITS = 40        # int64 sums: terms below 2**(F + 20), at most 2**2 of them per bit
+MAX_FRAC_BITS = 40        # aligned terms stay below 2**(F + 5): many fit an int64 step sum
+#: The widest instruction: a fused step of every index at once beyond any hardware's (k = 16 to
+#: 256); bounds the memory of schedules, steps and RTL.
+MAX_K = 1 << 16
+#: A step's aligned sum, in units of its LSB, must stay below 2**63 (the engines sum in int64).
+MAX_STEP_SUM_BITS = 63
+#: e_zero beyond +-E_ZERO_LIMIT changes nothing: every term's exponent (products with scales,
+#: upcast or not; C; accumulators) lies within [-1024 + 40, 1024 - 64], so a lower e_zero is
+#: below all of them and a higher one leaves every non-zero term of a step below its LSB.
+E_ZERO_LIMIT = 1024
+#: Fields that may be null (TOML spells it "none").
+NULLABLE = ("scale_format", "block", "k", "schedule", "frac_bits", "upcast", "group",
+            "nan_code", "promote_every", "epilogue")
+#: Integer fields (bool is not an integer here; numpy integers are taken as ints).
+_INT_FIELDS = ("block", "k", "frac_bits", "group", "e_zero", "nan_code", "promote_every")
 #: How FP32 scales are applied (cuBLASLt, H200): fl(fl(sa*sb)*acc); fl(fl(acc*sb)*sa); and per
 #: 128-K block, total = fma(partial, fl(sa*sb), total).
 EPILOGUES = ("alpha", "col-row", "block-fma")
@@ -93,6 +108,38 @@ def _holds_top_binade(up: formats.Format, name: str) -> bool:
     return bool(np.array_equal(up.decode(up.encode(top, "rne", saturate=False)), top))
 
 
+def _lsb_min(f: formats.Format) -> int:
+    """Exponent of the smallest step of an element format (its subnormal LSB)."""
+    return f.emin - f.man_bits if f.kind == "float" else -f.man_bits
+
+
+def step_sum_bits(spec: UnitSpec) -> int:
+    """Bits (sign excluded) that the largest aligned sum of one truncated step can need.
+
+    Every term is rounded to a multiple of the step's LSB ``2**(E - frac_bits)``; a product
+    is at most ``2**(e + 2)`` above its alignment exponent ``e <= E`` (``2**(e + 1)``
+    normalised, times ``2**2`` for two UE4M3 scale significands; a GST group term by its
+    exact group sum), the accumulator term below ``2**(E + 1)``, and ``rz-jam`` halves the
+    LSB. The engines sum a step in int64, so this must stay at most ``MAX_STEP_SUM_BITS``.
+    """
+    if spec.frac_bits is None:
+        raise ValueError("an exact step (frac_bits null) is not aligned")
+    ue4m3 = 2 if spec.scale_format == "ue4m3" else 0
+    longest = max(len(step) for step in spec.steps())
+    if spec.group is not None:
+        fa, fb = formats.get(spec.a_format), formats.get(spec.b_format)
+        above = (group_sum_bits(spec.a_format, spec.b_format, spec.group) - 1
+                 + _lsb_min(fa) + _lsb_min(fb) + ue4m3)
+        terms = longest // spec.group
+    else:
+        above = (1 if spec.product is Product.NORMALIZED else 2) + ue4m3
+        terms = longest
+    jam = 1 if spec.align is Align.RZ_JAM else 0
+    biggest = terms * 2 ** (spec.frac_bits + max(above, 1) + jam) \
+        + 2 ** (spec.frac_bits + 1 + jam)
+    return biggest.bit_length()
+
+
 def group_sum_bits(a_format: str, b_format: str, group: int) -> int:
     """Bits of the exact fixed-point sum of ``group`` products (GST-FDPA), sign included."""
     bits = 1 + (group - 1).bit_length()
@@ -105,6 +152,21 @@ def group_sum_bits(a_format: str, b_format: str, group: int) -> int:
 
 class SpecError(MxsimError, ValueError):
     """A unit spec that breaks a rule (raised when it is built or loaded)."""
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` (``str`` for a string) cut to ``limit`` characters: a bad field may be
+    huge."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _integer(value: Any, what: str) -> int:
+    """``value`` as a Python int (numpy integers too), or SpecError "<what>, not <value>";
+    booleans and floats are not integers."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise SpecError(f"{what}, not {_short(repr(value))}")
+    return operator.index(value)
 
 
 class Align(enum.Enum):
@@ -173,16 +235,39 @@ class UnitSpec:
     provenance: str = ""
 
     def __post_init__(self) -> None:
-        # Normalise enum-valued fields given as strings, and the schedule to tuples.
+        # Normalise enum-valued fields given as strings, integers given as numpy integers, and
+        # the schedule to tuples; anything else of the wrong type is refused by name.
+        for name in ("name", "instruction", "provenance"):
+            if not isinstance(getattr(self, name), str):
+                raise SpecError(f"Unit spec {self.name!r}: {name} must be a string, not "
+                                f"{getattr(self, name)!r}")
         for name, kind in _ENUMS.items():
             object.__setattr__(self, name, formats.choice(
                 kind, getattr(self, name), f"Unit spec {self.name!r}: {name}", SpecError))
+        for name in _INT_FIELDS:
+            value = getattr(self, name)
+            if value is None and name in NULLABLE:
+                continue
+            object.__setattr__(self, name, _integer(
+                value, f"Unit spec {self.name!r}: {name} must be an integer"
+                       f"{' or null' if name in NULLABLE else ''}"))
+        for name in ("a_format", "b_format", "acc_format", "d_format", "upcast",
+                     "scale_format", "epilogue", "upcast_specials"):
+            value = getattr(self, name)
+            if not (isinstance(value, str) or (value is None and name in NULLABLE)):
+                raise SpecError(f"Unit spec {self.name!r}: {name} must be a string"
+                                f"{' or null' if name in NULLABLE else ''}, not {value!r}")
         if self.schedule is not None:
+            steps = self.schedule
+            ok = isinstance(steps, (list, tuple)) and len(steps) <= MAX_K and all(
+                isinstance(step, (list, tuple)) and len(step) <= MAX_K for step in steps)
             try:
-                sched = tuple(tuple(int(i) for i in step) for step in self.schedule)
-            except (TypeError, ValueError):
+                if not ok:
+                    raise TypeError
+                sched = tuple(tuple(_integer(i, "") for i in step) for step in steps)
+            except (TypeError, SpecError):
                 raise SpecError(f"Unit spec {self.name!r}: schedule must be a list of lists "
-                                f"of k indices, not {self.schedule!r}") from None
+                                f"of k indices, not {_short(repr(self.schedule))}") from None
             object.__setattr__(self, "schedule", sched)
         self._validate()
 
@@ -262,14 +347,16 @@ class UnitSpec:
         elif self.block is not None and self.block not in (16, 32):
             raise fail(f"block must be 16 or 32, not {self.block!r}")
         if self.k is not None:
-            if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-                raise fail(f"k must be a positive integer or null, not {self.k!r}")
+            if not 1 <= self.k <= MAX_K:
+                raise fail(f"k must be an integer from 1 to {MAX_K} or null, not {self.k!r}")
             if self.block is not None and self.k % self.block and self.epilogue != "block-fma":
                 raise fail(f"k ({self.k}) must be a multiple of the block ({self.block})")
-        if self.frac_bits is not None and not (isinstance(self.frac_bits, int)
-                                               and 0 <= self.frac_bits <= MAX_FRAC_BITS):
+        if self.frac_bits is not None and not 0 <= self.frac_bits <= MAX_FRAC_BITS:
             raise fail(f"frac_bits must be between 0 and {MAX_FRAC_BITS} (or null for "
                        f"exact), not {self.frac_bits!r}")
+        if not -E_ZERO_LIMIT <= self.e_zero <= E_ZERO_LIMIT:
+            raise fail(f"e_zero must be between {-E_ZERO_LIMIT} and {E_ZERO_LIMIT} (beyond, "
+                       f"zeros align as at the bound), not {self.e_zero!r}")
         if self.schedule is not None:
             if self.k is None:
                 raise fail("a schedule needs an instruction k")
@@ -287,22 +374,25 @@ class UnitSpec:
         if self.group is not None:
             if self.scale_format is None:
                 raise fail("group (GST-FDPA) needs block scales")
+            if self.group < 1 or (self.block or 0) % self.group:
+                raise fail(f"group ({self.group}) must divide the block ({self.block})")
             width = group_sum_bits(self.a_format, self.b_format, self.group)
             if width > MAX_GROUP_BITS:
                 raise fail(f"a group sum of {self.group} {self.a_format} x {self.b_format} "
                            f"products needs {width} bits of fixed point, more than "
                            f"{MAX_GROUP_BITS}; GST-FDPA groups take narrow formats (FP4, FP6, "
                            f"E4M3)")
-            if self.group < 1 or self.block % self.group:
-                raise fail(f"group ({self.group}) must divide the block ({self.block})")
             for step in self.steps():
                 if len(step) % self.group or any(
                         step[i + 1] != step[i] + 1 for i in range(len(step) - 1)):
                     raise fail(f"with group {self.group}, every step must be a contiguous "
                                f"run of whole groups")
-        if self.promote_every is not None and (isinstance(self.promote_every, bool) or
-                                               not isinstance(self.promote_every, int) or
-                                               self.promote_every < 1):
+        if self.frac_bits is not None and self.k is not None \
+                and step_sum_bits(self) > MAX_STEP_SUM_BITS:
+            raise fail(f"k = {self.k} and frac_bits = {self.frac_bits} give a step sum of up "
+                       f"to {step_sum_bits(self)} bits; the engines sum in int64 (at most "
+                       f"{MAX_STEP_SUM_BITS} bits): lower k or frac_bits")
+        if self.promote_every is not None and self.promote_every < 1:
             raise fail(f"promote_every must be a positive integer or null, not "
                        f"{self.promote_every!r}")
         if self.promote_every is not None and (self.k is None or self.d_format != "fp32"):
@@ -419,30 +509,54 @@ _FIELDS = {f.name for f in fields(UnitSpec)}
 
 
 def from_dict(data: Mapping[str, Any], *, source: str = "spec") -> UnitSpec:
-    """Build a spec from plain data, rejecting unknown keys by name."""
-    unknown = sorted(set(data) - _FIELDS)
+    """Build a spec from plain data, rejecting unknown keys by name and an empty table."""
+    if not isinstance(data, Mapping):
+        raise SpecError(f"{source}: a unit spec must be a table of fields, not "
+                        f"{type(data).__name__}")
+    if not data:
+        raise SpecError(f"{source}: a unit spec must set at least one field (it is empty); "
+                        f"start from `mxsim units --spec NAME`")
+    unknown = sorted(str(k) for k in set(data) - _FIELDS)
     if unknown:
-        raise SpecError(f"{source}: unknown key(s) {', '.join(unknown)}; a unit spec has "
-                        f"{', '.join(sorted(_FIELDS))}")
-    # TOML spells null "none" (see UnitSpec.dumps).
-    data = {k: None if isinstance(v, str) and v.lower() in ("none", "null") else v
-            for k, v in data.items()}
+        raise SpecError(f"{source}: unknown key(s) {_short(', '.join(unknown))}; a unit spec "
+                        f"has {', '.join(sorted(_FIELDS))}")
+    # TOML spells null "none" (see UnitSpec.dumps); only fields that may be null take it.
+    data = {k: None if k in NULLABLE and isinstance(v, str) and v.lower() in ("none", "null")
+            else v for k, v in data.items()}
     try:
         return UnitSpec(**data)
     except TypeError as exc:
         raise SpecError(f"{source}: {exc}") from None
 
 
+#: Spec files are a few hundred bytes; a larger one is refused before it is read.
+MAX_SPEC_FILE_BYTES = 1 << 20
+
+
 def load(path: str | Path) -> UnitSpec:
-    """Read a spec from a ``.toml`` or ``.json`` file."""
+    """Read a spec from a ``.toml`` or ``.json`` file (UTF-8, at most 1 MiB)."""
     p = Path(path)
     if not p.is_file():
         raise SpecError(f"{p}: no such spec file")
-    text = p.read_text()
+    kind = "JSON" if p.suffix == ".json" else "TOML"
+    if p.stat().st_size > MAX_SPEC_FILE_BYTES:
+        raise SpecError(f"{p}: a spec file must be at most {MAX_SPEC_FILE_BYTES} bytes, not "
+                        f"{p.stat().st_size}")
     try:
-        data = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{p}: a spec file must be UTF-8 {kind} text (byte {exc.start} is "
+                        f"not UTF-8)") from None
+    try:
+        data = json.loads(text) if kind == "JSON" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SpecError(f"{p}: not valid {'JSON' if p.suffix == '.json' else 'TOML'} "
-                        f"({exc})") from None
-    return from_dict(data, source=str(p))
+        raise SpecError(f"{p}: not valid {kind} ({exc})") from None
+    except RecursionError:
+        raise SpecError(f"{p}: not valid {kind} (nested too deeply)") from None
+    try:
+        return from_dict(data, source=str(p))
+    except SpecError as exc:
+        if str(exc).startswith(f"{p}: "):
+            raise
+        raise SpecError(f"{p}: {exc}") from None          # name the file that broke the rule
 

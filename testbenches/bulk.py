@@ -3,10 +3,12 @@
 A small C++ harness (``harness.cpp``) is built with the Verilated model. Everything is prepared
 with numpy before it runs: the packed payload of every beat (one row of 32-bit words), the
 valid-gap and ready patterns. The harness drives the testbenches' driver protocol and records
-every handshake: the cycle each beat was taken, the cycle and value of each result. Python then
-checks the values against the numerics engine bit for bit and the cycles against the cycle
-model, every one of them. Registers start random (``Verilated::randReset(2)``) with their
-initial values stripped from the Verilog, so only the reset gives them a value.
+every handshake (the cycle each beat was taken, the cycle and value of each result) and the
+whole trace (every cycle's valid and ready bits and output payload). Python then checks the
+values against the numerics engine bit for bit, and the handshake cycles and every cycle of the
+trace against the cycle model, every one of them; the trace also gives the handshake coverage.
+Registers start random (``Verilated::randReset(2)``) with their initial values stripped from
+the Verilog, so only the reset gives them a value.
 """
 
 from __future__ import annotations
@@ -97,7 +99,8 @@ def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
 
 @dataclass
 class BulkResult:
-    """One bulk run: counts, the mismatches found (value and timing), and speed."""
+    """One bulk run: counts, the mismatches found (value and timing), the RTL's trace (for
+    the handshake coverage), and speed."""
     dots: int
     beats: int
     cycles: int
@@ -105,6 +108,7 @@ class BulkResult:
     timing_mismatches: list = field(default_factory=list)
     sim_seconds: float = 0.0
     check_seconds: float = 0.0
+    trace: cycle.Trace | None = None
 
     @property
     def passed(self) -> bool:
@@ -142,10 +146,18 @@ def run(exe: str | Path, spec: UnitSpec, microarch: MicroArch, vs: VectorSet, *,
     cycles = int(np.frombuffer(raw, "<u8", 1, 0)[0])
     n_in, n_out = (int(x) for x in np.frombuffer(raw, "<u4", 2, 8))
     in_cycles = np.frombuffer(raw, "<u8", n_in, 16)
-    out = np.frombuffer(raw, np.dtype([("cycle", "<u8"), ("value", "<u4")]), n_out,
-                        16 + 8 * n_in)
+    at = 16 + 8 * n_in
+    out = np.frombuffer(raw, np.dtype([("cycle", "<u8"), ("value", "<u4")]), n_out, at)
+    at += 12 * n_out
+    if len(raw) != at + 5 * cycles:
+        raise MxsimError(f"the bulk harness wrote {len(raw)} bytes, not the {at + 5 * cycles} "
+                         f"of {cycles} cycles' trace; rebuild it (delete {work.parent})")
+    flags = np.frombuffer(raw, np.uint8, cycles, at)
+    trace = cycle.Trace(*(((flags >> bit) & 1).astype(bool) for bit in range(4)),
+                        np.frombuffer(raw, "<u4", cycles, at + cycles).astype(np.uint32),
+                        out["value"].tolist())
     t1 = time.perf_counter()
-    res = BulkResult(len(want), beats, cycles, sim_seconds=sim_s)
+    res = BulkResult(len(want), beats, cycles, sim_seconds=sim_s, trace=trace)
     if n_in != beats:
         res.timing_mismatches.append(f"{n_in} of {beats} beats taken in {cycles} cycles")
     if n_out != len(want):
@@ -170,5 +182,20 @@ def run(exe: str | Path, spec: UnitSpec, microarch: MicroArch, vs: VectorSet, *,
                                              f"model")
             res.timing_mismatches += [f"{name} {int(i)}: RTL cycle {int(rtl[i])}, model "
                                       f"{int(mod[i])}" for i in diff[:10]]
+        # Every cycle, as the cocotb scoreboard checks it: i.ready, o.valid, and o.payload
+        # held while o.ready is low (the values that leave are checked above).
+        n = min(trace.cycles, model.cycles)
+        if trace.cycles != model.cycles:
+            res.timing_mismatches.append(f"trace: {trace.cycles} cycles in RTL, "
+                                         f"{model.cycles} in the model")
+        held = trace.out_valid[:n] & model.out_valid[:n] & ~trace.out_ready[:n]
+        for name in ("in_ready", "out_valid", "out_payload"):
+            rtl, mod = getattr(trace, name)[:n], getattr(model, name)[:n]
+            diff = np.nonzero((rtl != mod) & (held if name == "out_payload" else True))[0]
+            if len(diff):
+                i = int(diff[0])
+                res.timing_mismatches.append(
+                    f"{name} differs on {len(diff)} cycles, first {i}: RTL "
+                    f"{int(getattr(trace, name)[i]):#x}, model {int(getattr(model, name)[i]):#x}")
     res.check_seconds = time.perf_counter() - t1
     return res

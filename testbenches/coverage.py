@@ -55,17 +55,24 @@ COVERPOINTS: dict[str, tuple[tuple[str, ...], int, str]] = {
 
 @dataclass
 class Coverage:
-    """Hits per bin of every coverpoint, and the holes (bins under their minimum)."""
+    """Hits per bin of every coverpoint, and the holes: bins under their minimum, and every
+    coverpoint the run should have measured but did not (``expected``), which is a hole too."""
     hits: dict[str, dict[str, int]] = field(default_factory=dict)
+    expected: set[str] = field(default_factory=set)
+
+    def unmeasured(self) -> list[str]:
+        """Coverpoints expected of the run that it never measured."""
+        return sorted(self.expected - set(self.hits))
 
     def holes(self) -> list[str]:
-        out = []
+        out = [f"{point}: not measured" for point in self.unmeasured()]
         for point, bins in self.hits.items():
             minimum = COVERPOINTS[point.split("@")[0]][1]
             out += [f"{point}:{b} ({n} < {minimum})" for b, n in bins.items() if n < minimum]
         return out
 
     def merge(self, other: Coverage) -> None:
+        self.expected |= other.expected
         for point, bins in other.hits.items():
             mine = self.hits.setdefault(point, {})
             for b, n in bins.items():
@@ -79,12 +86,13 @@ class Coverage:
             lines.append(f"  {point:14} {hit}/{len(bins)} bins   " + ", ".join(
                 f"{b} {n}" for b, n in list(bins.items())[:8])
                 + (" ..." if len(bins) > 8 else ""))
+        lines += [f"  {point:14} not measured" for point in self.unmeasured()]
         holes = self.holes()
         lines.append(f"  holes: {len(holes)}" + (": " + ", ".join(holes[:12]) if holes else ""))
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return {"hits": self.hits, "holes": self.holes()}
+        return {"hits": self.hits, "holes": self.holes(), "unmeasured": self.unmeasured()}
 
 
 def _classes(fmt: formats.Format, codes: npt.NDArray) -> npt.NDArray:
@@ -245,7 +253,8 @@ def block_results(spec: UnitSpec, vs: VectorSet) -> npt.NDArray[np.uint32]:
 
 
 def measure(spec: UnitSpec, vs: VectorSet, trace: cycle.Trace | None, lanes: int) -> Coverage:
-    """Every coverpoint of one run."""
+    """Every coverpoint of one run. Without a ``trace`` the handshake coverpoint
+    (``backpressure``) is not measured, and the coverage says so: it is a hole."""
     cov = Coverage()
     fa, fb = formats.get(spec.a_format), formats.get(spec.b_format)
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))
@@ -374,4 +383,5 @@ def measure(spec: UnitSpec, vs: VectorSet, trace: cycle.Trace | None, lanes: int
             "back-to-back": int((taken_in[1:] & taken_in[:-1]).sum())}
         if lanes < spec.k:          # a block takes k / lanes cycles: never back to back
             del cov.hits["backpressure"]["back-to-back"]
+    cov.expected = set(cov.hits) | {"backpressure"}
     return cov

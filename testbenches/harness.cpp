@@ -5,13 +5,17 @@
 // Reads a stimulus file, drives the generated Verilog with the testbenches' driver protocol
 // (mxsim.cycle.Driver: beat n is offered from the first cycle whose gap bit is 1 and held until
 // taken; o___05Fready from the ready pattern), and writes every handshake: the cycle each input
-// beat was taken, and the cycle and value of each output beat. Python compares them with the
-// cycle model (cycles) and the numerics engine (values). No arithmetic here.
+// beat was taken, and the cycle and value of each output beat, then the whole trace: every
+// cycle's i.valid, i.ready, o.valid and o.ready and o.payload (0 when not valid). Python
+// compares them with the cycle model (cycles) and the numerics engine (values), and measures
+// the handshake coverage from the trace. No arithmetic here.
 //
 // stimulus: u32 magic 'MXB1', u32 beats, u32 words per payload, u32 pattern length,
 //           u32 seed, u8 gaps[pattern], u8 ready[pattern], u32 payload[beats][words]
 // result:   u64 cycles, u32 taken, u32 outputs, u64 in_cycle[taken],
-//           (u64 cycle, u32 value)[outputs]
+//           (u64 cycle, u32 value)[outputs],
+//           u8 flags[cycles] (bit 0 i.valid, 1 i.ready, 2 o.valid, 3 o.ready),
+//           u32 o_payload[cycles]
 
 #include <cstdint>
 #include <cstdio>
@@ -56,6 +60,10 @@ int main(int argc, char** argv) {
     taken_at.reserve(beats);
     std::vector<uint64_t> out_cycle;
     std::vector<uint32_t> out_value;
+    std::vector<uint8_t> flags;             // the trace, one entry per cycle
+    std::vector<uint32_t> o_payload;
+    flags.reserve((size_t)beats * 4);
+    o_payload.reserve((size_t)beats * 4);
     uint32_t n = 0;
     bool offering = false;
     uint64_t c = 0;
@@ -72,8 +80,11 @@ int main(int argc, char** argv) {
         const bool o_ready = ready[c % plen];
         top->o___05Fready = o_ready;
         top->eval();
-        if (offering && top->i___05Fready) { taken_at.push_back(c); n++; offering = false; }
-        if (top->o___05Fvalid && o_ready) { out_cycle.push_back(c); out_value.push_back(top->o___05Fpayload); }
+        const bool i_ready = top->i___05Fready, o_valid = top->o___05Fvalid;
+        flags.push_back((uint8_t)(offering | (i_ready << 1) | (o_valid << 2) | (o_ready << 3)));
+        o_payload.push_back(o_valid ? (uint32_t)top->o___05Fpayload : 0u);
+        if (offering && i_ready) { taken_at.push_back(c); n++; offering = false; }
+        if (o_valid && o_ready) { out_cycle.push_back(c); out_value.push_back(top->o___05Fpayload); }
         top->clk = 1;
         top->eval();
         c++;
@@ -88,6 +99,8 @@ int main(int argc, char** argv) {
         fwrite(&out_cycle[i], 8, 1, out);
         fwrite(&out_value[i], 4, 1, out);
     }
+    fwrite(flags.data(), 1, flags.size(), out);
+    fwrite(o_payload.data(), 4, o_payload.size(), out);
     fclose(out);
     top->final();
     delete top;

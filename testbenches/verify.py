@@ -52,17 +52,39 @@ class Report:
 
     @property
     def passed(self) -> bool:
+        """No mismatches (the exit code is 0); coverage holes are reported by ``result``."""
         return not self.mismatches
+
+    def _count(self, kind: str) -> int:
+        return sum(1 for m in self.mismatches if m.get("kind") == kind)
+
+    @property
+    def value_mismatches(self) -> int:
+        """Mismatches of an output value (or a result that never left)."""
+        return self._count("value")
+
+    @property
+    def cycle_mismatches(self) -> int:
+        """Mismatches of a handshake or a cycle of the trace against the cycle model."""
+        return self._count("cycle")
+
+    @property
+    def result(self) -> str:
+        """``PASS``, ``PASS with holes`` (no mismatch, coverage incomplete) or ``FAIL``."""
+        if self.mismatches:
+            return "FAIL"
+        return "PASS with holes" if self.coverage.holes() else "PASS"
 
     def format(self) -> str:
         rate = self.dots / self.sim_seconds if self.sim_seconds else 0
         loop = self.dots / self.loop_seconds if self.loop_seconds else 0
         cps = self.cycles / self.loop_seconds if self.loop_seconds else 0
+        holes = len(self.coverage.holes())
         lines = [f"mxsim verify: {self.unit} on {self.sim} ({self.mode})",
                  f"  vectors     {self.dots:,} dot products, {self.beats:,} blocks, "
                  f"{self.cycles:,} cycles",
-                 f"  mismatches  {len(self.mismatches)}" + (
-                     "" if self.passed else f" (first: {self.mismatches[0]})"),
+                 f"  mismatches  {self.value_mismatches} value, {self.cycle_mismatches} cycle"
+                 + ("" if self.passed else f" (first: {self.mismatches[0]})"),
                  f"  speed       {loop:,.0f} dot products/s ({cps:,.0f} cycles/s) in the "
                  f"simulation loop ({self.loop_seconds:.1f} s); {rate:,.0f}/s with simulator "
                  f"start-up ({self.sim_seconds:.1f} s); {self.seconds:.1f} s in all",
@@ -70,12 +92,19 @@ class Report:
         if self.failing:
             lines += [f"  failing     {self.failing}", f"  waveform    {self.waveform}",
                       f"  replay      {self.replay}"]
-        lines.append("  result      " + ("PASS" if self.passed else "FAIL"))
+        result = self.result
+        if result == "PASS with holes":
+            result += f" ({holes} coverage hole{'s' if holes != 1 else ''}: 0 mismatches, "\
+                      f"but not every coverpoint was reached)"
+        lines.append("  result      " + result)
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
         return {"unit": self.unit, "sim": self.sim, "mode": self.mode, "dots": self.dots,
-                "beats": self.beats, "cycles": self.cycles, "mismatches": self.mismatches,
+                "beats": self.beats, "cycles": self.cycles, "result": self.result,
+                "value_mismatches": self.value_mismatches,
+                "cycle_mismatches": self.cycle_mismatches, "mismatches": self.mismatches,
+                "holes": len(self.coverage.holes()),
                 "coverage": self.coverage.to_dict(), "sim_seconds": self.sim_seconds,
                 "loop_seconds": self.loop_seconds,
                 "seconds": self.seconds, "failing": self.failing, "replay": self.replay,
@@ -100,6 +129,15 @@ def minimal_set(vs: VectorSet, dots: list[int]) -> VectorSet:
                      b_scale=sb, scale_format=vs.scale_format, block=vs.block,
                      c_format=vs.c_format, producer="mxsim verify (failing dot products)",
                      extra={"dots": [int(d) for d in dots]}).validate()
+
+
+def _classified(m: dict) -> dict:
+    """A cocotb scoreboard mismatch (``rtl``/``model``: i.ready, o.valid, o.payload) with its
+    kind: ``cycle`` when a handshake bit differs, ``value`` when only the payload does."""
+    if "rtl" in m and "model" in m:
+        same_bits = list(m["rtl"][:2]) == list(m["model"][:2])
+        return {**m, "kind": "value" if same_bits else "cycle"}
+    return {**m, "kind": m.get("kind", "value")}
 
 
 def _failing_dots(mismatches: list, beats_per_dot: int) -> list[int]:
@@ -180,16 +218,17 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
         if bulk:
             r = bulk_mod.run(exe, spec, microarch, vs, seed=s, valid_p=valid_p,
                              ready_p=ready_p)
-            mism = [m if isinstance(m, dict) else {"note": m}
-                    for m in r.value_mismatches + r.timing_mismatches]
-            trace = None
+            mism = [{**(m if isinstance(m, dict) else {"note": m}), "kind": kind}
+                    for kind, ms in (("value", r.value_mismatches),
+                                     ("cycle", r.timing_mismatches)) for m in ms]
+            trace = r.trace
             rep.cycles += r.cycles
             rep.sim_seconds += r.sim_seconds
             rep.loop_seconds += r.sim_seconds
             rep.beats += r.beats
         else:
             r = runner.test(b, vs, seed=s, valid_p=valid_p, ready_p=ready_p, name=f"chunk{i}")
-            mism, trace = r.mismatches, r.trace
+            mism, trace = [_classified(m) for m in r.mismatches], r.trace
             rep.cycles += r.cycles
             rep.sim_seconds += r.seconds
             rep.loop_seconds += r.loop_seconds

@@ -26,8 +26,11 @@ def test_cycle_model_values_are_the_engines_and_timing_the_contract(lanes, stage
     vs = vectors.generate("llm", m=3, n=4, k=128, seed=2)
     model = cycle.UnitModel(spec, ua)
     trace = cycle.run(model, cycle.beats_of(spec, vs), np.ones(8, bool), np.ones(8, bool))
-    from mxsim.engine import fast
-    assert trace.results == fast.dot(spec, vs).reshape(-1).tolist()
+    # The values leave in dot order (batch, row, column), each the one the reference engine
+    # (Python fractions, sharing no code with the fast engine that beats_of reads) computes.
+    from mxsim.engine import reference
+    assert trace.results == reference.dot(spec, vs).reshape(-1).tolist()
+    assert trace.out_payload[trace.out_valid & trace.out_ready].tolist() == trace.results
     # 12 chains of 4 blocks, no gaps: a chain's second block enters P cycles after its first,
     # every later block (and the next chain's first) waits for the previous result: P + R.
     P, R = ua.passes(spec), stages
@@ -46,9 +49,20 @@ def test_cycle_model_back_pressure_holds_the_output():
                       ready)
     held = trace.out_valid & ~trace.out_ready
     assert held[:10].sum() > 0 and not trace.out_valid[10:][~trace.out_ready[10:]].any()
-    # While the output is held, the pipeline stalls: values are not lost or reordered.
-    from mxsim.engine import fast
-    assert trace.results == fast.dot(spec, vs).reshape(-1).tolist()
+    # While the output is held, the pipeline stalls: values are not lost or reordered, and the
+    # held payload does not change. Tokens (not the engine's values) make order visible.
+    tokens = np.arange(0x1000, 0x1000 + vs.num_dots)
+    trace = cycle.run(cycle.UnitModel(spec, ua), cycle.beats_of(spec, vs, tokens),
+                      np.ones(40, bool), ready)
+    assert trace.results == tokens.tolist()
+    held = trace.out_valid & ~trace.out_ready
+    first = np.nonzero(held)[0]
+    assert len(first) >= 2 and (trace.out_payload[first] == trace.out_payload[first[0]]).all()
+    # The values beats_of attaches by default are the reference engine's, dot for dot.
+    from mxsim.engine import reference
+    trace = cycle.run(cycle.UnitModel(spec, ua), cycle.beats_of(spec, vs), np.ones(40, bool),
+                      ready)
+    assert trace.results == reference.dot(spec, vs).reshape(-1).tolist()
 
 
 def test_cycle_gemm_throughput_view():

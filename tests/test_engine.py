@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from mxsim import formats, presets, spec, vectors
 from mxsim.engine import fast, reference
 from mxsim.errors import UnitError
-from mxsim.spec import UnitSpec
+from mxsim.spec import UnitSpec, ZeroSign
 from mxsim.vectors import VectorSet
 
 
@@ -354,3 +354,115 @@ def test_engine_batched_sets():
         one = VectorSet(**{**vs.__dict__, "a": vs.a[i], "b": vs.b[i], "c": vs.c[i],
                            "extra": {}}).validate()
         np.testing.assert_array_equal(fast.dot(spec, one), d[i])
+
+
+# -- signed zeros (directed: random codes almost never make every term of a dot -0) ----------
+
+ACC_FORMATS = ("fp32", "fp16", "bf16", *(f"e8m{m}" for m in range(1, 23)))
+
+
+def _signed_zero_set(a_format: str, b_format: str, k: int, c: str | None,
+                     d_format: str = "fp32", like: VectorSet | None = None):
+    """A 3x3 set of dots whose products are all zeros of one sign, or mixed, or cancel.
+
+    Rows of A: all -0, all +0, tiny values of alternating sign; columns of B: all +0, all -0,
+    all tiny. C is absent, +0 or -0. ``like`` lends its block scales (a scaled unit needs
+    them). Returns the set and the masks of dots whose every product is -0 and +0 (int8 has
+    no -0, so with int8 on one side the signs come from the other side only).
+    """
+    def codes(fmt, x):
+        return int(fmt.encode(np.array([x]), "rne", saturate=True)[0])
+
+    sides = []
+    for name in (a_format, b_format):
+        fmt = formats.get(name)
+        tiny = fmt.min_subnormal if fmt.kind == "float" else 1.0
+        sides.append((codes(fmt, -0.0), codes(fmt, 0.0), codes(fmt, tiny), codes(fmt, -tiny)))
+    (an, ap, at, ant), (bn, bp, bt, _) = sides
+    a = np.array([[an] * k, [ap] * k, np.resize([at, ant], k)], np.uint8)
+    b = np.array([[bp] * k, [bn] * k, [bt] * k], np.uint8).T.copy()
+    fa, fb = formats.get(a_format), formats.get(b_format)
+    zero = (fa.decode(a)[:, :, None] * fb.decode(b)[None, :, :]) == 0
+    neg = (fa.sign(a)[:, :, None] ^ fb.sign(b)[None, :, :]) == 1
+    all_neg = (zero & neg).all(axis=1)
+    all_pos = (zero & ~neg).all(axis=1)
+    d = formats.get(d_format)
+    cbits = None if c is None else np.full((3, 3), (1 << d.sign_shift) if c == "-0" else 0,
+                                           d.code_dtype)
+    extra = {}
+    if like is not None and like.scale_format is not None:
+        extra = dict(a_scale=like.a_scale[:3], b_scale=like.b_scale[:, :3],
+                     scale_format=like.scale_format, block=like.block)
+    vs = VectorSet(a=a, b=b, a_format=a_format, b_format=b_format, c=cbits,
+                   c_format=d_format, **extra).validate()
+    return vs, all_neg, all_pos
+
+
+def _neg_zero_expected(spec: UnitSpec, c: str | None) -> bool:
+    """Whether a dot whose every product is -0 gives -0 (the spec's contract): only with IEEE
+    zero signs and C = -0 carried through the whole chain (no C is +0; promotion restarts the
+    chain from +0, and -0 + +0 is +0)."""
+    return spec.zero_sign is ZeroSign.IEEE and c == "-0" and spec.promote_every is None
+
+
+@pytest.mark.parametrize("acc_format", ACC_FORMATS)
+def test_engine_signed_zeros_directed(acc_format):
+    """Every product -0, no C / C = +0 / C = -0, with and without promotion and with C after
+    the steps, truncated and exact steps: kernel, numpy and reference agree, and the sign is
+    the one the spec's contract gives (the kernel once gave -0 with no C)."""
+    cases = [(zs, d_format, promote, c_mode, frac_bits)
+             for zs in ("ieee", "positive") for d_format in ("fp32", "fp16", "bf16")
+             for promote in ((None, 1, 2) if d_format == "fp32" else (None,))
+             for c_mode in ("step", "after") for frac_bits in (13, None)
+             if zs == "ieee" or (d_format, frac_bits) == ("fp32", 13)]
+    assert len(cases) == 5 * 2 * 2 + 3 * 2
+    if acc_format not in ("fp32", "fp16", "bf16", "e8m13"):
+        # The other e8mN differ from e8m13 only in mantissa width: FP32 D is enough.
+        cases = [case for case in cases if case[1] == "fp32"]
+    for zero_sign, d_format, promote, c_mode, frac_bits in cases:
+        spec = UnitSpec(k=8, frac_bits=frac_bits, acc_format=acc_format, a_format="e4m3",
+                        b_format="e5m2", d_format=d_format, zero_sign=zero_sign,
+                        c_mode=c_mode, promote_every=promote)
+        for c in (None, "+0", "-0"):
+            vs, all_neg, all_pos = _signed_zero_set("e4m3", "e5m2", 24, c, d_format)
+            d = _twins(spec, vs)
+            neg = 1 << formats.get(d_format).sign_shift if _neg_zero_expected(spec, c) else 0
+            assert all_neg.sum() == 3 and all_pos.sum() == 3
+            np.testing.assert_array_equal(d[all_neg], neg, err_msg=f"{spec} C={c}")
+            np.testing.assert_array_equal(d[all_pos], 0, err_msg=f"{spec} C={c}")
+            assert int(d[2, 2]) == 0, f"{spec} C={c}"       # tiny - tiny + ... cancels
+
+
+@pytest.mark.parametrize("a_format,b_format", [("int8", "e4m3"), ("e2m1", "int8"),
+                                               ("e2m3", "e3m2"), ("e4m3", "e4m3")])
+def test_engine_signed_zeros_every_element_format(a_format, b_format):
+    """The same all -0 products from every element format (int8 has no -0: B gives the sign)."""
+    for c in (None, "+0", "-0"):
+        for promote in (None, 1):
+            spec = UnitSpec(k=32, frac_bits=13, acc_format="fp32", zero_sign="ieee",
+                            a_format=a_format, b_format=b_format, promote_every=promote)
+            vs, all_neg, all_pos = _signed_zero_set(a_format, b_format, 64, c)
+            d = _twins(spec, vs)
+            neg = 0x80000000 if _neg_zero_expected(spec, c) else 0
+            assert all_neg.any()
+            np.testing.assert_array_equal(d[all_neg], neg)
+            np.testing.assert_array_equal(d[all_pos], 0)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=_specs(), c=st.sampled_from([None, "+0", "-0"]), n_inst=st.integers(1, 3),
+       seed=st.integers(0, 2 ** 16))
+def test_engine_random_specs_signed_zeros(spec, c, n_inst, seed):
+    """Drawn specs on dots whose every product is -0 (or +0, or cancels): twins agree."""
+    like = None
+    if spec.scale_format is not None:
+        like = vectors.generate("normal", a_format=spec.a_format, b_format=spec.b_format,
+                                m=3, n=3, k=spec.k * n_inst, scale_format=spec.scale_format,
+                                block=spec.block, seed=seed)
+    vs, all_neg, all_pos = _signed_zero_set(spec.a_format, spec.b_format, spec.k * n_inst, c,
+                                            spec.d_format, like)
+    d = _twins(spec, vs)
+    if spec.scale_format is None:
+        neg = 1 << formats.get(spec.d_format).sign_shift if _neg_zero_expected(spec, c) else 0
+        np.testing.assert_array_equal(d[all_neg], neg)
+        np.testing.assert_array_equal(d[all_pos], 0)

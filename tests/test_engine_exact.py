@@ -244,3 +244,20 @@ def test_exact_every_family_at_k_4096_equals_reference():
         vs = vectors.generate_suite(vectors.FAMILIES, a_format="e5m2", b_format="e4m3", m=1,
                                     n=2, k=4096, scale_format=scale_format, seed=12)
         _assert_twins(vs)
+
+
+def test_exact_one_dot_longer_than_float64_limb_sums():
+    """K = 2**23 + 1 in one dot: 2**23 pieces near 2**31 share a limb, so a float64 limb sum
+    passes 2**53 and the last product's odd piece was rounded away (0x38000000 where the exact
+    sum is 0x37ffffff). Limb sums now run over at most 2**22 terms and add in int64."""
+    p = 1 << 23
+    a = np.full((1, p + 1), 0x3C, np.uint8)               # e5m2 1.0
+    b = np.full((p + 1, 1), 0x38, np.uint8)               # e5m2 0.5
+    b[-1] = 0x01                                          # 2**-16, last in the limb sums
+    s = np.float32(2 - 2 ** -23)                          # FP32 scale: 24 significand bits
+    c = np.float32(-(2 ** 24 - 1) / 2)                    # cancels s * p / 2 exactly
+    vs = VectorSet(a=a, b=b, a_format="e5m2", b_format="e5m2", scale_format="fp32",
+                   a_scale=np.array(s), b_scale=np.array(np.float32(1)),
+                   c=np.array([[c]]).view(np.uint32)).validate()
+    # The exact sum: s * (p / 2 + 2**-16) + c = s * 2**-16 = (2**24 - 1) * 2**-39.
+    assert int(fast.matmul_exact(vs)[0, 0]) == _bits((2 ** 24 - 1) * 2.0 ** -39) == 0x37FFFFFF

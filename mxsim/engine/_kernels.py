@@ -88,7 +88,8 @@ def _build():
         r, g = a_sig.shape
         n = b_sig.shape[0]
         jam = 1 if mode == 3 else 0
-        # zero_acc: the accumulator is +0 everywhere (no C); it only takes part in the maximum.
+        # zero_acc: the accumulator is +0 everywhere (no C, or a chain restarted by promotion):
+        # a +0 term, so it takes part in the maximum and an exact-zero sum is never -0.
         floor = e_zero if zero_acc else -(1 << 40)
         a_special = np.zeros(r, np.bool_)
         for i in range(r):
@@ -162,8 +163,9 @@ def _build():
                         elif fc & INF:
                             flags |= 4 if c_sign[i, j] == 1 else 2
                 if total == 0:
-                    # Every term a -0 (then the sum is 0 too): the IEEE sign of the zero.
-                    all_neg_zero = True
+                    # Every term a -0 (then the sum is 0 too): the IEEE sign of the zero. A +0
+                    # accumulator (zero_acc) is a +0 term, so the sum is +0.
+                    all_neg_zero = not zero_acc
                     for t in range(g):
                         if mag[t] != 0 or neg[t] == 0:
                             all_neg_zero = False

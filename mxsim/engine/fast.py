@@ -27,6 +27,8 @@ __all__ = ["matmul_exact", "dot"]
 _LIMB = 16                      # bits per superaccumulator limb
 _LIMB_MASK = np.uint64((1 << _LIMB) - 1)
 _CHUNK_TERMS = 1 << 21          # products materialised at once (bounds memory to ~100 MB)
+_RUN_TERMS = 1 << 22            # terms per float64 limb sum: below 2**53 with pieces < 2**31
+_MAX_TERMS = 1 << 32            # terms per superaccumulator call: int64 limb sums stay exact
 _CHUNK_DOTS = 1 << 15           # dots per compiled-kernel call
 _THREADS = os.cpu_count() or 1
 
@@ -57,9 +59,11 @@ def _accumulate(dot: npt.NDArray[np.int64], sign: npt.NDArray[np.uint8],
     as an integer with the exponent of their LSB, whether lower bits are non-zero, and whether
     the sum is exactly zero.
 
-    Each term is split into 16-bit pieces placed in 16-bit limbs; ``np.bincount`` adds the
-    pieces of each (dot, limb) in float64, which is exact because every partial sum is an
-    integer below ``2**53`` (pieces are below ``2**31`` and at most ``2**21`` add per limb).
+    Each term is split into 16-bit pieces placed in 16-bit limbs (a term puts at most one
+    piece in each limb); ``np.bincount`` adds the pieces of each (dot, limb) in float64 over
+    runs of at most ``2**22`` terms, which is exact because every partial sum is then an
+    integer below ``2**53`` (pieces are below ``2**31``), and the runs' sums add in int64
+    (exact below ``2**32`` terms in all).
     """
     live = sig != 0
     dot, sign, sig, exp = dot[live], sign[live], sig[live], exp[live]
@@ -67,7 +71,9 @@ def _accumulate(dot: npt.NDArray[np.int64], sign: npt.NDArray[np.uint8],
         zeros = np.zeros(ndots, np.int64)
         return (zeros.astype(bool), zeros.astype(np.uint64), zeros, zeros.astype(bool),
                 np.ones(ndots, bool))
-    assert sig.size < (1 << 21) * 16, "chunk too large for exact float64 limb sums"
+    if sig.size >= _MAX_TERMS:
+        raise ValueError(f"A superaccumulator call must sum fewer than 2**32 terms, not "
+                         f"{sig.size}")
     base = int(exp.min())
     pos = exp - base
     limb0 = pos // _LIMB
@@ -75,12 +81,17 @@ def _accumulate(dot: npt.NDArray[np.int64], sign: npt.NDArray[np.uint8],
     npieces = (int(sig.max()).bit_length() + _LIMB - 1) // _LIMB
     nlimbs = int(limb0.max()) + npieces + 3          # room for the carries of the sum
     weight_sign = np.where(sign == 1, -1.0, 1.0)
-    sums = np.zeros(ndots * nlimbs, np.float64)
-    for j in range(npieces):
-        piece = (sig >> np.uint64(_LIMB * j)) & _LIMB_MASK
-        w = (piece << off).astype(np.float64) * weight_sign    # < 2**31, exact
-        sums += np.bincount(dot * nlimbs + limb0 + j, weights=w, minlength=ndots * nlimbs)
-    limbs = sums.astype(np.int64).reshape(ndots, nlimbs)
+    slot = dot * nlimbs + limb0
+    limbs = np.zeros(ndots * nlimbs, np.int64)
+    for t0 in range(0, sig.size, _RUN_TERMS):
+        run = slice(t0, t0 + _RUN_TERMS)
+        sums = np.zeros(ndots * nlimbs, np.float64)
+        for j in range(npieces):
+            piece = (sig[run] >> np.uint64(_LIMB * j)) & _LIMB_MASK
+            w = (piece << off[run]).astype(np.float64) * weight_sign[run]   # < 2**31, exact
+            sums += np.bincount(slot[run] + j, weights=w, minlength=ndots * nlimbs)
+        limbs += sums.astype(np.int64)
+    limbs = limbs.reshape(ndots, nlimbs)
     limbs = _normalise(limbs)
     neg = limbs[:, -1] < 0
     if neg.any():
