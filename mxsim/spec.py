@@ -346,6 +346,9 @@ class UnitSpec:
             raise fail("scale_format and block go together (both set or both null)")
         elif self.block is not None and self.block not in (16, 32):
             raise fail(f"block must be 16 or 32, not {self.block!r}")
+        if self.k is None and self.frac_bits is not None:
+            raise fail(f"k must be an integer from 1 to {MAX_K} when frac_bits is set (only "
+                       f"the exact unit, frac_bits = null, has no instruction k), not null")
         if self.k is not None:
             if not 1 <= self.k <= MAX_K:
                 raise fail(f"k must be an integer from 1 to {MAX_K} or null, not {self.k!r}")

@@ -282,3 +282,12 @@ def test_spec_check_rtl_bounds_k_and_e_zero():
                                              r"RTL's 12-bit exponents, not 4000$"):
         check_rtl(wide)
     assert microarch.RTL_EXP_WIDTH == 12
+
+
+def test_spec_k_null_only_for_exact() -> None:
+    """k = null means the exact unit; with a finite frac_bits there is no instruction to run
+    (it crashed in check_vectors as ``K % None``)."""
+    base = presets.get("hopper-wgmma").spec("e4m3")
+    with pytest.raises(SpecError, match="k must be an integer from 1 to .* when frac_bits is "
+                                        "set"):
+        base.replace(k=None, schedule=None)
