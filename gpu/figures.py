@@ -131,8 +131,11 @@ def _detail_table(sets) -> str:
         return (s["group"], s["path"], s["preset"], f"{s['a_format']}×{s['b_format']}",
                 _c_to_d(s), _scales(s), s["m"], s["n"], s["k"])
 
+    groups = list(dict.fromkeys(s["group"] for s in sets))     # in the order they ran
+    configs = sorted(_group_by(sets, key).items(), key=lambda kv: (
+        groups.index(kv[0][0]), kv[0][1:6], kv[0][8], kv[0][6], kv[0][7]))
     rows = []
-    for (group, path, preset, pair, cd, sc, m, n, k), gs in _group_by(sets, key).items():
+    for (group, path, preset, pair, cd, sc, m, n, k), gs in configs:
         dots = sum(s["dots"] for s in gs)
         equal = sum(s["equal"] for s in gs)
         rows.append([group, path, preset, pair, cd, sc, f"{m}×{n}×{k}", len(gs), _n(dots),
