@@ -65,15 +65,16 @@ __all__ = ["Align", "Product", "CMode", "ZeroSign", "UnitSpec", "SpecError",
 
 ELEMENT_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
 OUTPUT_FORMATS = ("fp32", "fp16", "bf16")
-MAX_FRAC_BITS = 40        # aligned terms stay below 2**(F + 5): many fit an int64 step sum
+MAX_FRAC_BITS = 40        # keeps room in an int64 step sum for k terms (see step_sum_bits)
 #: The widest instruction: a fused step of every index at once beyond any hardware's (k = 16 to
 #: 256); bounds the memory of schedules, steps and RTL.
 MAX_K = 1 << 16
 #: A step's aligned sum, in units of its LSB, must stay below 2**63 (the engines sum in int64).
 MAX_STEP_SUM_BITS = 63
-#: e_zero beyond +-E_ZERO_LIMIT changes nothing: every term's exponent (products with scales,
-#: upcast or not; C; accumulators) lies within [-1024 + 40, 1024 - 64], so a lower e_zero is
-#: below all of them and a higher one leaves every non-zero term of a step below its LSB.
+#: e_zero beyond +-E_ZERO_LIMIT changes no result: every non-zero term's exponent (products
+#: with E8M0 scales, upcast or not; C; accumulators) lies within about [-300, 300], so a lower
+#: e_zero is below all of them, and with a higher one every non-zero term of a step lies below
+#: its LSB 2**(e_zero - 40), where it truncates to 0 or rounds to a sum that overflows.
 E_ZERO_LIMIT = 1024
 #: Fields that may be null (TOML spells it "none").
 NULLABLE = ("scale_format", "block", "k", "schedule", "frac_bits", "upcast", "group",
@@ -239,8 +240,8 @@ class UnitSpec:
         # the schedule to tuples; anything else of the wrong type is refused by name.
         for name in ("name", "instruction", "provenance"):
             if not isinstance(getattr(self, name), str):
-                raise SpecError(f"Unit spec {self.name!r}: {name} must be a string, not "
-                                f"{getattr(self, name)!r}")
+                raise SpecError(f"Unit spec {_short(repr(self.name))}: {name} must be a "
+                                f"string, not {_short(repr(getattr(self, name)))}")
         for name, kind in _ENUMS.items():
             object.__setattr__(self, name, formats.choice(
                 kind, getattr(self, name), f"Unit spec {self.name!r}: {name}", SpecError))
@@ -256,7 +257,8 @@ class UnitSpec:
             value = getattr(self, name)
             if not (isinstance(value, str) or (value is None and name in NULLABLE)):
                 raise SpecError(f"Unit spec {self.name!r}: {name} must be a string"
-                                f"{' or null' if name in NULLABLE else ''}, not {value!r}")
+                                f"{' or null' if name in NULLABLE else ''}, not "
+                                f"{_short(repr(value))}")
         if self.schedule is not None:
             steps = self.schedule
             ok = isinstance(steps, (list, tuple)) and len(steps) <= MAX_K and all(

@@ -46,6 +46,9 @@ def test_verify_cli_passes_and_reports(build_root):
     assert p.returncode == 0, p.stdout + p.stderr
     rep = json.loads(p.stdout)
     assert rep["passed"] and rep["mismatches"] == [] and rep["dots"] >= 2900
+    assert (rep["value_mismatches"], rep["cycle_mismatches"]) == (0, 0)
+    assert rep["holes"] == len(rep["coverage"]["holes"]) and rep["coverage"]["unmeasured"] == []
+    assert rep["result"] == ("PASS with holes" if rep["holes"] else "PASS")
     assert rep["cycles"] > rep["dots"] and rep["sim"] == "verilator"
     assert {"a_class", "spread", "cancellation", "carry_out", "output_class",
             "backpressure", "scale_class"} <= set(rep["coverage"]["hits"])
