@@ -492,7 +492,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         text += "\nno spec in the search space reproduces every output; nothing written"
     _out(args, text, {"exact": result.exact, "equal": result.equal, "total": result.total,
                       "spec": result.spec.to_dict(), "evidence": result.evidence,
-                      "unexplained": result.unexplained})
+                      "unexplained": result.unexplained, "unseparated": result.unseparated})
     return 0 if result.exact else 1
 
 

@@ -167,3 +167,18 @@ def test_fit_cli_writes_the_spec_it_found(tmp_path, capsys):
     obs = vectors.load(tmp_path / "o.npz")
     np.testing.assert_array_equal(fast.dot(fitted, obs), obs.d)
     assert fitted.frac_bits == 13 and fitted.acc_format == "e8m13"
+
+
+def test_fit_cli_json_names_what_the_data_cannot_separate(tmp_path, capsys):
+    """--json carries the same unseparated parameters as the text report."""
+    import json
+
+    assert main(["probe", "-o", str(tmp_path / "p.npz")]) == 0
+    assert main(["run", "--unit", "hopper-wgmma", str(tmp_path / "p.npz"), "-o",
+                 str(tmp_path / "o.npz")]) == 0
+    capsys.readouterr()
+    assert main(["fit", str(tmp_path / "p.npz"), str(tmp_path / "o.npz"), "-o",
+                 str(tmp_path / "fitted.toml"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    expected = fit.fit(vectors.load(tmp_path / "o.npz"), k=32).unseparated
+    assert report["unseparated"] == expected and expected
