@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _timing import best_of  # benchmarks/ is on sys.path when a script runs
+from _timing import best_of, versions_line  # benchmarks/ is on sys.path when run as a script
 
 from mxsim import presets, vectors
 from mxsim.engine import _kernels, fast
@@ -67,6 +67,7 @@ def main() -> int:
         torch.set_num_threads(threads)
         speeds[threads] = best_of(1, lambda: _mmasim(sample, args.mmasim_tile))[0]
     torch.set_num_threads(min(speeds, key=speeds.get))
+    print(versions_line())
     print(f"numba kernel: {'yes' if _kernels.available() else 'no (numpy path)'}; "
           f"MMA-Sim on torch threads: {torch.get_num_threads()} (of "
           + ", ".join(f"{t}: {sample.num_dots / s:.3g} dots/s" for t, s in speeds.items())
