@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import one_line as _one_line
+from cli_helpers import run as _run
 
 import mxsim
 from mxsim import cli, compare, explore, fit, probe, vectors
@@ -21,18 +23,6 @@ from mxsim.errors import MxsimError, UnitError, VectorFileError
 from mxsim.quantize import QuantizeError, to_mx
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _run(capsys, *argv):
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def _one_line(err: str, text: str, prefix: str = "mxsim: error: ") -> None:
-    assert "Traceback" not in err
-    assert err.count("\n") == 1 and err.startswith(prefix), err
-    assert text in err, err
 
 
 def _tmp_files(folder: Path) -> list[str]:

@@ -6,21 +6,10 @@ import sys
 
 import numpy as np
 import pytest
+from cli_helpers import one_line as _one_line_error
+from cli_helpers import run as _run
 
 from mxsim import formats, vectors
-from mxsim.cli import main
-
-
-def _run(capsys, *argv):
-    rc = main(list(map(str, argv)))
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def _one_line_error(err: str, text: str) -> None:
-    assert "Traceback" not in err
-    assert err.count("\n") == 1 and err.startswith("mxsim: error: "), err
-    assert text in err, err
 
 
 def test_cli_formats_lists_every_format(capsys):

@@ -10,23 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import one_line as _one_line
+from cli_helpers import run as _run
 
 from mxsim import output, vectors
 from mxsim.cli import main
 from mxsim.errors import VectorFileError
 from mxsim.output import OutputError, check_output, open_output, write_text
-
-
-def _run(capsys, *argv):
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def _one_line(err: str, text: str) -> None:
-    assert "Traceback" not in err
-    assert err.count("\n") == 1 and err.startswith("mxsim: error: "), err
-    assert text in err, err
 
 
 def _names(folder: Path) -> list[str]:
