@@ -20,7 +20,6 @@ row-wise FP32 scales) and keeps the raw outputs (``bias.npz``) for docs/gpu.md.
 from __future__ import annotations
 
 import gzip
-import importlib.metadata
 import json
 import os
 import shutil
@@ -36,6 +35,7 @@ import numpy as np
 from mxsim import presets, vectors
 from mxsim.compare import compare
 from mxsim.engine import fast
+from mxsim.versions import installed
 
 from .collect import SHAPES, _seed, operand_map_sets, save_bundle
 from .records import d_sha256, inputs_sha256
@@ -179,12 +179,8 @@ def versions() -> dict[str, Any]:
     """Device and library versions, and the checkout's commit (``MXSIM_GIT_COMMIT``)."""
     from .device import device_info
     info: dict[str, Any] = {"device": device_info()}
-    for name in ("torch", "triton", "cupy-cuda13x", "cupy-cuda12x", "numpy", "ml_dtypes",
-                 "numba", "llvmlite"):
-        try:
-            info[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            info[name] = None
+    info.update(installed(("torch", "triton", "cupy-cuda13x", "cupy-cuda12x", "numpy",
+                           "ml_dtypes", "numba", "llvmlite")))
     from mxsim.engine import _kernels
     info["engine"] = "numba" if _kernels.available() else "numpy"
     info["git_commit"] = os.environ.get("MXSIM_GIT_COMMIT") or None
