@@ -259,12 +259,10 @@ def _quantize_input(path: str, allow_large: bool) -> np.ndarray:
         raise MxsimError(f"{path}: no such file")
     try:
         with open(p, "rb") as fh:
-            version = np.lib.format.read_magic(fh)
-            read = {(1, 0): np.lib.format.read_array_header_1_0,
-                    (2, 0): np.lib.format.read_array_header_2_0}.get(version)
-            if read is None:
-                raise ValueError(f".npy format version {version} is not supported")
-            shape, _, dtype = read(fh)
+            head = vectors.npy_header(fh)
+            if head is None:
+                raise ValueError("no .npy magic string at the start")
+            shape, dtype = head
             if dtype.hasobject:
                 raise ValueError("Object arrays cannot be loaded when allow_pickle=False")
             nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize

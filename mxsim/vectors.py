@@ -32,7 +32,7 @@ __all__ = [
     "SCHEMA", "ELEMENT_FORMATS", "SCALE_FORMATS", "ACC_FORMATS", "FAMILIES",
     "RANDOM_FAMILIES", "DIRECTED_FAMILIES",
     "LARGE_BYTES", "LARGE_PRODUCTS",
-    "VectorSet", "load", "save", "check_size", "from_arrays", "to_arrays", "generate",
+    "VectorSet", "load", "save", "check_size", "npy_header", "from_arrays", "to_arrays", "generate",
     "generate_suite",
 ]
 
@@ -321,7 +321,7 @@ def check_size(nbytes: int, products: int, allow_large: bool = False,
                            f"--allow-large (allow_large=True) if you mean it")
 
 
-def _npy_header(f: Any) -> tuple[tuple[int, ...], np.dtype] | None:
+def npy_header(f: Any) -> tuple[tuple[int, ...], np.dtype] | None:
     """Shape and dtype from the header of an .npy stream, or None when it has no .npy magic."""
     fmt = np.lib.format
     try:
@@ -346,7 +346,7 @@ def _check_members(p: str, zf: zipfile.ZipFile, allow_large: bool) -> None:
             heads[key] = None
             continue
         with zf.open(info) as f:
-            heads[key] = _npy_header(f)
+            heads[key] = npy_header(f)
     unknown = sorted(k for k in heads if k not in _ARRAYS)
     if unknown:
         raise _err(p, f"unknown array(s) {', '.join(map(repr, unknown))}; "
