@@ -124,6 +124,10 @@ class VectorSet:
         out.validate()
         return out
 
+    def replace(self, **changes: Any) -> VectorSet:
+        """A validated copy with the fields in ``changes`` replaced."""
+        return replace(self, **changes).validate()
+
     def subset(self, rows: slice = slice(None), cols: slice = slice(None)) -> VectorSet:
         """The dot products of rows ``rows`` of A and columns ``cols`` of B (every batch entry).
 
