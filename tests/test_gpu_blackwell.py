@@ -131,6 +131,48 @@ def test_blackwell_ptx_arch_families_are_not_interchangeable(tmp_path):
     assert _ptxas(bw.tcgen05_ptx(TCGEN05[0]), "sm_120a", tmp_path).returncode != 0
 
 
+PTX_SHA256 = Path(__file__).parent / "data" / "gpu_ptx_sha256.json"
+
+
+def _emitted_ptx_sha256() -> dict[str, str]:
+    """SHA-256 of every kernel text the GPU paths emit, one digest per variant.
+
+    mma.sync: every arch and every thread-id pair; tcgen05: every arch and every n_tile; the
+    Hopper FP8 mma.sync CUDA source. The digests in ``tests/data/gpu_ptx_sha256.json`` were
+    written from the code before ``gpu/blackwell.py`` was split (commit 7e900ef): a refactor
+    of the emitters must leave every byte of every kernel as it was.
+    """
+    import hashlib
+
+    from gpu import mma_sync
+    out = {}
+    for v in MMA_SYNC:
+        h = hashlib.sha256()
+        for arch in sorted(bw.MMA_SYNC_ARCHS.values()):
+            for ta in (0, 1):
+                for tb in (0, 1, 2, 3):
+                    h.update(bw.mma_sync_ptx(v, arch=arch, thread_id_a=ta,
+                                             thread_id_b=tb).encode())
+        out[f"mma_sync/{v.name}"] = h.hexdigest()
+    for v in TCGEN05:
+        h = hashlib.sha256()
+        for arch in sorted(bw.TCGEN05_ARCHS.values()):
+            for n_tile in range(16, 129, 16):
+                h.update(bw.tcgen05_ptx(v, n_tile=n_tile, arch=arch).encode())
+        out[f"tcgen05/{v.name}"] = h.hexdigest()
+    out["mma_sync_hopper/source"] = hashlib.sha256(mma_sync.source().encode()).hexdigest()
+    return out
+
+
+def test_blackwell_emitted_ptx_is_byte_identical_to_the_recorded_kernels():
+    import json
+    want = json.loads(PTX_SHA256.read_text())
+    got = _emitted_ptx_sha256()
+    assert len(want) == 28 + 29 + 1
+    assert {k for k in want if got.get(k) != want[k]} == set()
+    assert got.keys() == want.keys()
+
+
 # -- (ii) mma.sync fragments: the ISA's tables, transcribed -------------------------------------
 # PTX ISA §9.7.14.5.10 / §9.7.14.5.11, "The row and column of a matrix fragment can be computed
 # as", written out literally for each element i of each lane.
