@@ -59,6 +59,7 @@ from mxsim.errors import UnitError
 from mxsim.vectors import VectorSet
 
 from .device import capability, device_info, torch_unavailable_reason
+from .runner import require
 
 __all__ = [
     "F8F6F4_FORMATS", "KINDS", "PTX_VERSIONS", "MMA_SYNC_ARCHS", "TCGEN05_ARCHS",
@@ -73,7 +74,7 @@ __all__ = [
     "pack_tcgen05_scales", "smem_descriptor", "tcgen05_instr_desc", "tcgen05_stage",
     "unpack_tcgen05_d", "tcgen05_ptx",
     # runners
-    "MmaSyncBlockScaled", "Tcgen05BlockScaled", "ScaledMmMx", "RUNNERS", "unavailable_reasons",
+    "MmaSyncBlockScaled", "Tcgen05BlockScaled", "ScaledMmMx",
 ]
 
 #: Element formats ``kind::mxf8f6f4`` takes, in the ISA's order.
@@ -988,6 +989,7 @@ class _BlockScaledRunner:
             raise ValueError(f"Kind must be one of {', '.join(KINDS)}, not {kind!r}")
         self.kind = kind
         self.name = f"{self.prefix}-{kind}"
+        self.preset: str | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.kind!r})"
@@ -1010,6 +1012,13 @@ class MmaSyncBlockScaled(_BlockScaledRunner):
 
     prefix, archs, what, mma_sync = "mma-sync", MMA_SYNC_ARCHS, "mma.sync", True
 
+    def __init__(self, kind: str):
+        super().__init__(kind)
+        shape = "m16n8k32" if kind == "mxf8f6f4" else "m16n8k64"
+        self.instruction = f"mma.sync.aligned.{shape}.row.col.kind::{kind}.block_scale"
+        self.summary = (f"PTX mma.sync ... kind::{kind}.block_scale (sm_120a), one 16x8 tile "
+                        f"per warp, chained over K")
+
     def pack(self, vs: VectorSet) -> dict[str, Any]:
         """The kernel's buffers and sizes for ``vs`` (host side only; runs anywhere)."""
         v = self.variant(vs)
@@ -1031,9 +1040,7 @@ class MmaSyncBlockScaled(_BlockScaledRunner):
 
     def run(self, vs: VectorSet) -> VectorSet:
         """D = A·B + C of ``vs`` on the local GPU; FP32 bit patterns in ``d``."""
-        reason = self.unavailable_reason()
-        if reason is not None:
-            raise UnitError(f"{self.name} path unavailable: {reason}")
+        require(self)
         import cupy as cp
         p = self.pack(vs)
         v = p["variant"]
@@ -1064,6 +1071,13 @@ class Tcgen05BlockScaled(_BlockScaledRunner):
 
     prefix, archs, what, mma_sync = "tcgen05", TCGEN05_ARCHS, "tcgen05.mma", False
 
+    def __init__(self, kind: str):
+        super().__init__(kind)
+        self.instruction = f"tcgen05.mma.cta_group::1.kind::{kind}.block_scale"
+        self.summary = (f"PTX tcgen05.mma.cta_group::1.kind::{kind}.block_scale (sm_100a), "
+                        f"M=128 tiles, D in tensor memory")
+        self.preset = f"blackwell-{kind}"
+
     @staticmethod
     def n_tile(n: int) -> int:
         return min(128, -(-n // 16) * 16)
@@ -1091,9 +1105,7 @@ class Tcgen05BlockScaled(_BlockScaledRunner):
 
     def run(self, vs: VectorSet) -> VectorSet:
         """D = A·B + C of ``vs`` on the local GPU; FP32 bit patterns in ``d``."""
-        reason = self.unavailable_reason()
-        if reason is not None:
-            raise UnitError(f"{self.name} path unavailable: {reason}")
+        require(self)
         import cupy as cp
         p = self.pack(vs)
         v = p["variant"]
@@ -1124,6 +1136,9 @@ class ScaledMmMx:
     (``_scaled_mm`` takes neither bit-exactly).
     """
     name = "scaled-mm-mx"
+    summary = "torch._scaled_mm MXFP8/MXFP4/NVFP4, blocked E8M0/UE4M3 scales (sm_100+)"
+    instruction = "torch._scaled_mm (cuBLASLt block-scaled GEMM)"
+    preset = None
     #: (a_format, b_format, scale_format, block) this path takes.
     COMBOS = tuple([(a, b, "e8m0", 32) for a in ("e4m3", "e5m2") for b in ("e4m3", "e5m2")]
                    + [("e2m1", "e2m1", "e8m0", 32), ("e2m1", "e2m1", "ue4m3", 16)])
@@ -1160,9 +1175,7 @@ class ScaledMmMx:
 
     def run(self, vs: VectorSet) -> VectorSet:
         """D = A·B of ``vs`` on the local GPU; FP32 bit patterns in ``d``."""
-        reason = self.unavailable_reason()
-        if reason is not None:
-            raise UnitError(f"{self.name} path unavailable: {reason}")
+        require(self)
         self.check(vs)
         import torch
 
@@ -1190,35 +1203,3 @@ class ScaledMmMx:
         return vs.with_result(out.reshape(vs.batch_shape + (vs.m, vs.n)),
                               producer="gpu torch._scaled_mm (block-scaled)", path=self.name,
                               torch=torch.__version__, device=device_info())
-
-
-#: Every Blackwell path by name.
-RUNNERS: dict[str, Any] = {r.name: r for r in (
-    *(MmaSyncBlockScaled(k) for k in KINDS), *(Tcgen05BlockScaled(k) for k in KINDS),
-    ScaledMmMx())}
-
-
-def unavailable_reasons() -> dict[str, str | None]:
-    """Each Blackwell path's reason it cannot run here (None where it can)."""
-    return {name: r.unavailable_reason() for name, r in RUNNERS.items()}
-
-
-def _summary(runner: Any) -> str:
-    if isinstance(runner, MmaSyncBlockScaled):
-        return (f"PTX mma.sync ... kind::{runner.kind}.block_scale (sm_120a), one 16x8 tile per "
-                f"warp, chained over K")
-    if isinstance(runner, Tcgen05BlockScaled):
-        return (f"PTX tcgen05.mma.cta_group::1.kind::{runner.kind}.block_scale (sm_100a), "
-                f"M=128 tiles, D in tensor memory")
-    return "torch._scaled_mm MXFP8/MXFP4/NVFP4, blocked E8M0/UE4M3 scales (sm_100+)"
-
-
-def __getattr__(name: str) -> Any:
-    # ``PATHS`` (the entries ``gpu.paths`` lists) is built on first use: ``gpu.paths`` imports
-    # this module while it builds its own registry, so importing it here at load would cycle.
-    if name == "PATHS":
-        from .paths import Path
-        return [Path(r.name, _summary(r), r.unavailable_reason, r.run,
-                     f"blackwell-{r.kind}" if isinstance(r, Tcgen05BlockScaled) else None)
-                for r in RUNNERS.values()]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
