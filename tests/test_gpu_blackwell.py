@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from gpu import blackwell as bw
+from gpu.blackwell import runners as bw_runners
 from gpu.device import torch_unavailable_reason
 from gpu.paths import PATHS
 from gpu.runner import Runner
@@ -673,8 +674,8 @@ def test_blackwell_unavailable_here_says_why_in_one_line(name):
 
 
 def test_blackwell_unavailable_on_hopper(monkeypatch):
-    monkeypatch.setattr(bw, "torch_unavailable_reason", lambda: None)
-    monkeypatch.setattr(bw, "capability", lambda: (9, 0))
+    monkeypatch.setattr(bw_runners, "torch_unavailable_reason", lambda: None)
+    monkeypatch.setattr(bw_runners, "capability", lambda: (9, 0))
     assert RUNNERS["mma-sync-mxf8f6f4"].unavailable_reason() == (
         "mma.sync kind::mxf8f6f4 needs compute capability 12.0 (sm_120a) or 12.1 (sm_121a), "
         "not 9.0")
@@ -692,8 +693,8 @@ def test_blackwell_unavailable_on_hopper(monkeypatch):
 
 
 def test_blackwell_unavailable_without_cupy(monkeypatch):
-    monkeypatch.setattr(bw, "torch_unavailable_reason", lambda: None)
-    monkeypatch.setattr(bw, "capability", lambda: (12, 0))
+    monkeypatch.setattr(bw_runners, "torch_unavailable_reason", lambda: None)
+    monkeypatch.setattr(bw_runners, "capability", lambda: (12, 0))
     monkeypatch.setitem(sys.modules, "cupy", None)           # import cupy -> ImportError
     assert RUNNERS["mma-sync-mxf4"].unavailable_reason() == (
         "cupy is not installed (the PTX kernels load through cupy.RawModule)")
