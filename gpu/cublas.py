@@ -19,7 +19,7 @@ from mxsim.vectors import VectorSet
 from .device import capability, device_info, torch_unavailable_reason
 from .runner import require
 
-__all__ = ["unavailable_reason", "scaled_mm", "PAIRS", "ScaledMm", "Wgmma"]
+__all__ = ["unavailable_reason", "scaled_mm", "scale_tensors", "PAIRS", "ScaledMm", "Wgmma"]
 
 #: cuBLASLt refuses e5m2 x e5m2 FP8 GEMMs.
 PAIRS = (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3"))
@@ -73,7 +73,7 @@ def scaled_mm(vs: VectorSet, *, fast_accum: bool = True, out_format: str = "fp32
     ta, tb = _torch_dtype(torch, vs.a_format), _torch_dtype(torch, vs.b_format)
     out = torch.empty((nb, m, n), dtype=out_dtype, device="cuda")
     for i in range(nb):
-        sa, sb = _scales(torch, vs, nb, i)
+        sa, sb = scale_tensors(torch, vs, nb, i)
         a = a_all[i].view(ta)
         b = b_all[i].view(tb).t()                  # column-major (K, N), as cuBLASLt wants
         try:
@@ -93,8 +93,9 @@ def scaled_mm(vs: VectorSet, *, fast_accum: bool = True, out_format: str = "fp32
                           device=device_info())
 
 
-def _scales(torch, vs: VectorSet, nb: int, i: int):
-    """The scale tensors of batch entry ``i`` (1.0 for unscaled sets)."""
+def scale_tensors(torch, vs: VectorSet, nb: int, i: int):
+    """The CUDA scale tensors ``torch._scaled_mm`` takes for batch entry ``i`` of ``nb`` (1.0
+    for unscaled sets; block-wise FP32 scales outer-dim-major, as cuBLASLt reads them)."""
     if vs.scale_format is None:
         one = torch.ones((), dtype=torch.float32, device="cuda")
         return one, one
