@@ -74,7 +74,7 @@ class Reference:
     spec: UnitSpec
 
 
-def none_word(value: Any) -> Any:
+def _none(value: Any) -> Any:
     """``None`` for the words a sweep file writes for it ("none", "exact"), else ``value``."""
     return None if isinstance(value, str) and value.lower() in ("none", "exact") else value
 
@@ -106,7 +106,7 @@ def _specs(params: dict[str, Any]) -> tuple[UnitSpec, UnitSpec]:
     base, p = _base(p)
     changes = {}
     for key, value in p.items():
-        value = none_word(value) if key in _OPTIONAL else value
+        value = _none(value) if key in _OPTIONAL else value
         if key == "schedule" and value == "serial":        # one product per fused step
             k = p.get("k", base.k)
             value = tuple((i,) for i in range(k)) if isinstance(k, int) else value
@@ -138,8 +138,8 @@ def _base(p: dict[str, Any]) -> tuple[UnitSpec, dict[str, Any]]:
     pre = presets.get(preset)
     a, b = a or "e4m3", b or a or "e4m3"
     default = pre.scales[0]
-    scale = (none_word(p["scale_format"]) if "scale_format" in p else default[0],
-             none_word(p["block"]) if "block" in p else default[1])
+    scale = (_none(p["scale_format"]) if "scale_format" in p else default[0],
+             _none(p["block"]) if "block" in p else default[1])
     if scale not in pre.scales:          # set as overrides on the preset's first pattern
         return pre.spec(a, b, scale_format=default[0], block=default[1]), p
     p.pop("scale_format", None)
@@ -151,7 +151,7 @@ def _name(base: str, params: dict[str, Any], unit: bool = False) -> str:
     """``BASE[key=value,...]``: the base's name and what the design changes (the unit's name
     leaves out promotion, which is done outside the unit)."""
     skip = set(_NOT_IN_NAME)
-    if unit or none_word(params.get("promote_every")) is None:
+    if unit or _none(params.get("promote_every")) is None:
         skip |= {"promote_every", "promote_rounding"}
     shown = {k: v for k, v in params.items() if k not in skip}
     return base + ("[" + ",".join(f"{k}={v}" for k, v in shown.items()) + "]" if shown else "")
