@@ -658,6 +658,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 # -- explore --------------------------------------------------------------------------------
 
+def explore_verilog(spec, microarch) -> str:
+    """The Verilog whose area explore reports: hdl's generator (imported when a design is
+    sized: the explore package never imports hdl)."""
+    from hdl import verilog
+    return verilog.generate(spec, microarch)
+
+
+def explore_synthesis(spec, microarch, text: str, fpga: str):
+    """Yosys's figures for that Verilog, mapped to ``fpga`` (ice40, lut4 or none)."""
+    from hdl import verilog
+    return verilog.stats(spec, microarch, ice40=fpga == "ice40", lut4=fpga == "lut4", text=text)
+
+
 def cmd_explore(args: argparse.Namespace) -> int:
     from . import explore
     sweep = explore.load(args.sweep)                 # every point checked before any runs
@@ -682,7 +695,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
               "engine_paths": paths})
         return 0
     try:
-        res = explore.run(sweep, out, jobs=args.jobs, fresh=args.fresh,
+        res = explore.run(sweep, out, area=explore.AreaCost(explore_verilog, explore_synthesis),
+                          jobs=args.jobs, fresh=args.fresh,
                           progress=False if args.json or args.no_progress else None)
     except explore.Interrupted as e:
         print(f"mxsim: {e}", file=sys.stderr)

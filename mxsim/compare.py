@@ -12,25 +12,28 @@ from . import formats
 from .errors import VectorFileError
 from .vectors import VectorSet
 
-__all__ = ["Mismatch", "Report", "compare", "ulp_distance", "ULP_BINS"]
+__all__ = ["Mismatch", "Report", "compare", "ulp_distance", "ulp_order", "ULP_BINS"]
 
 #: Histogram bins of the ulp distance between differing results (upper bounds inclusive).
 ULP_BINS = (("0 (+0 vs -0)", 0), ("1", 1), ("2-3", 3), ("4-15", 15), ("16-255", 255),
             ("256-65535", 65535), (">65535", None))
 
 
-def ulp_distance(x: npt.NDArray, y: npt.NDArray, fmt: formats.Format) -> npt.NDArray[np.int64]:
-    """Number of representable values between two bit patterns of ``fmt`` (-1 if either is NaN).
-
-    Codes map to a monotonic integer line on which +0 and -0 coincide; Inf is one step past max.
+def ulp_order(bits: npt.NDArray, fmt: formats.Format) -> npt.NDArray[np.int64]:
+    """Bit patterns of ``fmt`` as integers in value order: the difference of two is their
+    distance in ulps. +0 and -0 both map to 0; Inf is one step past max (NaNs are not ordered).
     """
-    def line(bits: npt.NDArray) -> npt.NDArray[np.int64]:
-        bits = bits.astype(np.int64)
-        mag = bits & ((1 << (fmt.bits - 1)) - 1)
-        return np.where(bits >> (fmt.bits - 1) == 1, -mag, mag)
+    bits = bits.astype(np.int64)
+    mag = bits & ((1 << (fmt.bits - 1)) - 1)
+    return np.where(bits >> (fmt.bits - 1) == 1, -mag, mag)
 
+
+def ulp_distance(x: npt.NDArray, y: npt.NDArray, fmt: formats.Format) -> npt.NDArray[np.int64]:
+    """Number of representable values between two bit patterns of ``fmt`` (-1 if either is NaN),
+    measured on :func:`ulp_order`'s line.
+    """
     nan = (fmt.classify(x) == formats.Class.NAN) | (fmt.classify(y) == formats.Class.NAN)
-    return np.where(nan, -1, np.abs(line(x) - line(y)))
+    return np.where(nan, -1, np.abs(ulp_order(x, fmt) - ulp_order(y, fmt)))
 
 
 @dataclass

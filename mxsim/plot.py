@@ -12,20 +12,21 @@ from .errors import MxsimError, UnitError
 from .output import check_output, open_output
 from .vectors import VectorSet
 
-__all__ = ["relative_errors", "error_distribution"]
+__all__ = ["relative_errors", "error_distribution", "REL_FLOOR"]
 
 _KINDS = ("png", "pdf", "svg")     # drawn by matplotlib alone (no Pillow, no LaTeX)
-_FLOOR = -12.0     # log10 of relative errors at or below which an output counts as exact
+#: log10 of the relative error at or below which an output counts as exact.
+REL_FLOOR = -12.0
 
 
 def relative_errors(d: npt.NDArray, d_format: str, exact: npt.NDArray) -> npt.NDArray:
-    """log10 |d - exact| / |exact| for finite, non-zero exact outputs (``_FLOOR`` for equal)."""
+    """log10 |d - exact| / |exact| for finite, non-zero exact outputs (``REL_FLOOR`` for equal)."""
     x = formats.get(d_format).decode(d).ravel()
     e = formats.get("fp32").decode(exact).ravel()
     ok = np.isfinite(x) & np.isfinite(e) & (e != 0)
     with np.errstate(divide="ignore"):          # log10(0) is -inf: clipped to the floor
         rel = np.log10(np.abs(x[ok] - e[ok]) / np.abs(e[ok]))
-    return np.maximum(rel, _FLOOR)
+    return np.maximum(rel, REL_FLOOR)
 
 
 def error_distribution(result: VectorSet, path: str | Path,
@@ -63,10 +64,10 @@ def error_distribution(result: VectorSet, path: str | Path,
             continue
         curves[f"preset {name}"] = relative_errors(fast.dot(spec, result), spec.d_format, e)
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
-    bins = np.linspace(_FLOOR - 0.25, 0.5, 60)
+    bins = np.linspace(REL_FLOOR - 0.25, 0.5, 60)
     for label, rel in curves.items():
         ax.hist(rel, bins=bins, histtype="step", linewidth=1.6,
-                label=f"{label} ({int((rel <= _FLOOR).sum())} of {rel.size} exact)")
+                label=f"{label} ({int((rel <= REL_FLOOR).sum())} of {rel.size} exact)")
     ax.set_xlabel("log10 relative error against `exact` (left edge: equal to exact)")
     ax.set_ylabel("outputs")
     ax.set_title(f"{result.a_format} x {result.b_format}, K={result.k}: {result.num_dots} "

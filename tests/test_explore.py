@@ -57,6 +57,10 @@ fpga = "lut4"
 """
 
 
+#: The area cost the CLI passes: hdl's generator and Yosys (the explore package never imports hdl).
+AREA = explore.AreaCost(cli.explore_verilog, cli.explore_synthesis)
+
+
 def _sweep(tmp_path: Path, text: str = TINY, name: str = "sweep.toml") -> Path:
     path = tmp_path / name
     path.write_text(text)
@@ -189,7 +193,7 @@ def test_accuracy_is_the_bit_exact_engine_against_exact():
 def test_pareto_front():
     rows = [dict(workload="w", error=e, gate_equivalents=g, dots_per_cycle=t)
             for e, g, t in [(1, 10, 1), (2, 5, 1), (3, 20, 1), (1, 10, 2), (5, 1, 1)]]
-    explore._mark_pareto(rows)
+    explore.mark_pareto(rows)
     assert [r["pareto"] for r in rows] == [False, True, False, True, True]
 
 
@@ -211,7 +215,7 @@ def swept(tmp_path_factory):
                or real_gemm(spec, ua, *a, **k))
     try:
         sw = explore.load(_sweep(tmp))
-        res = explore.run(sw, tmp / "out", jobs=1, progress=False)
+        res = explore.run(sw, tmp / "out", area=AREA, jobs=1, progress=False)
     finally:
         mp.undo()
     return sw, res, seen
@@ -299,14 +303,15 @@ def test_resume_after_an_interrupt_recomputes_nothing_finished(swept, tmp_path):
             raise KeyboardInterrupt
 
     with pytest.raises(explore.Interrupted, match="3 of 8 tasks finished"):
-        explore.run(sw, out, jobs=2, progress=False, on_done=stop_after_three)
+        explore.run(sw, out, area=AREA, jobs=2, progress=False,
+                    on_done=stop_after_three)
     assert len(list((out / "cache" / "accuracy").glob("*.json"))) == 3
     assert not list(out.glob("**/.*.tmp"))                  # nothing half-written
-    res = explore.run(sw, out, jobs=1, progress=False)      # resumed
+    res = explore.run(sw, out, area=AREA, jobs=1, progress=False)      # resumed
     assert res.computed == {"area": 0, "accuracy": 5}
     assert res.reused == {"area": 2, "accuracy": 3}
     strip = ("seconds",)
     assert [{k: v for k, v in r.items() if k not in strip} for r in res.rows] == \
         [{k: v for k, v in r.items() if k not in strip} for r in first.rows]
-    again = explore.run(sw, out, jobs=2, progress=False)
+    again = explore.run(sw, out, area=AREA, jobs=2, progress=False)
     assert again.computed == {"area": 0, "accuracy": 0}
