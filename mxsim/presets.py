@@ -12,14 +12,13 @@ from dataclasses import dataclass
 from itertools import product
 
 from .errors import UnitError
-from .formats import Overflow, Rounding
+from .formats import ELEMENT_FORMATS, Overflow, Rounding
 from .spec import CMode, UnitSpec, ZeroSign
 
 __all__ = ["Preset", "PRESETS", "get", "names"]
 
 FP8 = ("e4m3", "e5m2")
 F8F6F4 = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1")
-ELEMENTS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
 
 MMASIM = "MMA-Sim (microsoft/MMA-Sim, arXiv 2511.10909; PyPI mmasim 2.1.1)"
 
@@ -264,7 +263,7 @@ _UNVERIFIED = "published parameters; not verified on hardware by mxsim"
 PRESETS: dict[str, Preset] = {p.name: p for p in [
     Preset("exact", "infinitely precise A·B + C (scales applied exactly), rounded once to FP32 "
                     "RNE", "definition (mathematically exact); no hardware computes it",
-           "n/a", tuple(product(ELEMENTS, ELEMENTS)),
+           "n/a", tuple(product(ELEMENT_FORMATS, ELEMENT_FORMATS)),
            ((None, None), ("e8m0", 32), ("e8m0", 16), ("ue4m3", 16), ("ue4m3", 32),
             ("fp32", None), ("fp32", 128)), ("fp32",), _exact),
     Preset("hopper-wgmma", "Hopper FP8 wgmma, one k32 step: F=13 truncation, RZ to E8M13 "
@@ -342,7 +341,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
            lambda *args: _blackwell_mxf4(*args, kind="mxf4nvf4")),
     Preset("ocp-fp32", "OCP MX reading: exact per-block dot products added in FP32 (RNE)",
            PRESETS_PROVENANCE["ocp-fp32"], "n/a (a reading of the spec)",
-           tuple(product(ELEMENTS, ELEMENTS)), (("e8m0", 32),), ("fp32",), _ocp_fp32),
+           tuple(product(ELEMENT_FORMATS, ELEMENT_FORMATS)), (("e8m0", 32),), ("fp32",), _ocp_fp32),
 ]}
 
 

@@ -58,12 +58,11 @@ from typing import Any
 
 from . import formats
 from .errors import MxsimError
-from .formats import Overflow, Rounding
+from .formats import ELEMENT_FORMATS, Overflow, Rounding
 
 __all__ = ["Align", "Product", "CMode", "ZeroSign", "UnitSpec", "SpecError",
            "from_dict", "load", "group_sum_bits", "ELEMENT_FORMATS", "OUTPUT_FORMATS"]
 
-ELEMENT_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
 OUTPUT_FORMATS = ("fp32", "fp16", "bf16")
 MAX_FRAC_BITS = 40        # keeps room in an int64 step sum for k terms (see step_sum_bits)
 #: The widest instruction: a fused step of every index at once beyond any hardware's (k = 16 to

@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 SCHEMA = "mxsim.vectors/1"
-ELEMENT_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
+ELEMENT_FORMATS = formats.ELEMENT_FORMATS
 SCALE_FORMATS = ("e8m0", "ue4m3", "fp32")
 ACC_FORMATS = ("fp32", "fp16", "bf16")
 _ARRAYS = ("a", "b", "c", "d", "a_scale", "b_scale", "tensor_scale", "meta")
