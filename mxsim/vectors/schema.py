@@ -244,7 +244,7 @@ class VectorSet:
     def _derived(self, **changes: Any) -> VectorSet:
         """A copy with ``changes`` set without the checks: for variants that are valid
         because this set is (the caller checks what it changes)."""
-        out = object.__new__(VectorSet)
+        out = object.__new__(type(self))
         out.__dict__.update(self.__dict__, **changes)
         return out
 
