@@ -23,18 +23,14 @@ def resolve_design(unit: str | UnitSpec | units.Unit, a_format: str | None = Non
                    b_format: str | None = None, overrides: Mapping[str, Any] | None = None,
                    lanes: int | None = None, stages: int = 1) -> tuple[UnitSpec, MicroArch]:
     """The spec of ``unit`` for A in ``a_format`` and B in ``b_format`` (B defaults to A; both
-    to the spec's own formats for a fixed spec, and to E4M3 for a preset), with ``overrides``
-    (UnitSpec fields) applied, and a MicroArch of ``lanes`` products per cycle (the spec's k
-    unless given) and ``stages`` registers after the accumulator.
+    to the spec's own formats for a spec file or UnitSpec, and to E4M3 for a hardware preset),
+    with ``overrides`` (UnitSpec fields) applied, and a MicroArch of ``lanes`` products per
+    cycle (the spec's k unless given) and ``stages`` registers after the accumulator.
 
     Raises the spec's errors for a bad override, and MicroArchError (one line, naming what the
     RTL cannot build) unless the RTL generator builds the pair.
     """
-    u = units.get(unit)
-    if a_format is None and u.fixed is not None:
-        spec = u.fixed
-    else:
-        spec = u.spec_for_formats(a_format or "e4m3", b_format or a_format or "e4m3")
+    spec = units.get(unit).spec_for_formats(a_format, b_format)
     if overrides:
         spec = spec.replace(**overrides)
     ua = MicroArch(lanes=lanes if lanes is not None else spec.k or 1, stages=stages)

@@ -46,7 +46,7 @@ from .errors import FormatError
 
 __all__ = [
     "choice", "Rounding", "Overflow", "Specials", "Class", "Format", "Fields",
-    "get", "names", "FORMATS",
+    "get", "names", "FORMATS", "ELEMENT_FORMATS",
     "round_to", "DEFAULT_SR_BITS",
     "pack_fp4", "unpack_fp4", "pack_fp6", "unpack_fp6",
     "to_ml_dtypes", "from_ml_dtypes", "to_torch", "from_torch",
@@ -691,6 +691,10 @@ _ALIASES = {
 def names() -> list[str]:
     """Names of every registered format, in table order."""
     return list(FORMATS)
+
+
+#: The element formats of A and B that units, vector sets and the RTL take.
+ELEMENT_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
 
 
 _ACCUMULATORS: dict[str, Format] = {}

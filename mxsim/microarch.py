@@ -22,13 +22,14 @@ import operator
 from dataclasses import dataclass
 
 from .errors import MxsimError
+from .formats import ELEMENT_FORMATS
 from .spec import Align, CMode, Product, UnitSpec, ZeroSign
 
 __all__ = ["MicroArch", "MicroArchError", "check_rtl", "RTL_FORMATS", "MAX_STAGES",
            "RTL_EXP_WIDTH", "RTL_MAX_K"]
 
-#: Element formats the RTL decodes.
-RTL_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
+#: Element formats the RTL decodes: every element format.
+RTL_FORMATS = ELEMENT_FORMATS
 MAX_STAGES = 3
 #: Signed width of every exponent the RTL carries (element, scale, accumulator, e_zero, and
 #: the step's LSB exponent E - frac_bits and the sum's leading-one exponent).

@@ -2,31 +2,36 @@
 
 A preset is named after the hardware path it models (``hopper-wgmma``). It yields a
 :class:`~mxsim.spec.UnitSpec` for each operand-format pair (and C/D format) it supports, and
-says which it does not. ``mxsim units`` lists them.
+says which it does not. ``mxsim units`` lists them. A spec of one's own (a spec file) is a
+preset of one spec, :func:`from_spec`.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import product
+from typing import Any
 
 from .errors import UnitError
-from .formats import Overflow, Rounding
+from .formats import ELEMENT_FORMATS, Overflow, Rounding
 from .spec import CMode, UnitSpec, ZeroSign
 
-__all__ = ["Preset", "PRESETS", "get", "names"]
+__all__ = ["Preset", "SpecPreset", "PRESETS", "get", "names", "from_spec"]
 
 FP8 = ("e4m3", "e5m2")
 F8F6F4 = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1")
-ELEMENTS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
 
 MMASIM = "MMA-Sim (microsoft/MMA-Sim, arXiv 2511.10909; PyPI mmasim 2.1.1)"
 
 
 @dataclass(frozen=True)
 class Preset:
-    """A family of specs for one hardware path."""
+    """A family of specs for one hardware path.
+
+    Each spec is built once per process: the same formats give the same (immutable) spec.
+    """
     name: str
     summary: str
     provenance: str
@@ -55,9 +60,9 @@ class Preset:
             raise UnitError(f"Unit {self.name} takes C and D as {' or '.join(self.c_formats)}"
                             f", not {c_format}")
         if scale_format == "fp32" and self.make in _BY_GRANULARITY:
-            return self.make(a_format, b_format, scale_format, block, c_format,
-                             granularity=granularity or "row")
-        return self.make(a_format, b_format, scale_format, block, c_format)
+            return _built(self.make, a_format, b_format, scale_format, block, c_format,
+                          granularity=granularity or "row")
+        return _built(self.make, a_format, b_format, scale_format, block, c_format)
 
     def spec_for(self, vs) -> UnitSpec:
         """The spec that applies to a vector set's formats (and FP32 scale granularity).
@@ -72,6 +77,67 @@ class Preset:
             granularity = "tensor" if vs.a_scale.ndim == 0 else "row"
         return self.spec(vs.a_format, vs.b_format, scale_format=vs.scale_format,
                          block=vs.block, c_format=vs.c_format, granularity=granularity)
+
+    def spec_for_formats(self, a_format: str | None = None,
+                         b_format: str | None = None) -> UnitSpec:
+        """The spec for A in ``a_format`` (default E4M3) and B in ``b_format`` (default A's),
+        with the preset's first scale pattern and C format: for the RTL generator, which has
+        no vector set to read formats from."""
+        a_format = a_format or "e4m3"
+        scale, block = self.scales[0]
+        return self.spec(a_format, b_format or a_format, scale_format=scale, block=block,
+                         c_format=self.c_formats[0])
+
+
+@functools.lru_cache(maxsize=512)
+def _built(make: Callable[..., UnitSpec], *args: Any, **kwargs: Any) -> UnitSpec:
+    """``make(*args, **kwargs)``, built once (a spec is immutable; building one checks it)."""
+    return make(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class SpecPreset(Preset):
+    """A preset of one spec (a spec file, or a UnitSpec used as a unit).
+
+    It takes the spec's operand pair, scales and C format only, and refuses others in the
+    words of :meth:`~mxsim.spec.UnitSpec.check_operands`; a vector set without C runs whatever
+    its ``c_format`` says.
+    """
+    only: UnitSpec
+
+    def spec(self, a_format: str, b_format: str | None = None, *,
+             scale_format: str | None = None, block: int | None = None,
+             c_format: str | None = None, granularity: str | None = None) -> UnitSpec:
+        """The spec, when it takes these formats (``c_format`` None: no C); raises UnitError
+        otherwise."""
+        self.only.check_operands(a_format, b_format or a_format, scale_format, block, c_format)
+        return self.only
+
+    def spec_for(self, vs) -> UnitSpec:
+        """The spec, when it takes the vector set's formats; raises UnitError otherwise."""
+        return self.spec(vs.a_format, vs.b_format, scale_format=vs.scale_format,
+                         block=vs.block, c_format=None if vs.c is None else vs.c_format)
+
+    def spec_for_formats(self, a_format: str | None = None,
+                         b_format: str | None = None) -> UnitSpec:
+        """The spec itself (no ``a_format``), or the spec when it is for A in ``a_format`` and
+        B in ``b_format`` (default A's)."""
+        if a_format is None:
+            return self.only
+        return super().spec_for_formats(a_format, b_format)
+
+
+def _the_spec(spec: UnitSpec, *args: Any, **kwargs: Any) -> UnitSpec:
+    return spec
+
+
+def from_spec(spec: UnitSpec, *, summary: str, provenance: str) -> SpecPreset:
+    """The preset of one spec: named after it, its formats the only ones it takes, not
+    verified on hardware."""
+    return SpecPreset(name=spec.name, summary=summary, provenance=provenance, verified="no",
+                      pairs=((spec.a_format, spec.b_format),),
+                      scales=((spec.scale_format, spec.block),), c_formats=(spec.d_format,),
+                      make=functools.partial(_the_spec, spec), only=spec)
 
 
 def _exact(a, b, scale_format, block, c_format) -> UnitSpec:
@@ -264,7 +330,7 @@ _UNVERIFIED = "published parameters; not verified on hardware by mxsim"
 PRESETS: dict[str, Preset] = {p.name: p for p in [
     Preset("exact", "infinitely precise A·B + C (scales applied exactly), rounded once to FP32 "
                     "RNE", "definition (mathematically exact); no hardware computes it",
-           "n/a", tuple(product(ELEMENTS, ELEMENTS)),
+           "n/a", tuple(product(ELEMENT_FORMATS, ELEMENT_FORMATS)),
            ((None, None), ("e8m0", 32), ("e8m0", 16), ("ue4m3", 16), ("ue4m3", 32),
             ("fp32", None), ("fp32", 128)), ("fp32",), _exact),
     Preset("hopper-wgmma", "Hopper FP8 wgmma, one k32 step: F=13 truncation, RZ to E8M13 "
@@ -342,7 +408,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
            lambda *args: _blackwell_mxf4(*args, kind="mxf4nvf4")),
     Preset("ocp-fp32", "OCP MX reading: exact per-block dot products added in FP32 (RNE)",
            PRESETS_PROVENANCE["ocp-fp32"], "n/a (a reading of the spec)",
-           tuple(product(ELEMENTS, ELEMENTS)), (("e8m0", 32),), ("fp32",), _ocp_fp32),
+           tuple(product(ELEMENT_FORMATS, ELEMENT_FORMATS)), (("e8m0", 32),), ("fp32",), _ocp_fp32),
 ]}
 
 

@@ -1,12 +1,13 @@
-"""Units: a hardware preset (a family of specs) or a user's spec file, run by an engine.
+"""Units: a preset (a hardware family of specs, or one spec from a file) run by an engine.
 
 ``get("hopper-wgmma")`` or ``get("my_unit.toml")`` gives a :class:`Unit`; its ``run(vectors)``
-picks the spec for the file's formats and computes ``d`` with the fast engine (or the
+picks the spec for the file's formats (once) and computes ``d`` with the fast engine (or the
 reference engine, for checking).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,33 +29,36 @@ ENGINES = ("fast", "reference")
 
 @dataclass(frozen=True)
 class Unit:
-    """A named unit: a preset family, or one fixed spec read from a file."""
-    name: str
-    summary: str
-    provenance: str
-    verified: str
-    preset: presets.Preset | None = None
-    fixed: UnitSpec | None = None
+    """A preset, run by an engine: a hardware family, or one spec from a file
+    (:func:`mxsim.presets.from_spec`)."""
+    preset: presets.Preset
+
+    @property
+    def name(self) -> str:
+        return self.preset.name
+
+    @property
+    def summary(self) -> str:
+        return self.preset.summary
+
+    @property
+    def provenance(self) -> str:
+        return self.preset.provenance
+
+    @property
+    def verified(self) -> str:
+        return self.preset.verified
 
     def spec_for(self, vs: VectorSet) -> UnitSpec:
         """The spec this unit applies to the vector set's formats."""
-        if self.preset is not None:
-            return self.preset.spec_for(vs)
-        self.fixed.check_operands(vs.a_format, vs.b_format, vs.scale_format, vs.block,
-                                  None if vs.c is None else vs.c_format)
-        return self.fixed
+        return self.preset.spec_for(vs)
 
-    def spec_for_formats(self, a_format: str, b_format: str | None = None) -> UnitSpec:
+    def spec_for_formats(self, a_format: str | None = None,
+                         b_format: str | None = None) -> UnitSpec:
         """The spec for an operand pair, with the unit's first scale pattern (for the RTL
-        generator, which has no vector set to read formats from)."""
-        b_format = b_format or a_format
-        if self.preset is not None:
-            scale, block = self.preset.scales[0]
-            return self.preset.spec(a_format, b_format, scale_format=scale, block=block)
-        if (a_format, b_format) != (self.fixed.a_format, self.fixed.b_format):
-            raise UnitError(f"Unit {self.name} is specified for {self.fixed.a_format} x "
-                            f"{self.fixed.b_format}, not {a_format} x {b_format}")
-        return self.fixed
+        generator, which has no vector set to read formats from); see
+        :meth:`mxsim.presets.Preset.spec_for_formats` for the defaults."""
+        return self.preset.spec_for_formats(a_format, b_format)
 
     def compute(self, vs: VectorSet, engine: str = "fast",
                 progress: bool | None = False) -> npt.NDArray:
@@ -63,10 +67,22 @@ class Unit:
         ``progress`` (see :func:`mxsim.progress.wanted`; off by default) draws a bar with an
         ETA on stderr; a large set is then computed in row chunks (the same codes: rows are
         independent dot products)."""
-        if engine not in ENGINES:
-            raise UnitError(f"Engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+        dot = _engine_dot(engine)
+        return self._compute(self.spec_for(vs), vs, dot, engine, progress)
+
+    def d_format(self, vs: VectorSet) -> str:
+        return self.spec_for(vs).d_format
+
+    def run(self, vs: VectorSet, engine: str = "fast",
+            progress: bool | None = False) -> VectorSet:
+        """A copy of ``vs`` with ``d`` computed by this unit and the producer recorded."""
         spec = self.spec_for(vs)
-        dot = (fast if engine == "fast" else reference).dot
+        d = self._compute(spec, vs, _engine_dot(engine), engine, progress)
+        return vs.with_result(d, d_format=spec.d_format, producer=f"mxsim unit {self.name}",
+                              unit=self.name, instruction=spec.instruction, engine=engine)
+
+    def _compute(self, spec: UnitSpec, vs: VectorSet, dot: Callable[..., npt.NDArray],
+                 engine: str, progress: bool | None) -> npt.NDArray:
         starts = _row_chunks(vs, engine) if wanted(progress) else [0]
         if len(starts) == 1:
             return dot(spec, vs)
@@ -78,16 +94,11 @@ class Unit:
                 bar.update(vs.num_dots // vs.m * r1)
         return np.concatenate(parts, axis=-2)
 
-    def d_format(self, vs: VectorSet) -> str:
-        return self.spec_for(vs).d_format
 
-    def run(self, vs: VectorSet, engine: str = "fast",
-            progress: bool | None = False) -> VectorSet:
-        """A copy of ``vs`` with ``d`` computed by this unit and the producer recorded."""
-        spec = self.spec_for(vs)
-        d = self.compute(vs, engine, progress)
-        return vs.with_result(d, d_format=spec.d_format, producer=f"mxsim unit {self.name}",
-                              unit=self.name, instruction=spec.instruction, engine=engine)
+def _engine_dot(engine: str) -> Callable[..., npt.NDArray]:
+    if engine not in ENGINES:
+        raise UnitError(f"Engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    return (fast if engine == "fast" else reference).dot
 
 
 #: Products (m * n * k) above which a run shows progress in chunks: roughly a second of work.
@@ -113,39 +124,37 @@ def path(unit: Unit, vs: VectorSet, engine: str = "fast") -> dict:
     return fast.path(unit.spec_for(vs))
 
 
-def _from_preset(p: presets.Preset) -> Unit:
-    return Unit(name=p.name, summary=p.summary, provenance=p.provenance, verified=p.verified,
-                preset=p)
-
-
 def names() -> list[str]:
     return presets.names()
 
 
 def all_units() -> list[Unit]:
-    return [_from_preset(p) for p in presets.PRESETS.values()]
+    return [Unit(p) for p in presets.PRESETS.values()]
 
 
-def get(name: str | Unit) -> Unit:
-    """A preset by name, or a spec file (``.toml`` / ``.json``)."""
+def get(name: str | Unit | UnitSpec) -> Unit:
+    """A preset by name, a spec file (``.toml`` / ``.json``) or a UnitSpec, as a unit."""
     if isinstance(name, Unit):
         return name
     if isinstance(name, UnitSpec):
-        return Unit(name=name.name, summary=name.instruction or "user spec",
-                    provenance=name.provenance or "user spec", verified="no", fixed=name)
+        return Unit(presets.from_spec(name, summary=name.instruction or "user spec",
+                                      provenance=name.provenance or "user spec"))
     if str(name).endswith((".toml", ".json")) or Path(str(name)).is_file():
-        try:
-            spec = spec_mod.load(name)
-        except UnicodeDecodeError as exc:
-            raise UnitError(f"{name}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
-                            f"offset {exc.start}); a spec file is TOML or JSON in UTF-8") from None
-        except RecursionError:
-            raise UnitError(f"{name}: nested too deeply to read; a spec file is a flat table "
-                            f"of keys and values") from None
-        except OSError as exc:
-            raise UnitError(f"{name}: cannot read the spec file ({exc.strerror})") from None
-        return Unit(name=spec.name, summary=spec.instruction or f"spec file {name}",
-                    provenance=spec.provenance or f"spec file {name}", verified="no",
-                    fixed=spec)
-    return _from_preset(presets.get(name))
+        spec = _load_spec(name)
+        return Unit(presets.from_spec(spec, summary=spec.instruction or f"spec file {name}",
+                                      provenance=spec.provenance or f"spec file {name}"))
+    return Unit(presets.get(name))
 
+
+def _load_spec(name: str) -> UnitSpec:
+    """A spec file, or a one-line UnitError for one that cannot be read."""
+    try:
+        return spec_mod.load(name)
+    except UnicodeDecodeError as exc:
+        raise UnitError(f"{name}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+                        f"offset {exc.start}); a spec file is TOML or JSON in UTF-8") from None
+    except RecursionError:
+        raise UnitError(f"{name}: nested too deeply to read; a spec file is a flat table "
+                        f"of keys and values") from None
+    except OSError as exc:
+        raise UnitError(f"{name}: cannot read the spec file ({exc.strerror})") from None

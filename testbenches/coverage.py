@@ -234,7 +234,7 @@ def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0) -> Ve
         c[i] = sub | (rng.integers(0, 2, size=c[i].shape, dtype=np.uint32) << 31)
     return VectorSet(**{**vs.__dict__, "a": a, "b": b, "c": c,
                         "extra": {**vs.extra, "stimulus": "mxsim constrained-random"}}
-                     ).validate() if nb else vs
+                     ) if nb else vs
 
 
 def block_results(spec: UnitSpec, vs: VectorSet) -> npt.NDArray[np.uint32]:

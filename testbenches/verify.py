@@ -128,7 +128,7 @@ def minimal_set(vs: VectorSet, dots: list[int]) -> VectorSet:
     return VectorSet(a=a, b=b, a_format=vs.a_format, b_format=vs.b_format, c=c, a_scale=sa,
                      b_scale=sb, scale_format=vs.scale_format, block=vs.block,
                      c_format=vs.c_format, producer="mxsim verify (failing dot products)",
-                     extra={"dots": [int(d) for d in dots]}).validate()
+                     extra={"dots": [int(d) for d in dots]})
 
 
 def _classified(m: dict) -> dict:

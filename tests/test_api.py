@@ -24,7 +24,7 @@ def test_api_gemm_mx_is_quantise_then_unit():
     sa, a = quantize.to_mx(x, "e4m3", 32, "rceil", axis=-1)
     sb, b = quantize.to_mx(w, "e4m3", 32, "rceil", axis=0)
     vs = VectorSet(a=a, b=b, c=c.view(np.uint32), a_scale=sa, b_scale=sb, scale_format="e8m0",
-                   block=32).validate()
+                   block=32)
     for unit in ("blackwell-mxf8f6f4", "ocp-fp32", "exact"):
         spec = presets.get(unit).spec_for(vs)
         expect = fast.dot(spec, vs)
@@ -42,7 +42,7 @@ def test_api_gemm_fp8_tensor_divides_power_of_two_scales_out_exactly():
     ew = int(np.floor(np.log2(448 / np.abs(w).max())))
     a = e4m3.encode(np.ldexp(x.astype(np.float64), ex))
     b = e4m3.encode(np.ldexp(w.astype(np.float64), ew))
-    vs = VectorSet(a=a, b=b).validate()
+    vs = VectorSet(a=a, b=b)
     acc = fast.dot(presets.get("hopper-cublas-fast").spec_for(vs), vs).view(np.float32)
     np.testing.assert_array_equal(d, np.ldexp(acc, -(ex + ew)))
 
@@ -54,7 +54,7 @@ def test_api_gemm_nvfp4_epilogue_rounds_once():
     sa, a, ta = quantize.to_nvfp4(x, axis=-1)
     sb, b, tb = quantize.to_nvfp4(w, axis=0)
     vs = VectorSet(a=a, b=b, a_format="e2m1", b_format="e2m1", a_scale=sa, b_scale=sb,
-                   scale_format="ue4m3", block=16).validate()
+                   scale_format="ue4m3", block=16)
     acc = fast.dot(presets.get("blackwell-mxf4nvf4").spec_for(vs), vs).view(np.float32)
     alpha = Fraction(float(np.float32(ta) * np.float32(tb)))
     for i in range(3):

@@ -303,16 +303,17 @@ def test_bad_input_size_limits_apply_to_load_and_are_lifted_by_allow_large(d, ca
     vs = vectors.load(d / "in.npz")
     nbytes = sum(np.asarray(a).nbytes for a in vectors.to_arrays(vs).values())
     default = vectors.LARGE_BYTES
-    monkeypatch.setattr(vectors, "LARGE_BYTES", nbytes - 1)
+    # The limits live in mxsim.vectors.schema (re-exported by mxsim.vectors).
+    monkeypatch.setattr(vectors.schema, "LARGE_BYTES", nbytes - 1)
     rc, _, err = _run(capsys, "vectors", "info", d / "in.npz")
     assert rc == 2
     _one_line(err, f"in.npz: the set holds {nbytes:,} bytes of arrays, above the limit of "
                    f"{nbytes - 1:,}")
     rc, _, _ = _run(capsys, "vectors", "info", d / "in.npz", "--allow-large")
     assert rc == 0
-    monkeypatch.setattr(vectors, "LARGE_BYTES", default)
+    monkeypatch.setattr(vectors.schema, "LARGE_BYTES", default)
     products = vs.num_dots * vs.k
-    monkeypatch.setattr(vectors, "LARGE_PRODUCTS", products - 1)
+    monkeypatch.setattr(vectors.schema, "LARGE_PRODUCTS", products - 1)
     rc, _, err = _run(capsys, "run", d / "in.npz", "-o", d / "o.npz")
     assert rc == 2
     _one_line(err, f"the set holds {products:,} products (dots x K), above the limit of "

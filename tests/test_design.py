@@ -27,7 +27,7 @@ def test_fixed_spec_keeps_its_formats_and_checks_a_pair(tmp_path):
     assert got == spec and ua.lanes == 8
     path = tmp_path / "u.toml"
     path.write_text(spec.dumps("toml"))
-    assert resolve_design(str(path))[0] == units.get(str(path)).fixed
+    assert resolve_design(str(path))[0] == units.get(str(path)).spec_for_formats()
     with pytest.raises(UnitError, match="specified for e5m2 x e5m2, not e4m3 x e4m3"):
         resolve_design(str(path), "e4m3")
 

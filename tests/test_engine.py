@@ -36,7 +36,7 @@ def test_engine_kernel_is_available_under_make_test():
 def _fp16_c(vs: VectorSet) -> VectorSet:
     """The same set with C rounded to FP16 (for FP16-output units)."""
     c = formats.get("fp16").encode(vs.c.view(np.float32), saturate=False)
-    return VectorSet(**{**vs.__dict__, "c": c, "c_format": "fp16"}).validate()
+    return vs.replace(c=c, c_format="fp16")
 
 
 # (preset, generate() options): every preset, every scale kind it takes, mixed pairs.
@@ -165,7 +165,7 @@ def _adversarial(a_format, b_format, scale_format, block, k, rng):
         kw = dict(a_scale=rng.choice(pool, size=(m, k // block)),
                   b_scale=rng.choice(pool, size=(k // block, n)), scale_format=scale_format,
                   block=block)
-    return VectorSet(a=a, b=b, a_format=a_format, b_format=b_format, c=c, **kw).validate()
+    return VectorSet(a=a, b=b, a_format=a_format, b_format=b_format, c=c, **kw)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -197,7 +197,7 @@ def test_engine_zero_term_exponent_decides():
     vs = VectorSet(a=a, b=b, c=np.zeros((1, 1), np.uint32),
                    a_scale=np.array([[127 - 75]], np.uint8),
                    b_scale=np.array([[127 - 75]], np.uint8), scale_format="e8m0",
-                   block=32).validate()
+                   block=32)
     assert int(_twins(spec, vs)[0, 0]) == 0
     assert int(_twins(spec.replace(e_zero=-400), vs)[0, 0]) == 1
     pytest.importorskip("mmasim")
@@ -210,7 +210,7 @@ def test_engine_hopper_truncates_c_to_13_fraction_bits():
     spec = presets.get("hopper-wgmma").spec("e4m3", "e4m3")
     c = np.array([[1.0 + 2.0 ** -20, -(1.0 + 2.0 ** -12 + 2.0 ** -14)]], np.float32)
     vs = VectorSet(a=np.zeros((1, 32), np.uint8), b=np.zeros((32, 2), np.uint8),
-                   c=c.view(np.uint32)).validate()
+                   c=c.view(np.uint32))
     d = _twins(spec, vs).view(np.float32)
     assert d.tolist() == [[1.0, -(1.0 + 2.0 ** -12)]]
 
@@ -338,7 +338,7 @@ def test_engine_presets_without_c(preset, opts):
     for family in ("normal", "specials", "scale-extremes", "zeros"):
         vs = vectors.generate(family, m=m, n=n, k=2 * k, with_c=False, seed=4, **opts)
         d = _twins(presets.get(preset).spec_for(vs), vs)
-        c0 = VectorSet(**{**vs.__dict__, "c": np.zeros((m, n), np.uint32)}).validate()
+        c0 = vs.replace(c=np.zeros((m, n), np.uint32))
         # The FP32-scale presets refuse a C (cuBLASLt adds its bias after the scales), so the
         # +0 C goes through the spec made for the set without one.
         np.testing.assert_array_equal(fast.dot(presets.get(preset).spec_for(vs), c0), d)
@@ -351,8 +351,7 @@ def test_engine_batched_sets():
     d = _twins(spec, vs)
     assert d.shape == (6, 2, 3)
     for i in range(6):          # a batch entry alone gives the same bits
-        one = VectorSet(**{**vs.__dict__, "a": vs.a[i], "b": vs.b[i], "c": vs.c[i],
-                           "extra": {}}).validate()
+        one = vs.replace(a=vs.a[i], b=vs.b[i], c=vs.c[i], extra={})
         np.testing.assert_array_equal(fast.dot(spec, one), d[i])
 
 
@@ -394,7 +393,7 @@ def _signed_zero_set(a_format: str, b_format: str, k: int, c: str | None,
         extra = dict(a_scale=like.a_scale[:3], b_scale=like.b_scale[:, :3],
                      scale_format=like.scale_format, block=like.block)
     vs = VectorSet(a=a, b=b, a_format=a_format, b_format=b_format, c=cbits,
-                   c_format=d_format, **extra).validate()
+                   c_format=d_format, **extra)
     return vs, all_neg, all_pos
 
 

@@ -68,11 +68,11 @@ def test_exact_batched_and_no_c():
 def test_exact_nvfp4_tensor_scale():
     vs = vectors.generate("normal", a_format="e2m1", m=4, n=4, k=64, scale_format="ue4m3",
                           seed=2)
-    vs.tensor_scale = np.array(0.0123, np.float32)
+    vs = vs.replace(tensor_scale=np.array(0.0123, np.float32))
     d = _assert_twins(vs)
     vs0 = vectors.generate("normal", a_format="e2m1", m=4, n=4, k=64, scale_format="ue4m3",
                            seed=2, with_c=False)
-    vs0.tensor_scale = np.array(2.0 ** -3, np.float32)
+    vs0 = vs0.replace(tensor_scale=np.array(2.0 ** -3, np.float32))
     plain = vectors.generate("normal", a_format="e2m1", m=4, n=4, k=64, scale_format="ue4m3",
                              seed=2, with_c=False)
     # A power-of-two tensor scale only moves the exponent.
@@ -102,7 +102,7 @@ def _one_dot(a_vals, b_vals, c=None, a_scale=None, b_scale=None, fmt="e4m3"):
                   b_scale=np.array(b_scale, np.uint8).reshape(-1, 1),
                   scale_format="e8m0", block=32)
     cc = None if c is None else np.array([[c]], np.float32).view(np.uint32)
-    vs = VectorSet(a=a, b=b, a_format=fmt, b_format=fmt, c=cc, **kw).validate()
+    vs = VectorSet(a=a, b=b, a_format=fmt, b_format=fmt, c=cc, **kw)
     return int(_assert_twins(vs)[0, 0])
 
 
@@ -168,7 +168,7 @@ def test_exact_special_values():
     assert _one_dot([1.0], [1.0], c=nan, fmt=e5) == 0x7FFFFFFF
     a = np.array([[f.code_of_nan, 0x3C]], np.uint8)
     vs = VectorSet(a=a, b=np.array([[0x3C], [0x3C]], np.uint8), a_format=e5,
-                   b_format=e5).validate()
+                   b_format=e5)
     assert int(_assert_twins(vs)[0, 0]) == 0x7FFFFFFF
     # A NaN E8M0 scale poisons its block even when the elements are zero.
     assert _one_dot([0.0], [0.0], a_scale=[0xFF], b_scale=[127]) == 0x7FFFFFFF
@@ -181,14 +181,14 @@ def test_exact_inf_times_zero_scale_is_nan():
     b = np.full((16, 1), 0x38, np.uint8)                     # e4m3 1.0
     vs = VectorSet(a=a, b=b, a_format="e5m2", b_format="e4m3",
                    a_scale=np.zeros((1, 1), np.uint8), b_scale=np.full((1, 1), 0x38, np.uint8),
-                   scale_format="ue4m3", block=16).validate()
+                   scale_format="ue4m3", block=16)
     assert int(_assert_twins(vs)[0, 0]) == 0x7FFFFFFF
 
 
 def test_exact_is_order_independent():
     vs = vectors.generate("llm", a_format="e4m3", m=4, n=4, k=512, seed=11)
     perm = np.random.default_rng(0).permutation(512)
-    shuffled = VectorSet(a=vs.a[:, perm], b=vs.b[perm], c=vs.c).validate()
+    shuffled = VectorSet(a=vs.a[:, perm], b=vs.b[perm], c=vs.c)
     np.testing.assert_array_equal(fast.matmul_exact(vs), fast.matmul_exact(shuffled))
 
 
@@ -197,7 +197,7 @@ def test_exact_transpose_symmetry():
                           scale_format="e8m0", seed=4)
     t = VectorSet(a=vs.b.T.copy(), b=vs.a.T.copy(), a_format="int8", b_format="e5m2",
                   c=vs.c.T.copy(), a_scale=vs.b_scale.T.copy(), b_scale=vs.a_scale.T.copy(),
-                  scale_format="e8m0", block=32).validate()
+                  scale_format="e8m0", block=32)
     np.testing.assert_array_equal(fast.matmul_exact(vs).T, fast.matmul_exact(t))
 
 
@@ -233,7 +233,7 @@ def test_exact_random_codes_property(a_format, b_format, scale, k_blocks, data):
                   b_scale=np.array(data.draw(s), np.uint8).reshape(nb, 2),
                   scale_format=scale, block=block)
     vs = VectorSet(a=a, b=b, a_format=a_format, b_format=b_format,
-                   c=np.array(c_bits, np.uint32).reshape(2, 2), **kw).validate()
+                   c=np.array(c_bits, np.uint32).reshape(2, 2), **kw)
     _assert_twins(vs)
 
 
@@ -258,6 +258,6 @@ def test_exact_one_dot_longer_than_float64_limb_sums():
     c = np.float32(-(2 ** 24 - 1) / 2)                    # cancels s * p / 2 exactly
     vs = VectorSet(a=a, b=b, a_format="e5m2", b_format="e5m2", scale_format="fp32",
                    a_scale=np.array(s), b_scale=np.array(np.float32(1)),
-                   c=np.array([[c]]).view(np.uint32)).validate()
+                   c=np.array([[c]]).view(np.uint32))
     # The exact sum: s * (p / 2 + 2**-16) + c = s * 2**-16 = (2**24 - 1) * 2**-39.
     assert int(fast.matmul_exact(vs)[0, 0]) == _bits((2 ** 24 - 1) * 2.0 ** -39) == 0x37FFFFFF

@@ -655,7 +655,7 @@ def test_fuzz_load_mutated_bytes(fx, tmp_path_factory, flips, cut):
     except MxsimError as exc:
         assert "\n" not in str(exc)
     else:
-        vs.validate()
+        vs.replace()            # what loads passes the checks when built again
 
 
 @_SETTINGS

@@ -25,7 +25,7 @@ def _check(preset: str, vs: VectorSet) -> int:
 
 def _fp16(vs: VectorSet) -> VectorSet:
     c = formats.get("fp16").encode(vs.c.view(np.float32), saturate=False)
-    return VectorSet(**{**vs.__dict__, "c": c, "c_format": "fp16"}).validate()
+    return vs.replace(c=c, c_format="fp16")
 
 
 @pytest.mark.parametrize("c_format", ["fp32", "fp16"])

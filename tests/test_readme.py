@@ -133,7 +133,7 @@ def test_readme_commands_run(tmp_path):
     assert fitted.k == 32
     # `units --spec` wrote the preset's spec, loadable as a unit.
     mine_unit = units.get(str(tmp_path / "my_unit.toml"))
-    assert mine_unit.fixed == units.get("blackwell-mxf8f6f4").spec_for_formats("e4m3")
+    assert mine_unit.spec_for_formats() == units.get("blackwell-mxf8f6f4").spec_for_formats("e4m3")
 
 
 @pytest.mark.rtl

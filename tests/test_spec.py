@@ -1,5 +1,6 @@
 """UnitSpec: validation at construction, TOML/JSON round trips, preset families."""
 
+import enum
 import json
 
 import pytest
@@ -29,6 +30,28 @@ def test_spec_enums_from_strings_and_replace():
     t = s.replace(frac_bits=20)
     assert t.frac_bits == 20 and s.frac_bits == 13
     assert UnitSpec(name="x", schedule=[[1, 0], [3, 2]], k=4).steps() == ((1, 0), (3, 2))
+
+
+def test_spec_every_policy_field_holds_an_enum():
+    s = presets.get("triton-dot-scaled-hopper").spec("e5m2", "e4m3", scale_format="e8m0",
+                                                      block=32)
+    r = presets.get("hopper-cublas-rowwise").spec("e4m3", "e4m3", scale_format="fp32",
+                                                  granularity="tensor")
+    b = presets.get("hopper-cublas-blockwise").spec("e4m3", "e4m3", scale_format="fp32",
+                                                    block=128)
+    assert s.upcast_specials is spec.UpcastSpecials.FINITE and s.epilogue is None
+    assert r.epilogue is spec.Epilogue.ALPHA and b.epilogue is spec.Epilogue.BLOCK_FMA
+    assert UnitSpec().upcast_specials is spec.UpcastSpecials.IEEE
+    # The members equal their spellings in spec files, and the files do not change.
+    assert (s.upcast_specials, r.epilogue, b.epilogue) == ("finite", "alpha", "block-fma")
+    assert 'upcast_specials = "finite"' in s.dumps() and 'epilogue = "alpha"' in r.dumps()
+    assert json.loads(b.dumps("json"))["epilogue"] == "block-fma"
+    # Given as members or as strings: the same spec.
+    assert b.replace(epilogue=spec.Epilogue.BLOCK_FMA) == b.replace(epilogue="block-fma") == b
+    for name, value in [item for x in (s, r, b) for item in vars(x).items()]:
+        policy = name in ("align", "product", "c_mode", "zero_sign", "overflow",
+                          "upcast_specials", "epilogue") or name.endswith("rounding")
+        assert not policy or value is None or isinstance(value, enum.Enum), name
 
 
 @pytest.mark.parametrize("kwargs,message", [
@@ -198,7 +221,7 @@ def test_spec_step_sum_bound_is_where_int64_ends():
     top = np.uint8(0x7E)                           # 448, UE4M3 scale 448 too
     vs = VectorSet(a=np.full((1, 64), top), b=np.full((64, 1), top),
                    a_scale=np.full((1, 4), top), b_scale=np.full((4, 1), top),
-                   scale_format="ue4m3", block=16).validate()
+                   scale_format="ue4m3", block=16)
     want = reference.dot(s, vs)
     assert int(want[0, 0]) == 0x54161000
     np.testing.assert_array_equal(fast.dot(s, vs), want)

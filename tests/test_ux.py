@@ -213,7 +213,7 @@ def test_units_spec_round_trips_through_a_toml_file(name, tmp_path, capsys):
         granularity = "row" if scale == "fp32" else None
         want = presets.get(name).spec(a, b, scale_format=scale, block=block, c_format=c,
                                       granularity=granularity)
-        assert units.get(str(path)).fixed == want, (a, b, scale, block, c)
+        assert units.get(str(path)).spec_for_formats() == want, (a, b, scale, block, c)
 
 
 def test_units_spec_defaults_and_json(capsys):

@@ -4,9 +4,11 @@ file I/O, subsets, scale expansion and the seeded generator families.
 Seeds are fixed (``SEED``, and the ``seed`` arguments below) and appear in the test ids.
 """
 
+import dataclasses
 import io
 import json
 import os
+import pickle
 import re
 import zipfile
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 
 from mxsim import formats, vectors
 from mxsim.cli import main
+from mxsim.engine import fast
 from mxsim.errors import VectorFileError
 from mxsim.vectors import VectorSet
 
@@ -79,17 +82,16 @@ def _hand_set(*, batch=(), m=4, n=8, k=64, a_format="e4m3", b_format="e4m3", sca
             a_s.reshape(-1)[0] = np.uint32(0x7FC00123).view(np.float32)   # NaN with payload
         kw = dict(scale_format="fp32", block=128 if gran == "block" else None,
                   a_scale=a_s, b_scale=b_s)
+    ts = None if tensor_scale is None else np.array(tensor_scale, np.float32)
     vs = VectorSet(a=a, b=b, a_format=a_format, b_format=b_format, c=c, c_format=c_format,
-                   producer="tests/test_vectors.py", **kw)
-    if tensor_scale is not None:
-        vs.tensor_scale = np.array(tensor_scale, np.float32)
+                   tensor_scale=ts, producer="tests/test_vectors.py", **kw)
     if d_format is not None:
         df = formats.get(d_format)
         d = rng.integers(0, 1 << df.bits, size=batch + (m, n), dtype=np.uint64)
         vs = vs.with_result(d.astype(df.code_dtype), d_format=d_format, producer="hand",
                             unit="exact", engine="reference", gpu={"name": "none", "sm": 0},
                             families=["uniform", "zeros"], seed=7)
-    return vs.validate()
+    return vs
 
 
 ROUND_TRIPS = {
@@ -156,25 +158,46 @@ def test_vectors_save_missing_directory(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_vectors_save_invalid_leaves_nothing(tmp_path):
+def test_vectors_set_is_checked_when_built_and_frozen():
     vs = _hand_set()
-    vs.a = vs.a.astype(np.int16)
-    path = tmp_path / "set.npz"
-    with pytest.raises(VectorFileError, match=_full(path, "array 'a' must be uint8 codes, "
-                                                          "not int16")):
-        vectors.save(vs, path)
-    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(VectorFileError, match="^array 'a' must be uint8 codes, not int16$"):
+        vs.replace(a=vs.a.astype(np.int16))
+    with pytest.raises(VectorFileError, match=r"^K of a \(64\) and b \(63\) differ"):
+        vs.replace(b=vs.b[:-1])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        vs.a = vs.a.astype(np.int16)
+    with pytest.raises(TypeError):
+        vs.extra["note"] = "changed in place"
 
 
-def test_vectors_save_failure_keeps_old_file(tmp_path):
+def test_vectors_extra_is_a_copy():
+    extra = {"note": "mine"}
+    vs = _hand_set().replace(extra=extra)
+    extra["note"] = "changed"
+    assert vs.extra == {"note": "mine"} and vs.meta["note"] == "mine"
+
+
+def test_vectors_pickles_with_its_extra():
+    vs = _hand_set(d_format="fp32")
+    back = pickle.loads(pickle.dumps(vs))
+    _assert_same_arrays(vs, back)
+    assert back.meta == vs.meta
+    with pytest.raises(TypeError):
+        back.extra["unit"] = "other"
+
+
+def test_vectors_save_failure_keeps_old_file(tmp_path, monkeypatch):
     path = tmp_path / "set.npz"
-    good = _hand_set()
-    vectors.save(good, path)
+    vectors.save(_hand_set(), path)
     before = path.read_bytes()
-    bad = _hand_set()
-    bad.b = bad.b[:-1]
-    with pytest.raises(VectorFileError):
-        vectors.save(bad, path)
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "savez_compressed", disk_full)
+    with pytest.raises(VectorFileError, match=_full(path, "cannot write (No space left on "
+                                                          "device)")):
+        vectors.save(_hand_set(seed=2), path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["set.npz"]
 
@@ -380,12 +403,10 @@ def test_vectors_bad_input(tmp_path, scales, edit, message):
         vectors.load(path)
 
 
-def test_vectors_bad_input_validate_without_path():
-    vs = _hand_set()
-    vs.a_format = "fp32"
+def test_vectors_bad_input_built_without_path():
     with pytest.raises(VectorFileError, match=f"^a_format must be one of {ELEMENTS}, "
                                               f"not 'fp32'$"):
-        vs.validate()
+        _hand_set().replace(a_format="fp32")
 
 
 META_BAD = {
@@ -611,7 +632,7 @@ def test_vectors_generate(family, pair, scaling):
             _gen(family, pair, scaling)
         return
     vs = _gen(family, pair, scaling)
-    assert vs.validate() is vs
+    assert vs.replace().inputs_equal(vs)       # building it again passes the checks
     assert (vs.a_format, vs.b_format, vs.scale_format) == (pair[0], pair[1], sf)
     assert vs.block == {"e8m0": 32, "ue4m3": 16, None: None}.get(
         sf, 128 if gran == "block" else None)
@@ -887,7 +908,7 @@ def test_vectors_subset(case, rows, cols, b_cut):
         np.testing.assert_array_equal(_bits(sa), _bits(full_a[..., rows, :]))
         np.testing.assert_array_equal(_bits(sb), _bits(full_b[..., cols]))
     assert sub.meta == vs.meta
-    assert sub.validate() is sub
+    assert sub.replace().inputs_equal(sub)
 
 
 @pytest.mark.parametrize("cols", [slice(0, 100), slice(64, 192), slice(0, 256, 2),
@@ -906,7 +927,7 @@ def _flip(name, index=0):
         arr = getattr(vs, name).copy()
         flat = _bits(arr).reshape(-1)
         flat[index] ^= 1
-        setattr(vs, name, arr)
+        return vs.replace(**{name: arr})
     return edit
 
 
@@ -915,17 +936,17 @@ INPUT_CHANGES = {
     "b-last": _flip("b", -1),
     "c": _flip("c", 5),
     "c-nan-payload": _flip("c", 0),
-    "c-sign-of-zero": lambda vs: setattr(vs, "c", np.where(vs.c == 0x80000000, np.uint32(0),
-                                                           vs.c)),
-    "c-missing": lambda vs: setattr(vs, "c", None),
+    "c-sign-of-zero": lambda vs: vs.replace(c=np.where(vs.c == 0x80000000, np.uint32(0), vs.c)),
+    "c-missing": lambda vs: vs.replace(c=None),
     "a-scale": _flip("a_scale", 3),
     "b-scale": _flip("b_scale", -1),
     "tensor-scale": _flip("tensor_scale"),
-    "tensor-scale-missing": lambda vs: setattr(vs, "tensor_scale", None),
-    "a-format": lambda vs: setattr(vs, "a_format", "e2m3"),
-    "b-format": lambda vs: setattr(vs, "b_format", "e3m2"),
-    "block": lambda vs: setattr(vs, "block", 32),
-    "c-format": lambda vs: setattr(vs, "c_format", "fp16"),
+    "tensor-scale-missing": lambda vs: vs.replace(tensor_scale=None),
+    "a-format": lambda vs: vs.replace(a_format="e2m3"),
+    "b-format": lambda vs: vs.replace(b_format="e3m2"),
+    "block": lambda vs: vs.replace(block=32, a_scale=vs.a_scale[..., ::2],
+                                   b_scale=vs.b_scale[..., ::2, :]),
+    "c-format": lambda vs: vs.replace(c_format="fp16", c=vs.c.astype(np.uint16)),
 }
 
 
@@ -951,8 +972,7 @@ def test_vectors_inputs_equal_with_result(tmp_path):
 @pytest.mark.parametrize("change", INPUT_CHANGES.values(), ids=INPUT_CHANGES.keys())
 def test_vectors_inputs_equal_differs(change):
     vs = _nvfp4_set()
-    other = _nvfp4_set()
-    change(other)
+    other = change(_nvfp4_set())
     assert not vs.inputs_equal(other)
     assert not other.inputs_equal(vs)
 
@@ -960,7 +980,8 @@ def test_vectors_inputs_equal_differs(change):
 def test_vectors_inputs_equal_scale_format():
     a = _hand_set(scales="fp32-row")
     b = _hand_set(scales="fp32-row")
-    b.scale_format = "e8m0"
+    b = b.replace(scale_format="e8m0", block=32, a_scale=np.ones((4, 2), np.uint8),
+                  b_scale=np.ones((2, 8), np.uint8))
     assert not a.inputs_equal(b)
     assert not _hand_set().inputs_equal(_hand_set(scales="e8m0"))
 
@@ -1006,7 +1027,7 @@ def test_vectors_scale_values_ue4m3():
 
 def test_vectors_scale_values_fp32_tensor():
     vs = _hand_set(scales="fp32-tensor", m=3, n=5, k=64, batch=(2,))
-    vs.a_scale, vs.b_scale = np.array(0.375, np.float32), np.array(-3.0, np.float32)
+    vs = vs.replace(a_scale=np.array(0.375, np.float32), b_scale=np.array(-3.0, np.float32))
     sa, sb = vs.scale_values()
     assert sa.shape == (2, 3, 64) and sb.shape == (2, 64, 5)
     np.testing.assert_array_equal(sa, 0.375)
@@ -1015,8 +1036,8 @@ def test_vectors_scale_values_fp32_tensor():
 
 def test_vectors_scale_values_fp32_row():
     vs = _hand_set(scales="fp32-row", m=3, n=5, k=64)
-    vs.a_scale = np.array([[0.5], [2.0], [np.float32(1e-3)]], np.float32)
-    vs.b_scale = np.array([[1.0, 3.0, 5.0, 7.0, 2.0 ** -100]], np.float32)
+    vs = vs.replace(a_scale=np.array([[0.5], [2.0], [np.float32(1e-3)]], np.float32),
+                    b_scale=np.array([[1.0, 3.0, 5.0, 7.0, 2.0 ** -100]], np.float32))
     sa, sb = vs.scale_values()
     assert (sa[0, 0], sa[0, 63], sa[1, 17], sa[2, 5]) == (0.5, 0.5, 2.0,
                                                            float(np.float32(1e-3)))
@@ -1025,8 +1046,8 @@ def test_vectors_scale_values_fp32_row():
 
 def test_vectors_scale_values_fp32_block():
     vs = _hand_set(scales="fp32-block", m=2, n=256, k=384)
-    vs.a_scale = np.array([[1.0, 2.0, 4.0], [8.0, 16.0, 32.0]], np.float32)
-    vs.b_scale = np.array([[0.5, 0.25], [3.0, 5.0], [7.0, 9.0]], np.float32)
+    vs = vs.replace(a_scale=np.array([[1.0, 2.0, 4.0], [8.0, 16.0, 32.0]], np.float32),
+                    b_scale=np.array([[0.5, 0.25], [3.0, 5.0], [7.0, 9.0]], np.float32))
     sa, sb = vs.scale_values()
     assert sa.shape == (2, 384) and sb.shape == (384, 256)
     assert (sa[0, 0], sa[0, 127], sa[0, 128], sa[0, 383], sa[1, 200], sa[1, 256]) == (
@@ -1039,13 +1060,97 @@ def test_vectors_large_sets_are_written_uncompressed(tmp_path, monkeypatch):
     """Above the size limit the zip members are stored, not deflated; both read the same."""
     import zipfile
 
-    monkeypatch.setattr(vectors, "_COMPRESS_LIMIT", 1000)
+    from mxsim.vectors import io as vectors_io
+
+    monkeypatch.setattr(vectors_io, "_COMPRESS_LIMIT", 1000)
     vs = vectors.generate("normal", m=32, n=32, k=64, seed=3)
     vectors.save(vs, tmp_path / "big.npz")
     with zipfile.ZipFile(tmp_path / "big.npz") as z:
         assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_STORED}
     assert vectors.load(tmp_path / "big.npz").inputs_equal(vs)
-    monkeypatch.setattr(vectors, "_COMPRESS_LIMIT", 1 << 30)
+    monkeypatch.setattr(vectors_io, "_COMPRESS_LIMIT", 1 << 30)
     vectors.save(vs, tmp_path / "small.npz")
     with zipfile.ZipFile(tmp_path / "small.npz") as z:
         assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_DEFLATED}
+
+
+# -- flat, take_dots and with_result ------------------------------------------------------------
+
+FLAT_CASES = {
+    "e8m0-batch2x3": dict(scales="e8m0", batch=(2, 3), m=3, n=5, k=64),
+    "ue4m3-ts-no-batch": dict(scales="ue4m3", a_format="e2m1", b_format="e2m1",
+                              tensor_scale=0.25, m=3, n=5, k=64),
+    "fp32-row": dict(scales="fp32-row", batch=(2,), m=3, n=5, k=64),
+    "fp32-tensor": dict(scales="fp32-tensor", batch=(2, 1), m=3, n=5, k=64),
+    "unscaled-d": dict(batch=(3,), m=3, n=5, k=64, d_format="bf16", c_format="bf16"),
+}
+
+
+@pytest.mark.parametrize("case", FLAT_CASES.values(), ids=FLAT_CASES.keys())
+def test_vectors_flat_folds_the_batch(case):
+    vs = _hand_set(**case)
+    f = vs.flat()
+    nb = int(np.prod(vs.batch_shape, dtype=np.int64))
+    assert f.batch_shape == (nb,) and (f.m, f.n, f.k) == (vs.m, vs.n, vs.k)
+    assert f.num_dots == vs.num_dots and f.meta == vs.meta
+    for name in ("a", "b", "c", "d", "a_scale", "b_scale", "tensor_scale"):
+        x, y = getattr(vs, name), getattr(f, name)
+        if x is None:
+            assert y is None
+        else:
+            assert y.ndim == (0 if x.ndim == 0 else 3)
+            np.testing.assert_array_equal(_bits(y).reshape(-1), _bits(x).reshape(-1))
+    assert f.replace().inputs_equal(f)         # the folded set passes the checks
+    np.testing.assert_array_equal(fast.matmul_exact(f).reshape(-1),
+                                  fast.matmul_exact(vs).reshape(-1))
+
+
+@pytest.mark.parametrize("case", FLAT_CASES.values(), ids=FLAT_CASES.keys())
+def test_vectors_take_dots_are_those_dots(case):
+    vs = _hand_set(**case)
+    rng = np.random.default_rng(SEED)
+    idx = rng.integers(0, vs.num_dots, 7)
+    one = vs.take_dots(idx)
+    assert (one.batch_shape, one.m, one.n, one.k) == ((7,), 1, 1, vs.k)
+    assert one.extra == {"dots": [int(i) for i in idx]}
+    assert (one.a_format, one.scale_format, one.block, one.producer) == (
+        vs.a_format, vs.scale_format, vs.block, vs.producer)
+    # Each taken dot computes what it computes in the whole set.
+    np.testing.assert_array_equal(fast.matmul_exact(one).reshape(-1),
+                                  fast.matmul_exact(vs).reshape(-1)[idx])
+    if vs.d is not None:
+        np.testing.assert_array_equal(one.d.reshape(-1), vs.d.reshape(-1)[idx])
+    first = vs.take_dots(slice(0, 4))
+    assert first.extra == {"dots": [0, 1, 2, 3]}
+    np.testing.assert_array_equal(fast.matmul_exact(first).reshape(-1),
+                                  fast.matmul_exact(vs).reshape(-1)[:4])
+
+
+def test_vectors_take_dots_bad():
+    vs = _hand_set(batch=(2,), m=3, n=5)
+    with pytest.raises(VectorFileError, match=r"^Dot indices must be from 0 to 29, not 30$"):
+        vs.take_dots([0, 30])
+    with pytest.raises(VectorFileError, match=r"^Dot indices must be from 0 to 29, not -1$"):
+        vs.take_dots([-1])
+    with pytest.raises(VectorFileError, match=r"^take_dots needs at least one dot index$"):
+        vs.take_dots([])
+    block_wise = _hand_set(scales="fp32-block", m=2, n=256, k=128)
+    with pytest.raises(VectorFileError, match=r"^Dots of a set with block-wise fp32 scales "
+                                              r"cannot be taken one by one"):
+        block_wise.take_dots([0])
+
+
+def test_vectors_with_result_checks_d():
+    vs = _hand_set(batch=(2,))
+    with pytest.raises(VectorFileError, match=r"^array 'd' must have shape \(2, 4, 8\), not "
+                                              r"\(4, 8\)$"):
+        vs.with_result(np.zeros((4, 8), np.uint32), producer="x")
+    with pytest.raises(VectorFileError, match=r"^array 'd' must be uint16 bit patterns of "
+                                              r"bf16, not uint32$"):
+        vs.with_result(np.zeros((2, 4, 8), np.uint32), d_format="bf16", producer="x")
+    with pytest.raises(VectorFileError, match=r"^d_format must be one of fp32, fp16, bf16, "
+                                              r"not 'fp8'$"):
+        vs.with_result(np.zeros((2, 4, 8), np.uint32), d_format="fp8", producer="x")
+    res = vs.with_result(np.zeros((2, 4, 8), np.uint32), producer="x", unit="u")
+    assert res.extra == {"unit": "u"} and vs.extra == {} and vs.d is None
+    assert res.replace().inputs_equal(res)

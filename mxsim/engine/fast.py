@@ -134,7 +134,6 @@ def matmul_exact(vs: VectorSet) -> npt.NDArray[np.uint32]:
     An absent C is +0. An exact-zero sum is -0 only when every product and C is -0 (IEEE sum
     rules), else +0.
     """
-    vs.validate()
     fa, fb = formats.get(vs.a_format), formats.get(vs.b_format)
     batch = vs.batch_shape
     nb = int(np.prod(batch, dtype=np.int64))
@@ -556,7 +555,6 @@ def dot(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
     A K longer than the instruction's chains instructions (D of one is C of the next), with
     promotion if the spec declares it. Raises UnitError when the vectors do not fit the spec.
     """
-    vs.validate()
     spec.check_vectors(vs)
     if spec.exact:
         return matmul_exact(vs)
@@ -617,7 +615,7 @@ def _without_epilogue(spec: UnitSpec, vs: VectorSet,
     if ks is not None:
         inner = replace(inner, promote_every=None)
         plain = replace(plain, a=vs.a[..., ks], b=vs.b[..., ks, :], c=None)
-    return inner, plain.validate()
+    return inner, plain
 
 
 def _block_slices(spec: UnitSpec, vs: VectorSet):

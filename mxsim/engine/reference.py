@@ -104,7 +104,6 @@ def _scale_factors(vs: VectorSet, bt: tuple, i: int, j: int, kk: int) -> list[fl
 
 def matmul_exact(vs: VectorSet) -> npt.NDArray[np.uint32]:
     """The ``exact`` unit, as :func:`mxsim.engine.fast.matmul_exact` documents it."""
-    vs.validate()
     a = formats.get(vs.a_format).decode(vs.a)
     b = formats.get(vs.b_format).decode(vs.b)
     c = (formats.get(vs.c_format).decode(vs.c) if vs.c is not None
@@ -436,7 +435,6 @@ def _block_fma_ref(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
 
 def dot(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
     """The unit of ``spec``, as :func:`mxsim.engine.fast.dot` documents it, one dot at a time."""
-    vs.validate()
     spec.check_vectors(vs)
     if spec.exact:
         return matmul_exact(vs)

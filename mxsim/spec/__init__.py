@@ -56,14 +56,15 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from . import formats
-from .errors import MxsimError
-from .formats import Overflow, Rounding
+from .. import formats
+from ..errors import MxsimError
+from ..formats import ELEMENT_FORMATS, Overflow, Rounding
+from .policies import Align, CMode, Epilogue, Product, UpcastSpecials, ZeroSign
 
-__all__ = ["Align", "Product", "CMode", "ZeroSign", "UnitSpec", "SpecError",
+__all__ = ["Align", "Product", "CMode", "ZeroSign", "UpcastSpecials", "Epilogue", "UnitSpec",
+           "SpecError",
            "from_dict", "load", "group_sum_bits", "ELEMENT_FORMATS", "OUTPUT_FORMATS"]
 
-ELEMENT_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
 OUTPUT_FORMATS = ("fp32", "fp16", "bf16")
 MAX_FRAC_BITS = 40        # keeps room in an int64 step sum for k terms (see step_sum_bits)
 #: The widest instruction: a fused step of every index at once beyond any hardware's (k = 16 to
@@ -81,12 +82,6 @@ NULLABLE = ("scale_format", "block", "k", "schedule", "frac_bits", "upcast", "gr
             "nan_code", "promote_every", "epilogue")
 #: Integer fields (bool is not an integer here; numpy integers are taken as ints).
 _INT_FIELDS = ("block", "k", "frac_bits", "group", "e_zero", "nan_code", "promote_every")
-#: How FP32 scales are applied (cuBLASLt, H200): fl(fl(sa*sb)*acc); fl(fl(acc*sb)*sa); and per
-#: 128-K block, total = fma(partial, fl(sa*sb), total).
-EPILOGUES = ("alpha", "col-row", "block-fma")
-#: How an upcast reads Inf/NaN element codes: as Inf/NaN, or ("finite", Triton's bit-shift
-#: E5M2-to-BF16 conversion) the top exponent binade as ordinary numbers, 2**16 * (1 + m/4).
-UPCAST_SPECIALS = ("ieee", "finite")
 MAX_GROUP_BITS = 54       # a group sum times two UE4M3 significands must stay below 2**63
 
 
@@ -170,31 +165,10 @@ def _integer(value: Any, what: str) -> int:
     return operator.index(value)
 
 
-class Align(enum.Enum):
-    """How each term is cut to ``frac_bits`` below the step's largest exponent."""
-    RZ = "rz"            #: truncate the magnitude (toward zero)
-    RD = "rd"            #: floor the signed value (toward -Inf)
-    RNE = "rne"          #: to nearest, ties to even, using every discarded bit
-    RZ_JAM = "rz-jam"    #: truncate, plus one jam bit below: OR of the discarded bits
-
-
-class Product(enum.Enum):
-    """The alignment exponent of a product."""
-    RAW = "raw"                  #: e_a + e_b, significand product in [0, 4) (MMA-Sim)
-    NORMALIZED = "normalized"    #: the exponent of the exact product (significand in [1, 2))
-
-
-class CMode(enum.Enum):
-    """Where the accumulator C enters."""
-    STEP = "step"      #: as an aligned term of the first fused step (then each step's result)
-    AFTER = "after"    #: added to the instruction's result at the end, with ``c_rounding``
-
-
-class ZeroSign(enum.Enum):
-    """Sign of an exactly-zero result."""
-    POSITIVE = "positive"  #: always +0 (NVIDIA tensor cores)
-    IEEE = "ieee"          #: -0 only when every term is -0 (IEEE 754 sum rules)
-
+#: Policy fields whose bad values a rule below refuses in its own words, in its place among
+#: the rules: they become their enum only when the value names a member.
+_LATE_ENUMS: dict[str, type[enum.Enum]] = {"upcast_specials": UpcastSpecials,
+                                           "epilogue": Epilogue}
 
 _ENUMS: dict[str, type[enum.Enum]] = {
     "align": Align, "product": Product, "c_mode": CMode, "zero_sign": ZeroSign,
@@ -219,7 +193,7 @@ class UnitSpec:
     product: Product = Product.RAW
     upcast: str | None = None          #: operands converted (exactly) to this format first
     fold_scales: bool = False          #: E8M0 scales multiplied into the upcast operands
-    upcast_specials: str = "ieee"      #: "ieee", or "finite": E5M2 Inf/NaN codes read as numbers
+    upcast_specials: UpcastSpecials = UpcastSpecials.IEEE   #: FINITE: E5M2 Inf/NaN as numbers
     group: int | None = None           #: GST-FDPA group size G
     c_mode: CMode = CMode.STEP
     c_rounding: Rounding = Rounding.RNE
@@ -232,12 +206,26 @@ class UnitSpec:
     nan_code: int | None = None        #: NaN result code; None: all-ones payload, +
     promote_every: int | None = None
     promote_rounding: Rounding = Rounding.RNE
-    epilogue: str | None = None        #: FP32 scales: "alpha", "col-row" or "block-fma"
+    epilogue: Epilogue | None = None   #: how FP32 scales are applied; None: no FP32 scales
     provenance: str = ""
 
     def __post_init__(self) -> None:
-        # Normalise enum-valued fields given as strings, integers given as numpy integers, and
-        # the schedule to tuples; anything else of the wrong type is refused by name.
+        self._normalise()
+        # The rules, in the order a spec that breaks several names them.
+        self._check_element_formats()
+        self._check_upcast()
+        self._check_accumulator()
+        self._check_scales()
+        self._check_epilogue()
+        self._check_scale_block()
+        self._check_instruction()
+        self._check_schedule()
+        self._check_group()
+        self._check_sums()
+
+    def _normalise(self) -> None:
+        """Enum-valued fields given as strings become their enum, numpy integers ints and the
+        schedule tuples; anything else of the wrong type is refused by name."""
         for name in ("name", "instruction", "provenance"):
             if not isinstance(getattr(self, name), str):
                 raise SpecError(f"Unit spec {_short(repr(self.name))}: {name} must be a "
@@ -259,6 +247,10 @@ class UnitSpec:
                 raise SpecError(f"Unit spec {self.name!r}: {name} must be a string"
                                 f"{' or null' if name in NULLABLE else ''}, not "
                                 f"{_short(repr(value))}")
+        for name, kind in _LATE_ENUMS.items():
+            value = getattr(self, name)
+            if value is not None and value in set(kind):
+                object.__setattr__(self, name, kind(value))
         if self.schedule is not None:
             steps = self.schedule
             ok = isinstance(steps, (list, tuple)) and len(steps) <= MAX_K and all(
@@ -271,16 +263,21 @@ class UnitSpec:
                 raise SpecError(f"Unit spec {self.name!r}: schedule must be a list of lists "
                                 f"of k indices, not {_short(repr(self.schedule))}") from None
             object.__setattr__(self, "schedule", sched)
-        self._validate()
 
-    def _validate(self) -> None:
-        def fail(msg: str) -> SpecError:
-            return SpecError(f"Unit spec {self.name!r}: {msg}")
+    def _fail(self, msg: str) -> SpecError:
+        return SpecError(f"Unit spec {self.name!r}: {msg}")
 
+    def _check_element_formats(self) -> None:
+        """A and B are element formats."""
+        fail = self._fail
         for name in ("a_format", "b_format"):
             if getattr(self, name) not in ELEMENT_FORMATS:
                 raise fail(f"{name} must be one of {', '.join(ELEMENT_FORMATS)}, not "
                            f"{getattr(self, name)!r}")
+
+    def _check_upcast(self) -> None:
+        """upcast holds every A and B value; fold_scales and upcast_specials need it."""
+        fail = self._fail
         if self.upcast is not None:
             try:
                 up = formats.get(self.upcast)
@@ -298,18 +295,22 @@ class UnitSpec:
         if self.fold_scales and (self.upcast is None or self.scale_format != "e8m0"):
             raise fail("fold_scales multiplies E8M0 block scales into the operands in the upcast "
                        "format: it needs upcast and scale_format e8m0")
-        if self.upcast_specials not in UPCAST_SPECIALS:
-            raise fail(f"upcast_specials must be one of {', '.join(UPCAST_SPECIALS)}, not "
+        if not isinstance(self.upcast_specials, UpcastSpecials):
+            raise fail(f"upcast_specials must be one of {', '.join(UpcastSpecials)}, not "
                        f"{self.upcast_specials!r}")
-        if self.upcast_specials != "ieee":
+        if self.upcast_specials is not UpcastSpecials.IEEE:
             if self.upcast is None:
                 raise fail("upcast_specials describes the operand upcast: it needs upcast")
             if not all(_holds_top_binade(formats.get(self.upcast), name)
                        for name in (self.a_format, self.b_format)):
                 raise fail(f"upcast_specials 'finite' reads Inf/NaN codes as numbers up to "
                            f"2**(emax+2); {self.upcast} cannot hold them (use bf16 or fp32)")
-        if self.d_format not in OUTPUT_FORMATS:
 
+    def _check_accumulator(self) -> None:
+        """D is FP32, FP16 or BF16; the accumulator an IEEE-style format of 5 or more exponent
+        bits."""
+        fail = self._fail
+        if self.d_format not in OUTPUT_FORMATS:
             raise fail(f"d_format must be one of {', '.join(OUTPUT_FORMATS)}, not "
                        f"{self.d_format!r}")
         try:
@@ -319,23 +320,35 @@ class UnitSpec:
         if acc is None or acc.exp_bits < 5 or acc.specials is not formats.Specials.IEEE:
             raise fail(f"acc_format must be fp32, fp16, bf16 or e8m1..e8m22, not "
                        f"{self.acc_format!r}")
+
+    def _check_scales(self) -> None:
+        """The scale format is known."""
+        fail = self._fail
         if self.scale_format not in (None, "e8m0", "ue4m3", "fp32"):
             raise fail(f"scale_format must be null, e8m0, ue4m3 or fp32, not "
                        f"{self.scale_format!r}")
+
+    def _check_epilogue(self) -> None:
+        """An epilogue applies FP32 scales to the FP32 result of a truncated unit."""
+        fail = self._fail
         if self.epilogue is not None:
-            if self.epilogue not in EPILOGUES:
-                raise fail(f"epilogue must be null or one of {', '.join(EPILOGUES)}, not "
+            if not isinstance(self.epilogue, Epilogue):
+                raise fail(f"epilogue must be null or one of {', '.join(Epilogue)}, not "
                            f"{self.epilogue!r}")
-            block = 128 if self.epilogue == "block-fma" else None
+            block = 128 if self.epilogue is Epilogue.BLOCK_FMA else None
             if self.scale_format != "fp32" or self.block != block or self.exact \
                     or self.d_format != "fp32":
                 raise fail("an epilogue applies fp32 scales to the FP32 result of a non-exact "
                            "unit: per tensor or row-wise (block null) for alpha and col-row, "
                            "in 128-blocks for block-fma")
-            if self.epilogue == "block-fma" and (self.k is None or self.promote_every is None
+            if self.epilogue is Epilogue.BLOCK_FMA and (self.k is None or self.promote_every is None
                                                  or self.k * self.promote_every != 128):
                 raise fail("block-fma scales each 128-K partial sum: it needs promote_every "
                            "* k == 128")
+
+    def _check_scale_block(self) -> None:
+        """FP32 scales need exact sums or an epilogue; block scales a block of 16 or 32."""
+        fail = self._fail
         if self.scale_format == "fp32":
             # FP32 scales (per tensor, row-wise, 128-blocks) are applied outside the tensor
             # core: exactly by the exact arithmetic, or by an epilogue after the chain.
@@ -348,13 +361,18 @@ class UnitSpec:
             raise fail("scale_format and block go together (both set or both null)")
         elif self.block is not None and self.block not in (16, 32):
             raise fail(f"block must be 16 or 32, not {self.block!r}")
+
+    def _check_instruction(self) -> None:
+        """k, frac_bits and e_zero are in range; k is a multiple of the block."""
+        fail = self._fail
         if self.k is None and self.frac_bits is not None:
             raise fail(f"k must be an integer from 1 to {MAX_K} when frac_bits is set (only "
                        f"the exact unit, frac_bits = null, has no instruction k), not null")
         if self.k is not None:
             if not 1 <= self.k <= MAX_K:
                 raise fail(f"k must be an integer from 1 to {MAX_K} or null, not {self.k!r}")
-            if self.block is not None and self.k % self.block and self.epilogue != "block-fma":
+            if self.block is not None and self.k % self.block \
+                    and self.epilogue is not Epilogue.BLOCK_FMA:
                 raise fail(f"k ({self.k}) must be a multiple of the block ({self.block})")
         if self.frac_bits is not None and not 0 <= self.frac_bits <= MAX_FRAC_BITS:
             raise fail(f"frac_bits must be between 0 and {MAX_FRAC_BITS} (or null for "
@@ -362,6 +380,10 @@ class UnitSpec:
         if not -E_ZERO_LIMIT <= self.e_zero <= E_ZERO_LIMIT:
             raise fail(f"e_zero must be between {-E_ZERO_LIMIT} and {E_ZERO_LIMIT} (beyond, "
                        f"zeros align as at the bound), not {self.e_zero!r}")
+
+    def _check_schedule(self) -> None:
+        """The fused steps cover the k indices once each."""
+        fail = self._fail
         if self.schedule is not None:
             if self.k is None:
                 raise fail("a schedule needs an instruction k")
@@ -376,6 +398,10 @@ class UnitSpec:
                          "an empty step" if any(not s for s in self.schedule) else ""]
                 raise fail(f"schedule must cover k indices 0..{self.k - 1} exactly once "
                            f"({'; '.join(p for p in parts if p)})")
+
+    def _check_group(self) -> None:
+        """A GST-FDPA group divides the block, fits its sum, and tiles every step."""
+        fail = self._fail
         if self.group is not None:
             if self.scale_format is None:
                 raise fail("group (GST-FDPA) needs block scales")
@@ -392,6 +418,10 @@ class UnitSpec:
                         step[i + 1] != step[i] + 1 for i in range(len(step) - 1)):
                     raise fail(f"with group {self.group}, every step must be a contiguous "
                                f"run of whole groups")
+
+    def _check_sums(self) -> None:
+        """A step sum fits int64; promotion and the NaN code fit the output."""
+        fail = self._fail
         if self.frac_bits is not None and self.k is not None \
                 and step_sum_bits(self) > MAX_STEP_SUM_BITS:
             raise fail(f"k = {self.k} and frac_bits = {self.frac_bits} give a step sum of up "
@@ -408,6 +438,7 @@ class UnitSpec:
                     and d.classify(self.nan_code) == formats.Class.NAN):
                 raise fail(f"nan_code must be a NaN code of {self.d_format}, not "
                            f"{self.nan_code!r}")
+
 
     # -- derived --------------------------------------------------------------------------
 
@@ -436,7 +467,7 @@ class UnitSpec:
                        block: int | None, c_format: str | None) -> None:
         """Raise UnitError unless vectors of these formats fit this spec (``c_format`` None:
         the vectors have no C)."""
-        from .errors import UnitError
+        from ..errors import UnitError
         if (a_format, b_format) != (self.a_format, self.b_format):
             raise UnitError(f"Unit {self.name} is specified for {self.a_format} x "
                             f"{self.b_format}, not {a_format} x {b_format}")
@@ -452,7 +483,7 @@ class UnitSpec:
 
     def check_vectors(self, vs: Any) -> None:
         """Raise UnitError unless a vector set can run on this spec (formats, K, scales)."""
-        from .errors import UnitError
+        from ..errors import UnitError
         if self.exact:
             return
         self.check_operands(vs.a_format, vs.b_format, vs.scale_format, vs.block,

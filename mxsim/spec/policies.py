@@ -1,0 +1,59 @@
+"""The policies of a unit spec: each implementation-defined choice is one enum.
+
+Every policy field of :class:`~mxsim.spec.UnitSpec` holds a member of one of these (or of
+:class:`~mxsim.formats.Rounding` and :class:`~mxsim.formats.Overflow`); spec files spell the
+member by its value (``align = "rz-jam"``).
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["Align", "Product", "CMode", "ZeroSign", "UpcastSpecials", "Epilogue"]
+
+
+class Align(enum.Enum):
+    """How each term is cut to ``frac_bits`` below the step's largest exponent."""
+    RZ = "rz"            #: truncate the magnitude (toward zero)
+    RD = "rd"            #: floor the signed value (toward -Inf)
+    RNE = "rne"          #: to nearest, ties to even, using every discarded bit
+    RZ_JAM = "rz-jam"    #: truncate, plus one jam bit below: OR of the discarded bits
+
+
+class Product(enum.Enum):
+    """The alignment exponent of a product."""
+    RAW = "raw"                  #: e_a + e_b, significand product in [0, 4) (MMA-Sim)
+    NORMALIZED = "normalized"    #: the exponent of the exact product (significand in [1, 2))
+
+
+class CMode(enum.Enum):
+    """Where the accumulator C enters."""
+    STEP = "step"      #: as an aligned term of the first fused step (then each step's result)
+    AFTER = "after"    #: added to the instruction's result at the end, with ``c_rounding``
+
+
+class ZeroSign(enum.Enum):
+    """Sign of an exactly-zero result."""
+    POSITIVE = "positive"  #: always +0 (NVIDIA tensor cores)
+    IEEE = "ieee"          #: -0 only when every term is -0 (IEEE 754 sum rules)
+
+
+class UpcastSpecials(enum.StrEnum):
+    """How an upcast reads an element format's Inf/NaN codes.
+
+    A ``str`` enum: it equals its TOML spelling (``spec.upcast_specials == "finite"``).
+    """
+    IEEE = "ieee"          #: as Inf and NaN
+    #: the top exponent binade as ordinary numbers, 2**16 * (1 + m/4) for E5M2 (Triton's
+    #: bit-shift E5M2-to-BF16 conversion)
+    FINITE = "finite"
+
+
+class Epilogue(enum.StrEnum):
+    """How FP32 scales are applied to the FP32 result (cuBLASLt, H200).
+
+    A ``str`` enum: it equals its TOML spelling (``spec.epilogue == "block-fma"``).
+    """
+    ALPHA = "alpha"            #: per tensor: fl(fl(sa*sb)*acc) + 0
+    COL_ROW = "col-row"        #: row-wise: fl(fl(acc*sb)*sa)
+    BLOCK_FMA = "block-fma"    #: per 128-K block: total = fma(partial, fl(sa*sb), total)
