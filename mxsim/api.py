@@ -190,7 +190,7 @@ def _round_once(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64] | None
                 ) -> npt.NDArray[np.float32]:
     """FP32 of ``x + y`` (exact float64 arrays; y may be None), rounded once (RNE, IEEE)."""
     from . import formats
-    from .engine.fast import _accumulate, _split
+    from .engine.exactsum import exact_sums, float_terms
 
     fp32 = formats.get("fp32")
     if y is None:
@@ -198,9 +198,9 @@ def _round_once(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64] | None
     with np.errstate(invalid="ignore"):          # Inf + -Inf is NaN, as IEEE says
         special = ~np.isfinite(x + y)
     n = x.size
-    sx, gx, ex = _split(x.ravel())
-    sy, gy, ey = _split(y.ravel())
-    neg, mag, lsb, sticky, zero = _accumulate(
+    sx, gx, ex = float_terms(x.ravel())
+    sy, gy, ey = float_terms(y.ravel())
+    neg, mag, lsb, sticky, zero = exact_sums(
         np.concatenate([np.arange(n), np.arange(n)]), np.concatenate([sx, sy]),
         np.concatenate([gx, gy]), np.concatenate([ex, ey]), n)
     out = fp32.encode(np.zeros(n), "rne")                       # +0 for exact zeros

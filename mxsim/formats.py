@@ -47,7 +47,7 @@ from .errors import FormatError
 __all__ = [
     "choice", "Rounding", "Overflow", "Specials", "Class", "Format", "Fields",
     "get", "names", "FORMATS",
-    "round_to", "DEFAULT_SR_BITS",
+    "round_to", "DEFAULT_SR_BITS", "bit_length",
     "pack_fp4", "unpack_fp4", "pack_fp6", "unpack_fp6",
     "to_ml_dtypes", "from_ml_dtypes", "to_torch", "from_torch",
 ]
@@ -491,7 +491,7 @@ def _kernel_available() -> bool:
 _U1 = np.uint64(1)
 
 
-def _bit_length(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+def bit_length(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
     """Exact bit length of each uint64 (0 for 0)."""
     _, exp = np.frexp(x.astype(np.float64))   # may be one too high when x rounds up to 2**n
     bl = exp.astype(np.int64)
@@ -560,7 +560,7 @@ def round_to(fmt: Format, sign: Any, lsb_exp: Any, sig: Any, sticky: Any = False
     sticky &= ~tiny
 
     M = fmt.man_bits
-    msb_exp = lsb_exp + _bit_length(sig) - 1
+    msb_exp = lsb_exp + bit_length(sig) - 1
     if fmt.kind == "int":
         target = np.full(sig.shape, -M, np.int64)
         huge = (msb_exp > 0) & (sig != 0)             # |value| >= 2 > max, before any shifting

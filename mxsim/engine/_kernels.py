@@ -1,8 +1,8 @@
 """Compiled inner loop of the fast engine (numba), imported only when a dot is computed.
 
-``step_sums`` does, for every dot of a block of rows, what ``fast._step_terms`` and
-``fast._align_terms`` do with numpy temporaries: find the step's largest alignment exponent,
-round every term to the step's LSB and sum the results exactly (int64). Everything before
+``step_sums`` does, for every dot of a block of rows, what ``fast.alignment.step_terms`` and
+``fast.alignment.align_terms`` do with numpy temporaries: find the step's largest alignment
+exponent, round every term to the step's LSB and sum the results exactly (int64). Everything before
 (field extraction) and after (rounding to the accumulator format, special values) stays in
 numpy. The kernel releases the GIL, so the engine runs row chunks on several threads.
 ``available()`` is False when numba is missing; the engine then uses numpy, and the tests hold
@@ -207,7 +207,7 @@ def step_sums(a, sa, b_side, acc, frac_bits: int, align: str, normalized: bool,
               e_zero: int, zero_acc: bool = False):
     """(sum, lsb, flags) per dot of one fused step: rows ``a`` (r, g) against ``b_side``.
 
-    ``a``/``sa`` are ``fast._Operand`` records (``sa`` its block scales or None), ``b_side``
+    ``a``/``sa`` are ``fast.operands.Operand`` records (``sa`` its block scales or None), ``b_side``
     comes from :func:`prepare_b`; ``acc`` is an operand record, or None (``zero_acc``: it is
     +0 everywhere and takes part only in the maximum). The products'
     alignment exponent is ``e_a + e_b`` plus the scale exponents, or the exponent of the exact
