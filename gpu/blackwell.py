@@ -617,7 +617,7 @@ def pack_tcgen05_scales(scales: Any) -> npt.NDArray[np.uint8]:
     """Scales (..., R, blocks) into 512-byte stage chunks (..., ceil(R/128), stages, 512).
 
     Each chunk is 128 rows x 4 blocks with scale (r, c) at byte ``(r % 32)·16 + (r // 32)·4 +
-    c`` (cuBLAS's blocked layout, ``mxsim.quantize.to_blocked``). The kernel copies a chunk with
+    c`` (cuBLAS's blocked layout, ``gpu.blocked.to_blocked``). The kernel copies a chunk with
     ``tcgen05.cp.cta_group::1.32x128b.warpx4``: smem row ``l`` (16 bytes) goes to tensor-memory
     lane ``l`` of all four warps' lane quarters, so column ``j`` byte ``c`` of lane ``l`` holds
     scale (32·j + l, c). That scale A/B occupy 32 lanes x (rows/32) columns, duplicated in the
@@ -1118,7 +1118,7 @@ class ScaledMmMx:
     32); MXFP4 as ``float4_e2m1fn_x2`` (two per byte, first in the low nibble, which is
     ``formats.pack_fp4``) with E8M0 scales (block 32); NVFP4 as ``float4_e2m1fn_x2`` with UE4M3
     scales passed as ``float8_e4m3fn`` (block 16). A is row-major, B column-major, scales in the
-    blocked layout of ``mxsim.quantize.to_blocked`` (cuBLASLt ``VEC32_UE8M0``/``VEC16_UE4M3``).
+    blocked layout of ``gpu.blocked.to_blocked`` (cuBLASLt ``VEC32_UE8M0``/``VEC16_UE4M3``).
     The output is requested as float32; if torch refuses that, the run fails with its message
     rather than rounding through bf16. Sets with C or an NVFP4 ``tensor_scale`` are refused
     (``_scaled_mm`` takes neither bit-exactly).
@@ -1166,7 +1166,7 @@ class ScaledMmMx:
         self.check(vs)
         import torch
 
-        from mxsim.quantize import to_blocked
+        from .blocked import to_blocked
         fp4 = vs.a_format == "e2m1"
         elem = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2,
                 "e2m1": torch.float4_e2m1fn_x2}

@@ -50,11 +50,11 @@ import numpy.typing as npt
 
 from . import cycle, formats, presets, quantize
 from . import spec as spec_mod
-from .api import RECIPE_SCALES, quantise_operands
 from .errors import MxsimError
 from .microarch import MicroArch, check_rtl
 from .output import open_output, write_text
 from .progress import Progress
+from .quantize import RECIPE_SCALES, quantise_operands
 from .spec import SpecError, UnitSpec
 
 __all__ = ["SweepError", "Interrupted", "Workload", "Design", "Sweep", "Results", "load",

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 from gpu import blackwell as bw
+from gpu.blocked import to_blocked
 from gpu.device import torch_unavailable_reason
 from mxsim import formats, vectors
 from mxsim.errors import MxsimError, UnitError
-from mxsim.quantize import to_blocked
 from mxsim.vectors import VectorSet
 
 
