@@ -33,8 +33,9 @@ def _build():
     numba = _numba.load()
     cache = _numba.cache()      # False only where no cache folder can be written
     inline = numba.njit(cache=cache, inline="always")
+    # Once built, the helpers are dispatchers: a second build compiles their Python functions.
     _bit_length, _round_up, _pack, _overflow_code = (
-        inline(f) for f in (_bit_length, _round_up, _pack, _overflow_code))
+        inline(getattr(f, "py_func", f)) for f in (_bit_length, _round_up, _pack, _overflow_code))
     return numba.njit(cache=cache, nogil=True)(_round_loop)
 
 

@@ -182,7 +182,8 @@ def _build():
     global align_one
     numba = _numba.load()
     cache = _numba.cache()      # False only where no cache folder can be written
-    align_one = numba.njit(cache=cache, inline="always")(align_one)
+    # Once built, align_one is a dispatcher: a second build compiles its Python function again.
+    align_one = numba.njit(cache=cache, inline="always")(getattr(align_one, "py_func", align_one))
     return numba.njit(cache=cache, nogil=True)(_step_loop)
 
 
