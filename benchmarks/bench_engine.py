@@ -28,7 +28,7 @@ import numpy as np
 from _timing import best_of, versions_line  # benchmarks/ is on sys.path when run as a script
 
 from mxsim import presets, vectors
-from mxsim.engine import _kernels, fast
+from mxsim.engine import fast
 
 
 def _mmasim(vs, tile: int):
@@ -68,7 +68,7 @@ def main() -> int:
         speeds[threads] = best_of(1, lambda: _mmasim(sample, args.mmasim_tile))[0]
     torch.set_num_threads(min(speeds, key=speeds.get))
     print(versions_line())
-    print(f"numba kernel: {'yes' if _kernels.available() else 'no (numpy path)'}; "
+    print(f"numba kernel: {'yes' if fast.kernel_available() else 'no (numpy path)'}; "
           f"MMA-Sim on torch threads: {torch.get_num_threads()} (of "
           + ", ".join(f"{t}: {sample.num_dots / s:.3g} dots/s" for t, s in speeds.items())
           + f" on {sample.num_dots:,} dots)", flush=True)
@@ -105,11 +105,7 @@ def main() -> int:
     # The numpy fallback (what runs without numba) against the kernel, on the same 1M dots.
     vs3 = vs.subset(slice(0, max(1, (1 << 20) // args.n)))
     t_kernel, d_kernel = best_of(2, lambda: fast.dot(spec, vs3))
-    fast.USE_KERNEL = False
-    try:
-        t_numpy, d_numpy = best_of(1, lambda: fast.dot(spec, vs3))
-    finally:
-        fast.USE_KERNEL = True
+    t_numpy, d_numpy = best_of(1, lambda: fast.dot(spec, vs3, kernel=False))
     rows.append(("hopper-wgmma, numpy fallback (no numba)", vs3.num_dots, t_numpy, None,
                  np.array_equal(d_numpy, d_kernel)))
 

@@ -210,7 +210,7 @@ def _bias_scores() -> dict[str, dict[str, tuple[int, int]]]:
     """
     from mxsim import formats, presets, vectors
     from mxsim.engine import fast
-    from mxsim.engine.fast import _fma_fp32, _mul_fp32
+    from mxsim.engine.fast import fma_fp32, mul_fp32
 
     bf16 = formats.get("bf16")
 
@@ -240,16 +240,16 @@ def _bias_scores() -> dict[str, dict[str, tuple[int, int]]]:
                 .view(np.uint32)
 
             def add(x, y, one=one):
-                return _fma_fp32(x, one, y)        # x + y rounded once
+                return fma_fp32(x, one, y)        # x + y rounded once
 
             if gran == "per tensor":
-                alpha = _mul_fp32(sa, sb)
-                scaled_first = _fma_fp32(alpha, acc, bias)
-                bias_first = _mul_fp32(alpha, add(acc, bias))
+                alpha = mul_fp32(sa, sb)
+                scaled_first = fma_fp32(alpha, acc, bias)
+                bias_first = mul_fp32(alpha, add(acc, bias))
                 names = ("bf16(fma(fl(sa·sb), acc, bias))", "bf16(fl(fl(sa·sb)·fl(acc + bias)))")
             else:
-                scaled_first = _fma_fp32(_mul_fp32(acc, sb), sa, bias)
-                bias_first = _mul_fp32(_mul_fp32(add(acc, bias), sb), sa)
+                scaled_first = fma_fp32(mul_fp32(acc, sb), sa, bias)
+                bias_first = mul_fp32(mul_fp32(add(acc, bias), sb), sa)
                 names = ("bf16(fma(fl(acc·sb), sa, bias))",
                          "bf16(fl(fl(fl(acc + bias)·sb)·sa)), bias where C would be")
             hyps = {
@@ -289,16 +289,16 @@ def blockwise_order_scores() -> dict[str, int]:
 def _blockwise_order_scores() -> dict[str, int]:
     from mxsim import presets
     from mxsim.engine import fast
-    from mxsim.engine.fast import _block_slices, _fma_fp32, _mul_fp32
+    from mxsim.engine.fast import block_slices, fma_fp32, mul_fp32
 
     from .sets import load_bundle
     vs = load_bundle(records.DATA / "h200_paths.npz")["cublas_e4m3_e4m3_fp32_k512_block"]
-    inner, blocks = _block_slices(presets.get("hopper-cublas-blockwise").spec_for(vs), vs)
+    inner, blocks = block_slices(presets.get("hopper-cublas-blockwise").spec_for(vs), vs)
     shape = vs.d.shape
     one = np.full(shape, np.float32(1).view(np.uint32))
 
     def add(x, y):
-        return _fma_fp32(x, one, y)                # x + y rounded once
+        return fma_fp32(x, one, y)                # x + y rounded once
 
     def scales(kb):
         sa = np.asarray(vs.a_scale, np.float32)[..., kb][..., :, None]
@@ -307,15 +307,15 @@ def _blockwise_order_scores() -> dict[str, int]:
                 np.broadcast_to(sb, shape).copy().view(np.uint32))
 
     hypotheses = {
-        "`fma(P, fl(sa·sb), total)`": lambda p, sa, sb, t: _fma_fp32(p, _mul_fp32(sa, sb), t),
+        "`fma(P, fl(sa·sb), total)`": lambda p, sa, sb, t: fma_fp32(p, mul_fp32(sa, sb), t),
         "`fl(total + fl(P·fl(sa·sb)))`":
-            lambda p, sa, sb, t: add(t, _mul_fp32(p, _mul_fp32(sa, sb))),
-        "`fma(fl(P·sb), sa, total)`": lambda p, sa, sb, t: _fma_fp32(_mul_fp32(p, sb), sa, t),
-        "`fma(fl(P·sa), sb, total)`": lambda p, sa, sb, t: _fma_fp32(_mul_fp32(p, sa), sb, t),
+            lambda p, sa, sb, t: add(t, mul_fp32(p, mul_fp32(sa, sb))),
+        "`fma(fl(P·sb), sa, total)`": lambda p, sa, sb, t: fma_fp32(mul_fp32(p, sb), sa, t),
+        "`fma(fl(P·sa), sb, total)`": lambda p, sa, sb, t: fma_fp32(mul_fp32(p, sa), sb, t),
         "`fl(total + fl(fl(P·sb)·sa))`":
-            lambda p, sa, sb, t: add(t, _mul_fp32(_mul_fp32(p, sb), sa)),
+            lambda p, sa, sb, t: add(t, mul_fp32(mul_fp32(p, sb), sa)),
         "`fl(total + fl(fl(P·sa)·sb))`":
-            lambda p, sa, sb, t: add(t, _mul_fp32(_mul_fp32(p, sa), sb)),
+            lambda p, sa, sb, t: add(t, mul_fp32(mul_fp32(p, sa), sb)),
     }
     parts = [fast.dot(inner, plain) for plain, _ in blocks]
     scores = {}

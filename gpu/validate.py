@@ -188,8 +188,7 @@ def versions() -> dict[str, Any]:
     info: dict[str, Any] = {"device": device_info()}
     info.update(installed(("torch", "triton", "cupy-cuda13x", "cupy-cuda12x", "numpy",
                            "ml_dtypes", "numba", "llvmlite")))
-    from mxsim.engine import _kernels
-    info["engine"] = "numba" if _kernels.available() else "numpy"
+    info["engine"] = "numba" if fast.kernel_available() else "numpy"
     info["git_commit"] = os.environ.get("MXSIM_GIT_COMMIT") or None
     info["python"] = sys.version.split()[0]
     info["cpus"] = os.cpu_count()

@@ -9,9 +9,10 @@ import numpy.typing as npt
 
 from . import units
 from .errors import VectorFileError
+from .quantize import RECIPES, quantise_operands
 from .vectors import VectorSet
 
-__all__ = ["matmul", "gemm", "quantise_operands", "RECIPES", "RECIPE_SCALES"]
+__all__ = ["matmul", "gemm"]
 
 
 def matmul(a: Any, b: Any, c: Any = None, *, unit: str = "exact", a_format: str = "e4m3",
@@ -74,11 +75,6 @@ def _codes(name: str, x: Any, bits: int, what: str, dtype: Any = np.uint8) -> np
     return arr.astype(dtype)
 
 
-#: The block scales each recipe gives the unit.
-RECIPE_SCALES = {"mx": "e8m0", "nvfp4": "ue4m3", "fp8-tensor": None}
-RECIPES = tuple(RECIPE_SCALES)
-
-
 def gemm(x: Any, w: Any, c: Any = None, *, unit: str = "exact", recipe: str | None = None,
          x_format: str | None = None, w_format: str | None = None,
          scale_rule: str = "rceil", engine: str = "fast") -> npt.NDArray[np.float32]:
@@ -115,11 +111,8 @@ def gemm(x: Any, w: Any, c: Any = None, *, unit: str = "exact", recipe: str | No
     if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[0]:
         raise VectorFileError(f"gemm takes x (M, K) and w (K, N), not {x.shape} and {w.shape}")
     u = units.get(unit)
-    if u.preset is not None:
-        kinds = [s for s, _ in u.preset.scales]
-        pairs = u.preset.pairs
-    else:
-        kinds, pairs = [u.fixed.scale_format], [(u.fixed.a_format, u.fixed.b_format)]
+    kinds = [s for s, _ in u.preset.scales]
+    pairs = u.preset.pairs
     if recipe is None:
         recipe = "mx" if "e8m0" in kinds else "nvfp4" if "ue4m3" in kinds else "fp8-tensor"
     if recipe not in RECIPES:
@@ -143,54 +136,11 @@ def gemm(x: Any, w: Any, c: Any = None, *, unit: str = "exact", recipe: str | No
     return _round_once(acc * (fx * fw), None)      # powers of two: exact in float64
 
 
-def quantise_operands(x: npt.NDArray, w: npt.NDArray, recipe: str, a_format: str,
-                      b_format: str, *, block: int | None = None, scale_rule: str = "rceil",
-                      c_bits: npt.NDArray[np.uint32] | None = None
-                      ) -> tuple[VectorSet, tuple[float, float]]:
-    """The codes of ``x`` (M, K) and ``w`` (K, N) under ``recipe``, as a vector set, and the
-    per-tensor factors ``(fx, fw)`` the unit's output is multiplied by to give the GEMM: 1
-    and 1 for ``mx``, the FP32 tensor scales for ``nvfp4`` (E2M1 elements), ``2**-e`` for
-    ``fp8-tensor``. ``block`` defaults to 32 (mx) and 16 (nvfp4); ``c_bits`` (FP32 bit
-    patterns) enter the unit as C."""
-    from . import formats, quantize
-
-    if recipe == "mx":
-        block = block or 32
-        sa, a = quantize.to_mx(x, a_format, block, scale_rule, axis=-1)
-        sb, b = quantize.to_mx(w, b_format, block, scale_rule, axis=0)
-        vs = VectorSet(a=a, b=b, a_format=a_format, b_format=b_format, c=c_bits, a_scale=sa,
-                       b_scale=sb, scale_format="e8m0", block=block)
-        return vs, (1.0, 1.0)
-    if recipe == "nvfp4":
-        block = block or 16
-        sa, a, ta = quantize.to_nvfp4(x, block=block, axis=-1)
-        sb, b, tb = quantize.to_nvfp4(w, block=block, axis=0)
-        vs = VectorSet(a=a, b=b, a_format="e2m1", b_format="e2m1", c=c_bits, a_scale=sa,
-                       b_scale=sb, scale_format="ue4m3", block=block)
-        return vs, (ta, tb)
-    ex, a = _pow2_quantize(x, formats.get(a_format))
-    ew, b = _pow2_quantize(w, formats.get(b_format))
-    vs = VectorSet(a=a, b=b, a_format=a_format, b_format=b_format, c=c_bits)
-    return vs, (2.0 ** -ex, 2.0 ** -ew)
-
-
-def _pow2_quantize(x: npt.NDArray, fmt) -> tuple[int, npt.NDArray[np.uint8]]:
-    """Per-tensor power-of-two scale exponent ``e`` and the codes of ``x * 2**e`` (RNE)."""
-    xf = np.asarray(x, np.float64)
-    if not np.isfinite(xf).all():
-        raise VectorFileError("The fp8-tensor recipe needs finite inputs")
-    amax = float(np.abs(xf).max()) if xf.size else 0.0
-    e = 0 if amax == 0 else int(np.floor(np.log2(fmt.max / amax)))
-    while amax * 2.0 ** e > fmt.max:         # log2 in float can be one off at a power of two
-        e -= 1
-    return e, fmt.encode(np.ldexp(xf, e), "rne", saturate=True).astype(np.uint8)
-
-
 def _round_once(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64] | None
                 ) -> npt.NDArray[np.float32]:
     """FP32 of ``x + y`` (exact float64 arrays; y may be None), rounded once (RNE, IEEE)."""
     from . import formats
-    from .engine.fast import _accumulate, _split
+    from .engine.exactsum import exact_sums, float_terms
 
     fp32 = formats.get("fp32")
     if y is None:
@@ -198,9 +148,9 @@ def _round_once(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64] | None
     with np.errstate(invalid="ignore"):          # Inf + -Inf is NaN, as IEEE says
         special = ~np.isfinite(x + y)
     n = x.size
-    sx, gx, ex = _split(x.ravel())
-    sy, gy, ey = _split(y.ravel())
-    neg, mag, lsb, sticky, zero = _accumulate(
+    sx, gx, ex = float_terms(x.ravel())
+    sy, gy, ey = float_terms(y.ravel())
+    neg, mag, lsb, sticky, zero = exact_sums(
         np.concatenate([np.arange(n), np.arange(n)]), np.concatenate([sx, sy]),
         np.concatenate([gx, gy]), np.concatenate([ex, ey]), n)
     out = fp32.encode(np.zeros(n), "rne")                       # +0 for exact zeros

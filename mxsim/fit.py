@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from .engine import fast
 from .errors import MxsimError, UnitError
 from .spec import SpecError, UnitSpec
 from .vectors import VectorSet
@@ -150,8 +151,31 @@ def fit(observed: VectorSet, *, k: int, start: UnitSpec | None = None,
     a one-step, truncating spec for the observed formats. Raises UnitError when the set has no
     ``d`` or its K is not a multiple of ``k``.
     """
-    from .engine import fast
+    _check_fit_args(observed, k)
+    search = dict(DEFAULT_SEARCH if search is None else search)
+    search.setdefault("schedule", list(schedules(k).values()))
+    s = _Search(observed, search)
+    best: UnitSpec | None = None
+    for spec in _starts(s, start or _default_start(observed, k)):
+        spec = s.climb(spec, sweeps, progress)
+        if best is None or s.score(spec) > s.score(best):
+            best = spec
+        if s.score(best) == s.target.size:
+            break
+    assert best is not None
+    evidence, unseparated = s.evidence(best, k)
+    ok = s.cache[best] if best in s.cache else np.zeros(s.target.shape, bool)
+    final_equal = s.score(best)                # checked against every observed output
+    bad = [tuple(int(i) for i in np.unravel_index(j, observed.d.shape))
+           for j in np.flatnonzero(~ok)[:20]]
+    return Fit(spec=replace(best, name="fitted", provenance=f"mxsim fit on {s.target.size} "
+                                                             f"outputs ({observed.producer})"),
+               total=int(s.target.size), equal=final_equal, evidence=evidence,
+               unexplained=bad, evaluated=len(s.cache), unseparated=unseparated)
 
+
+def _check_fit_args(observed: VectorSet, k: Any) -> None:
+    """Raise UnitError unless ``observed`` has outputs and ``k`` divides its K."""
     if observed.d is None:
         raise UnitError("fit needs observed outputs: the set has no 'd'")
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= observed.k:
@@ -159,121 +183,133 @@ def fit(observed: VectorSet, *, k: int, start: UnitSpec | None = None,
                         f"({observed.k}), not {k!r}")
     if observed.k % k:
         raise UnitError(f"K ({observed.k}) must be a multiple of the instruction k ({k})")
-    search = dict(DEFAULT_SEARCH if search is None else search)
-    search.setdefault("schedule", list(schedules(k).values()))
+
+
+def _default_start(observed: VectorSet, k: int) -> UnitSpec:
+    """A one-step, truncating spec (F = 24) for the observed formats."""
     f16 = observed.d_format == "fp16"
-    base = start or UnitSpec(
+    return UnitSpec(
         name="fitted", instruction="fitted by mxsim fit", a_format=observed.a_format,
         b_format=observed.b_format, scale_format=observed.scale_format, block=observed.block,
         k=k, frac_bits=24, acc_format="fp16" if f16 else "fp32", d_format=observed.d_format,
         e_zero=-21 if f16 else -133)
-    target = observed.d.reshape(-1)
-    cache: dict[UnitSpec, np.ndarray] = {}
 
-    def score(spec: UnitSpec) -> int:
-        if spec not in cache:
-            try:
-                cache[spec] = fast.dot(spec, observed).reshape(-1) == target
-            except (MxsimError, ValueError):
-                cache[spec] = np.zeros(target.shape, bool)
-        return int(cache[spec].sum())
 
-    def complexity(param: str, spec: UnitSpec) -> int:
-        values = search.get(param, [])
-        current = spec.schedule if param == "schedule" else getattr(spec, param)
-        current = getattr(current, "value", current)
-        return values.index(current) if current in values else len(values)
-
-    # Starting points: the two published F values and the default.
+def _starts(s: _Search, base: UnitSpec) -> list[UnitSpec]:
+    """Starting points: the two published F values and the default, then upcast ones."""
+    f16 = s.observed.d_format == "fp16"
     starts = [base, replace(base, frac_bits=13, acc_format="fp16" if f16 else "e8m13"),
               replace(base, frac_bits=25)]
     # An operand upcast moves exponents everywhere at once; when the plain starts do not
     # explain everything, start again from upcast ones (tried only while nothing is exact).
-    for up in search.get("upcast", []):
+    for up in s.search.get("upcast", []):
         if up is not None:
-            starts += [s for s in (_candidate(st, "upcast", up) for st in starts[:3])
-                       if s is not None]
-    def sweep(spec: UnitSpec) -> tuple[UnitSpec, bool]:
+            starts += [c for c in (_candidate(st, "upcast", up) for st in starts[:3])
+                       if c is not None]
+    return starts
+
+
+class _Search:
+    """The state of one fit: the observed set, the search space and every spec scored."""
+
+    def __init__(self, observed: VectorSet, search: dict[str, list[Any]]):
+        self.observed = observed
+        self.search = search
+        self.target = observed.d.reshape(-1)
+        self.cache: dict[UnitSpec, np.ndarray] = {}
+
+    def score(self, spec: UnitSpec) -> int:
+        """How many observed outputs ``spec`` reproduces (0 for a spec that cannot run)."""
+        if spec not in self.cache:
+            try:
+                self.cache[spec] = fast.dot(spec, self.observed).reshape(-1) == self.target
+            except (MxsimError, ValueError):
+                self.cache[spec] = np.zeros(self.target.shape, bool)
+        return int(self.cache[spec].sum())
+
+    def complexity(self, param: str, spec: UnitSpec) -> int:
+        """The position of ``spec``'s value of ``param`` in the search (earlier: simpler)."""
+        values = self.search.get(param, [])
+        current = spec.schedule if param == "schedule" else getattr(spec, param)
+        current = getattr(current, "value", current)
+        return values.index(current) if current in values else len(values)
+
+    def climb(self, spec: UnitSpec, sweeps: int,
+              progress: Callable[[str], None] | None) -> UnitSpec:
+        """Up to ``sweeps`` sweeps from ``spec``, with joint moves where a sweep stalls."""
+        for _ in range(sweeps):
+            spec, improved = self.sweep(spec)
+            if self.score(spec) < self.target.size and not improved:
+                spec, improved = self.pair_moves(spec)
+            if progress:
+                progress(f"sweep: {self.score(spec)} of {self.target.size}")
+            if not improved or self.score(spec) == self.target.size:
+                break
+        return spec
+
+    def sweep(self, spec: UnitSpec) -> tuple[UnitSpec, bool]:
         """One pass over every parameter, each value tried with the others held."""
         improved = False
         for param in _ORDER:
-            if param not in search:
+            if param not in self.search:
                 continue
-            here = score(spec)
-            for value in search[param]:
+            here = self.score(spec)
+            for value in self.search[param]:
                 cand = _candidate(spec, param, value)
                 if cand is None or cand == spec:
                     continue
-                s = score(cand)
-                if s > here or (s == here and complexity(param, cand)
-                                < complexity(param, spec)):
+                s = self.score(cand)
+                if s > here or (s == here and self.complexity(param, cand)
+                                < self.complexity(param, spec)):
                     spec, here, improved = cand, s, True
         return spec, improved
 
-    def pair_moves(spec: UnitSpec) -> tuple[UnitSpec, bool]:
+    def pair_moves(self, spec: UnitSpec) -> tuple[UnitSpec, bool]:
         """Joint moves of F (a window around its value) with each parameter that can
         compensate for it; coordinate sweeps alone stall where two of them trade off."""
-        here = score(spec)
+        here = self.score(spec)
         f = spec.frac_bits if spec.frac_bits is not None else 24
-        window = [v for v in search.get("frac_bits", []) if v is not None and abs(v - f) <= 3]
+        window = [v for v in self.search.get("frac_bits", [])
+                  if v is not None and abs(v - f) <= 3]
         improved = False
         for param in ("upcast", "product", "align", "acc_format", "c_mode", "schedule"):
-            for value in search.get(param, []):
+            for value in self.search.get(param, []):
                 for fb in window:
                     cand = _candidate(spec, param, value)
                     cand = cand and _candidate(cand, "frac_bits", fb)
-                    if cand is not None and score(cand) > here:
-                        spec, here, improved = cand, score(cand), True
+                    if cand is not None and self.score(cand) > here:
+                        spec, here, improved = cand, self.score(cand), True
         # Pairs that trade off without F: the accumulator's width against its rounding, and an
         # operand upcast against the parameters that move exponents.
         for p1, p2 in (("acc_format", "acc_rounding"), ("upcast", "align"), ("upcast", "product"),
                        ("upcast", "schedule"), ("upcast", "acc_rounding"),
                        ("upcast", "c_mode"), ("align", "acc_rounding")):
-            for v1 in search.get(p1, []):
-                for v2 in search.get(p2, []):
+            for v1 in self.search.get(p1, []):
+                for v2 in self.search.get(p2, []):
                     cand = _candidate(spec, p1, v1)
                     cand = cand and _candidate(cand, p2, v2)
-                    if cand is not None and score(cand) > here:
-                        spec, here, improved = cand, score(cand), True
+                    if cand is not None and self.score(cand) > here:
+                        spec, here, improved = cand, self.score(cand), True
         return spec, improved
 
-    best: UnitSpec | None = None
-    for spec in starts:
-        for _ in range(sweeps):
-            spec, improved = sweep(spec)
-            if score(spec) < target.size and not improved:
-                spec, improved = pair_moves(spec)
-            if progress:
-                progress(f"sweep: {score(spec)} of {target.size}")
-            if not improved or score(spec) == target.size:
-                break
-        if best is None or score(spec) > score(best):
-            best = spec
-        if score(best) == target.size:
-            break
-    assert best is not None
-    # Evidence: each value of each parameter, the others as fitted.
-    evidence: dict[str, dict[str, int]] = {}
-    unseparated: dict[str, list[str]] = {}
-    names = {v: n for n, v in schedules(k).items()}
-    score(best)
-    for param in _ORDER:
-        if param not in search:
-            continue
-        scores = {}
-        for value in search[param]:
-            cand = _candidate(best, param, value)
-            if cand is not None:
-                label = names.get(value, "custom") if param == "schedule" else str(value)
-                scores[label] = score(cand)
-                if cand != best and np.array_equal(cache[cand], cache[best]):
-                    unseparated.setdefault(param, []).append(label)
-        evidence[param] = scores
-    ok = cache[best] if best in cache else np.zeros(target.shape, bool)
-    final_equal = score(best)                  # checked against every observed output
-    bad = [tuple(int(i) for i in np.unravel_index(j, observed.d.shape))
-           for j in np.flatnonzero(~ok)[:20]]
-    return Fit(spec=replace(best, name="fitted", provenance=f"mxsim fit on {target.size} "
-                                                             f"outputs ({observed.producer})"),
-               total=int(target.size), equal=final_equal, evidence=evidence,
-               unexplained=bad, evaluated=len(cache), unseparated=unseparated)
+    def evidence(self, best: UnitSpec, k: int
+                 ) -> tuple[dict[str, dict[str, int]], dict[str, list[str]]]:
+        """Each value of each parameter scored with the others as fitted, and the values
+        that the observed outputs cannot tell apart from the fitted one."""
+        evidence: dict[str, dict[str, int]] = {}
+        unseparated: dict[str, list[str]] = {}
+        names = {v: n for n, v in schedules(k).items()}
+        self.score(best)
+        for param in _ORDER:
+            if param not in self.search:
+                continue
+            scores = {}
+            for value in self.search[param]:
+                cand = _candidate(best, param, value)
+                if cand is not None:
+                    label = names.get(value, "custom") if param == "schedule" else str(value)
+                    scores[label] = self.score(cand)
+                    if cand != best and np.array_equal(self.cache[cand], self.cache[best]):
+                        unseparated.setdefault(param, []).append(label)
+            evidence[param] = scores
+        return evidence, unseparated

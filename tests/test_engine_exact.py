@@ -204,7 +204,8 @@ def test_exact_transpose_symmetry():
 def test_exact_chunking_does_not_change_results(monkeypatch):
     vs = vectors.generate("normal", a_format="e4m3", m=9, n=7, k=128, seed=5)
     whole = fast.matmul_exact(vs)
-    monkeypatch.setattr(fast, "_CHUNK_TERMS", 7 * 128 * 2)      # two rows at a time
+    from mxsim.engine.fast import exact
+    monkeypatch.setattr(exact, "_CHUNK_TERMS", 7 * 128 * 2)     # two rows at a time
     np.testing.assert_array_equal(fast.matmul_exact(vs), whole)
 
 

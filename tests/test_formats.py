@@ -30,15 +30,13 @@ MODES = ("rne", "rna", "rz", "ru", "rd")
 NAMES = formats.names()
 
 
-@pytest.fixture(autouse=True, params=["numpy", "compiled"])
-def rounding_path(request, monkeypatch):
-    """Every test runs twice: through round_to's numpy path and through its compiled twin
-    (forced even on small arrays), which must agree bit for bit."""
-    if request.param == "compiled":
+@pytest.fixture(params=[False, True], ids=["numpy", "compiled"])
+def kernel(request) -> bool:
+    """Tests that round run twice: through round_to's numpy path (``kernel=False``) and
+    through its compiled twin (``kernel=True``, even on small arrays), which must agree bit
+    for bit."""
+    if request.param:
         pytest.importorskip("numba")
-        monkeypatch.setattr(formats, "_KERNEL_MIN_SIZE", 0)
-    else:
-        monkeypatch.setattr(formats, "USE_KERNEL", False)
     return request.param
 SIXTEEN = [n for n in NAMES if formats.get(n).bits <= 16]
 ML_DTYPES = ["e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "e8m0", "fp16", "bf16"]
@@ -609,7 +607,7 @@ def _float32_probe(name: str) -> np.ndarray:
 
 @pytest.mark.parametrize("name,saturate", [pytest.param(n, s, id=f"{n}-sat{int(s)}")
                                            for n, s in DIFFERENCES])
-def test_formats_encode_matches_ml_dtypes(name: str, saturate: bool) -> None:
+def test_formats_encode_matches_ml_dtypes(name: str, saturate: bool, kernel: bool) -> None:
     ml_dtypes = pytest.importorskip("ml_dtypes")
     fmt = formats.get(name)
     dt = np.dtype(getattr(ml_dtypes, fmt.ml_dtypes_name, None) or fmt.ml_dtypes_name)
@@ -627,9 +625,9 @@ def test_formats_encode_matches_ml_dtypes(name: str, saturate: bool) -> None:
             refused |= where
             for xi in x[where][:3]:
                 with pytest.raises(FormatError):
-                    fmt.encode(np.array([xi]), "rne", saturate)
+                    fmt.encode(np.array([xi]), "rne", saturate, kernel=kernel)
     ours = np.zeros(x.shape, np.uint32)
-    ours[~refused] = fmt.encode(x[~refused], "rne", saturate)
+    ours[~refused] = fmt.encode(x[~refused], "rne", saturate, kernel=kernel)
     for d in _differences(name, saturate):
         if d.ours is not None:
             where = d.where(x) & ~refused
@@ -696,17 +694,17 @@ _NO_SPECIALS = [n for n in NAMES if _CONSTANTS[n][5] is None and _CONSTANTS[n][6
 
 @pytest.mark.parametrize("saturate", [True, False], ids=["sat", "ieee"])
 @pytest.mark.parametrize("name", NAMES)
-def test_formats_encode_boundaries(name: str, saturate: bool) -> None:
+def test_formats_encode_boundaries(name: str, saturate: bool, kernel: bool) -> None:
     fmt = formats.get(name)
     x = _boundary_inputs(name)
     if not saturate and name in _NO_SPECIALS:
         with pytest.raises(FormatError, match=re.escape(
                 f"Format {name} has neither Inf nor NaN, so overflow must saturate; "
                 f"pass saturate=True") + "$"):
-            fmt.encode(x, "rne", saturate=False)
+            fmt.encode(x, "rne", saturate=False, kernel=kernel)
         return
     for mode in MODES:
-        ours = fmt.encode(x, mode, saturate)
+        ours = fmt.encode(x, mode, saturate, kernel=kernel)
         assert ours.dtype == fmt.code_dtype and ours.shape == x.shape
         _assert_codes(ours, _ref_codes(name, x, mode, saturate), x,
                       f"{name} {mode} saturate={saturate}")
@@ -717,7 +715,7 @@ def test_formats_encode_boundaries(name: str, saturate: bool) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_formats_encode_nan(name: str) -> None:
+def test_formats_encode_nan(name: str, kernel: bool) -> None:
     """NaN keeps its sign in signed formats; NaN into a format without NaN is refused."""
     fmt = formats.get(name)
     x = np.array([np.nan, -np.nan, 1.0])
@@ -726,9 +724,9 @@ def test_formats_encode_nan(name: str) -> None:
             if _CONSTANTS[name][5] is None:
                 with pytest.raises(FormatError, match=re.escape(
                         f"Format {name} has no NaN; remove NaN values before encoding") + "$"):
-                    fmt.encode(x, mode, saturate, seed=1)
+                    fmt.encode(x, mode, saturate, seed=1, kernel=kernel)
                 continue
-            ours = fmt.encode(x, mode, saturate, seed=1)
+            ours = fmt.encode(x, mode, saturate, seed=1, kernel=kernel)
             nan = _CONSTANTS[name][5]
             sign = 1 << (fmt.bits - 1) if fmt.signed else 0
             assert ours[:2].tolist() == [nan, nan | sign], (mode, saturate)
@@ -737,7 +735,7 @@ def test_formats_encode_nan(name: str) -> None:
 # -- d. stochastic rounding -------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", NAMES)
-def test_formats_encode_stochastic(name: str) -> None:
+def test_formats_encode_stochastic(name: str, kernel: bool) -> None:
     fmt = formats.get(name)
     rng = _rng("sr", name)
     x = _boundary_inputs(name)
@@ -754,32 +752,32 @@ def test_formats_encode_stochastic(name: str) -> None:
         r = rng.integers(0, 1 << sr_bits, x.size, dtype=np.uint64)
         r[:2] = [0, (1 << sr_bits) - 1]
         saturate = name in _NO_SPECIALS or i % 2 == 0
-        ours = fmt.encode(x, "stochastic", saturate, random_bits=r, sr_bits=sr_bits)
+        ours = fmt.encode(x, "stochastic", saturate, random_bits=r, sr_bits=sr_bits, kernel=kernel)
         _assert_codes(ours, _ref_codes(name, x, "stochastic", saturate, r, sr_bits), x,
                       f"{name} stochastic sr_bits={sr_bits} saturate={saturate}")
 
 
 @pytest.mark.parametrize("sr_bits", [1, 8, 32, 63])
-def test_formats_encode_stochastic_seed(sr_bits: int) -> None:
+def test_formats_encode_stochastic_seed(sr_bits: int, kernel: bool) -> None:
     """seed=S draws default_rng(S).integers(0, 2**sr_bits, size=shape, dtype=uint64), C order."""
     fmt = formats.get("e4m3")
     x = _rng("sr-seed").uniform(-300, 300, (7, 33))
     drawn = np.random.default_rng(1234).integers(0, 1 << sr_bits, size=x.shape, dtype=np.uint64)
     np.testing.assert_array_equal(
-        fmt.encode(x, "stochastic", seed=1234, sr_bits=sr_bits),
-        fmt.encode(x, "stochastic", random_bits=drawn, sr_bits=sr_bits))
+        fmt.encode(x, "stochastic", seed=1234, sr_bits=sr_bits, kernel=kernel),
+        fmt.encode(x, "stochastic", random_bits=drawn, sr_bits=sr_bits, kernel=kernel))
     default = np.random.default_rng(99).integers(0, 1 << 32, size=x.shape, dtype=np.uint64)
-    np.testing.assert_array_equal(fmt.encode(x, "stochastic", seed=99),
-                                  fmt.encode(x, "stochastic", random_bits=default))
+    np.testing.assert_array_equal(fmt.encode(x, "stochastic", seed=99, kernel=kernel),
+                                  fmt.encode(x, "stochastic", random_bits=default, kernel=kernel))
 
 
 @pytest.mark.parametrize("name,x", [("e4m3", 1.1), ("e4m3", -0.013), ("e2m1", 2.6),
                                     ("e2m1", -0.3), ("e8m0", 3.0), ("int8", 0.33)])
-def test_formats_encode_stochastic_unbiased(name: str, x: float) -> None:
+def test_formats_encode_stochastic_unbiased(name: str, x: float, kernel: bool) -> None:
     """Sanity, in floats: the mean of stochastically rounded values is the value."""
     fmt = formats.get(name)
     n = 200_000
-    mean = fmt.decode(fmt.encode(np.full(n, x), "stochastic", seed=SEED)).mean()
+    mean = fmt.decode(fmt.encode(np.full(n, x), "stochastic", seed=SEED, kernel=kernel)).mean()
     lo, hi = _enc(name).bracket(Fraction(abs(x)))
     sigma = float(hi - lo) / 2 / math.sqrt(n)
     assert abs(mean - x) < 6 * sigma
@@ -794,7 +792,7 @@ def test_formats_encode_stochastic_unbiased(name: str, x: float) -> None:
     ("e2m1", 1.75, 0x3, 0x4, 0x4),          # between 1.5 (odd) and 2.0 (even)
 ])
 def test_formats_encode_no_double_rounding(name: str, mid: float, below: int, above: int,
-                                           even: int) -> None:
+                                           even: int, kernel: bool) -> None:
     """A float64 just off a midpoint rounds once, not first to float32 (ml_dtypes' DoubleRound).
 
     ``mid +- 2**-40`` is a float64 that float32 rounds onto ``mid``, where ties-to-even then
@@ -804,8 +802,8 @@ def test_formats_encode_no_double_rounding(name: str, mid: float, below: int, ab
     fmt = formats.get(name)
     x = np.array([mid + 2.0**-40, mid - 2.0**-40])
     assert (x.astype(np.float32) == mid).all()
-    assert fmt.encode(x).tolist() == [above, below]
-    assert fmt.encode(x.astype(np.float32)).tolist() == [even, even]
+    assert fmt.encode(x, kernel=kernel).tolist() == [above, below]
+    assert fmt.encode(x.astype(np.float32), kernel=kernel).tolist() == [even, even]
     ml_dtypes = pytest.importorskip("ml_dtypes")
     peer = x.astype(getattr(ml_dtypes, fmt.ml_dtypes_name)).view(np.uint8)
     twice = _ml_dtypes_casts().float64_via_float32
@@ -818,7 +816,7 @@ ML_DTYPES_ROUND_FLOAT64_VIA_FLOAT32 = ["e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "
 
 
 @pytest.mark.parametrize("name", ML_DTYPES)
-def test_formats_encode_float64_vs_ml_dtypes(name: str) -> None:
+def test_formats_encode_float64_vs_ml_dtypes(name: str, kernel: bool) -> None:
     """On float64 inputs ml_dtypes < 0.7 equals its own cast of float32(x) (double rounding),
     and mxsim, which rounds x once, equals it wherever rounding twice changes nothing; from 0.7
     on ml_dtypes rounds once too and equals mxsim everywhere."""
@@ -834,8 +832,8 @@ def test_formats_encode_float64_vs_ml_dtypes(name: str) -> None:
     x = np.concatenate([x, -x]) if fmt.signed else x
     u = f"u{dt.itemsize}"
     peer = x.astype(dt).view(u)
-    once = fmt.encode(x, "rne", saturate=True).astype(u)
-    twice = fmt.encode(x.astype(np.float32), "rne", saturate=True).astype(u)
+    once = fmt.encode(x, "rne", saturate=True, kernel=kernel).astype(u)
+    twice = fmt.encode(x.astype(np.float32), "rne", saturate=True, kernel=kernel).astype(u)
     if name in ML_DTYPES_ROUND_FLOAT64_VIA_FLOAT32:
         assert (once != twice).any()            # the probe does reach double rounding
     if name in ML_DTYPES_ROUND_FLOAT64_VIA_FLOAT32 and _ml_dtypes_casts().float64_via_float32:
@@ -848,7 +846,7 @@ def test_formats_encode_float64_vs_ml_dtypes(name: str) -> None:
 # -- f. round_to on wide integers ---------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["fp32", "fp16", "bf16", "e4m3", "e2m1", "int8", "e8m0"])
-def test_formats_round_to(name: str) -> None:
+def test_formats_round_to(name: str, kernel: bool) -> None:
     """Significands of up to 64 bits at every exponent, with a sticky bit, in every mode.
 
     The sticky bit stands for a value strictly between 0 and 1 LSB; it decides the rounding
@@ -878,7 +876,7 @@ def test_formats_round_to(name: str) -> None:
     saturations = (True, False) if name not in _NO_SPECIALS else (True,)
     for saturate in saturations:
         for mode in MODES:
-            ours = formats.round_to(fmt, sign, lsb_exp, sig, sticky, mode, saturate)
+            ours = formats.round_to(fmt, sign, lsb_exp, sig, sticky, mode, saturate, kernel=kernel)
             expected = [_ref_round(enc, bool(sign[i]),
                                    (Fraction(int(sig[i])) + Fraction(int(sticky[i]), 2))
                                    * _pow2(int(lsb_exp[i])), mode, saturate)
@@ -888,7 +886,7 @@ def test_formats_round_to(name: str) -> None:
         sr_bits = int(rng.choice([1, 3, 8, 32]))
         r = rng.integers(0, 1 << sr_bits, n, dtype=np.uint64)
         ours = formats.round_to(fmt, sign, lsb_exp, sig, sticky, "stochastic", saturate,
-                                random_bits=r, sr_bits=sr_bits)
+                                random_bits=r, sr_bits=sr_bits, kernel=kernel)
         expected = [_ref_round(enc, bool(sign[i]), Fraction(int(sig[i])) * _pow2(int(lsb_exp[i])),
                                "stochastic", saturate, int(r[i]), sr_bits) for i in range(n)]
         _assert_codes(ours, np.array(expected), sig,
@@ -896,7 +894,7 @@ def test_formats_round_to(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["fp32", "fp16", "bf16", "e4m3", "e8m0"])
-def test_formats_round_to_sticky_only(name: str) -> None:
+def test_formats_round_to_sticky_only(name: str, kernel: bool) -> None:
     """sig=0 with sticky is a positive value below half the smallest one; without, a zero."""
     fmt = formats.get(name)
     enc = _enc(name)
@@ -904,60 +902,60 @@ def test_formats_round_to_sticky_only(name: str) -> None:
     lsb = np.array([below, below - 7, -300, -2000], np.int64)
     for sign in ([0, 1] if fmt.signed else [0]):
         for mode in MODES:
-            ours = formats.round_to(fmt, sign, lsb, 0, True, mode)
+            ours = formats.round_to(fmt, sign, lsb, 0, True, mode, kernel=kernel)
             expected = [_ref_round(enc, bool(sign), _pow2(int(k) - 1), mode, True) for k in lsb]
             _assert_codes(ours, np.array(expected), lsb, f"{name} sign={sign} {mode}")
-            zero = formats.round_to(fmt, sign, lsb, 0, False, mode)
+            zero = formats.round_to(fmt, sign, lsb, 0, False, mode, kernel=kernel)
             expected = [_ref_round(enc, bool(sign), Fraction(0), mode, True)] * lsb.size
             _assert_codes(zero, np.array(expected), lsb, f"{name} sign={sign} {mode} zero")
 
 
-def test_formats_round_to_huge_exponent() -> None:
+def test_formats_round_to_huge_exponent(kernel: bool) -> None:
     fp16 = formats.get("fp16")
-    assert formats.round_to(fp16, [0, 1], 4096, 1, False, "rne", True).tolist() == [
+    assert formats.round_to(fp16, [0, 1], 4096, 1, False, "rne", True, kernel=kernel).tolist() == [
         0x7BFF, 0xFBFF]
-    assert formats.round_to(fp16, [0, 1], 4096, 1, False, "rne", False).tolist() == [
+    assert formats.round_to(fp16, [0, 1], 4096, 1, False, "rne", False, kernel=kernel).tolist() == [
         0x7C00, 0xFC00]
     with pytest.raises(ValueError, match=r"^Stochastic rounding needs random_bits$"):
-        formats.round_to(fp16, 0, 0, 1, False, "stochastic")
+        formats.round_to(fp16, 0, 0, 1, False, "stochastic", kernel=kernel)
 
 
 @pytest.mark.parametrize("name", ["fp32", "fp16", "e8m13", "e4m3", "int8"])
-def test_formats_round_to_zero_is_never_an_overflow(name: str) -> None:
+def test_formats_round_to_zero_is_never_an_overflow(name: str, kernel: bool) -> None:
     """A zero significand is zero whatever its exponent (a cancelled sum at 2**219)."""
     fmt = formats.get(name)
     policies = [formats.Overflow.SATURATE]
     if fmt.has_inf or fmt.has_nan:
         policies += [formats.Overflow.INF, formats.Overflow.IEEE]
     for overflow in policies:
-        codes = formats.round_to(fmt, [0, 1], [219, 4000], 0, False, "rz", overflow)
+        codes = formats.round_to(fmt, [0, 1], [219, 4000], 0, False, "rz", overflow, kernel=kernel)
         mags = codes.astype(np.int64) & ((1 << fmt.sign_shift) - 1 if fmt.kind == "float"
                                          else 0xFF)
         assert mags.tolist() == [0, 0], (name, overflow, codes)
 
 
-def test_formats_overflow_policies() -> None:
+def test_formats_overflow_policies(kernel: bool) -> None:
     """RZ overflow: IEEE gives max, INF gives Inf (tensor-core accumulators), SATURATE max."""
     fp32 = formats.get("fp32")
-    got = [int(formats.round_to(fp32, 0, 200, 1, False, "rz", o))
+    got = [int(formats.round_to(fp32, 0, 200, 1, False, "rz", o, kernel=kernel))
            for o in (formats.Overflow.IEEE, formats.Overflow.INF, formats.Overflow.SATURATE)]
     assert got == [0x7F7FFFFF, 0x7F800000, 0x7F7FFFFF]
     e8m13 = formats.get("e8m13")
     assert e8m13.min_subnormal == 2.0 ** -139 and e8m13.max == (2 - 2 ** -13) * 2.0 ** 127
-    assert int(formats.round_to(e8m13, 1, 200, 1, False, "rz", "inf")) == 0x3FE000
-    with pytest.raises(formats.FormatError, match=r"^Overflow must be one of saturate, ieee, "
+    assert int(formats.round_to(e8m13, 1, 200, 1, False, "rz", "inf", kernel=kernel)) == 0x3FE000
+    with pytest.raises(FormatError, match=r"^Overflow must be one of saturate, ieee, "
                                                   r"inf, not 'wrap'$"):
-        formats.round_to(fp32, 0, 0, 1, False, "rz", "wrap")
+        formats.round_to(fp32, 0, 0, 1, False, "rz", "wrap", kernel=kernel)
 
 
-def test_formats_encode_scalar_shape() -> None:
+def test_formats_encode_scalar_shape(kernel: bool) -> None:
     """Codes are shaped like the values, 0-d included."""
     for name in NAMES:
         fmt = formats.get(name)
-        assert fmt.encode(1.0).shape == ()
-        assert fmt.encode(np.ones((2, 3))).shape == (2, 3)
-    assert formats.get("e4m3").encode(np.nan).shape == ()
-    assert int(formats.get("e4m3").encode(-np.nan)) == 0xFF
+        assert fmt.encode(1.0, kernel=kernel).shape == ()
+        assert fmt.encode(np.ones((2, 3)), kernel=kernel).shape == (2, 3)
+    assert formats.get("e4m3").encode(np.nan, kernel=kernel).shape == ()
+    assert int(formats.get("e4m3").encode(-np.nan, kernel=kernel)) == 0xFF
 
 
 # -- h. packing and interop -------------------------------------------------------------------

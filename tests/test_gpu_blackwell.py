@@ -21,12 +21,12 @@ import pytest
 
 from gpu import blackwell as bw
 from gpu.blackwell import runners as bw_runners
+from gpu.blocked import to_blocked
 from gpu.device import torch_unavailable_reason
 from gpu.paths import PATHS
 from gpu.runner import Runner
 from mxsim import formats, vectors
 from mxsim.errors import MxsimError, UnitError
-from mxsim.quantize import to_blocked
 from mxsim.vectors import VectorSet
 
 

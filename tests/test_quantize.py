@@ -1,6 +1,7 @@
 """MX and NVFP4 quantisation: peers bit for bit, the rules by their definitions, errors, CLI.
 
-Peers: torchao 0.18 (``to_mx`` for the four torchao rules, ``nvfp4_quantize``, ``to_blocked``),
+Peers: torchao 0.18 (``to_mx`` for the four torchao rules, ``nvfp4_quantize``; ``to_blocked`` is
+in test_gpu_blocked.py),
 microxcaling (golden files under tests/data/microxcaling, see its README) and ml_dtypes casts.
 Seeds are fixed in each test; a failure names the first mismatching index.
 """
@@ -19,6 +20,9 @@ from mxsim import formats, vectors
 from mxsim import quantize as q
 from mxsim.cli import main
 from mxsim.formats import Rounding
+from mxsim.quantize import elements as qelements
+from mxsim.quantize import mx as qmx
+from mxsim.quantize import rules as qrules
 
 TORCHAO_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1")
 TORCHAO_RULES = ("floor", "ceil", "even", "rceil")
@@ -230,12 +234,12 @@ def test_quantize_log2_matches_torch():
     bits = np.concatenate([bits[bits > 0], np.arange(1, 1 << 16, dtype=np.uint32),
                            np.arange(2 ** 23 - 4096, 2 ** 23, dtype=np.uint32)])
     t = torch.log2(torch.from_numpy(bits.view(np.float32))).numpy()
-    assert_codes_equal(q._torch_log2_ceil(bits), np.ceil(t).astype(np.int64), "ceil log2")
-    assert_codes_equal(q._torch_log2_floor(bits), np.floor(t).astype(np.int64), "floor log2")
+    assert_codes_equal(qrules._torch_log2_ceil(bits), np.ceil(t).astype(np.int64), "ceil log2")
+    assert_codes_equal(qrules._torch_log2_floor(bits), np.floor(t).astype(np.int64), "floor log2")
     # The rule differs from the exact ceil(log2) only just above powers of two.
-    exact = q._frexp_fp32(bits)
+    exact = qrules._frexp_fp32(bits)
     exact_ceil = np.where(exact[1] == 0, exact[0], exact[0] + 1)
-    assert 0 < (q._torch_log2_ceil(bits) != exact_ceil).sum() < 10000
+    assert 0 < (qrules._torch_log2_ceil(bits) != exact_ceil).sum() < 10000
 
 
 def test_quantize_torchao_divides_descale():
@@ -256,7 +260,7 @@ def test_quantize_fast_matches_exact(fmt, rounding):
     x = np.concatenate([edge_blocks(), distribution("bits", fmt, rng, (64, 32)),
                         distribution("elem_max", fmt, rng, (64, 32))])
     for rule in q.rules_for(fmt):
-        s0, e0 = q._to_mx(x, fmt, 32, rule, rounding, -1, None, None, 32, "quantize", fast=False)
+        s0, e0 = qmx._to_mx(x, fmt, 32, rule, rounding, -1, None, None, 32, "quantize", fast=False)
         s1, e1 = q.to_mx(x, fmt, 32, rule, rounding, nan_blocks="quantize")
         assert_codes_equal(s1, s0, f"{rule} scales")
         assert_codes_equal(e1, e0, f"{rule} elements")
@@ -277,8 +281,8 @@ def test_quantize_table_sticky_bits(fmt, rounding):
     bits = bits[(bits & 0x7FFFFFFF) < 0x7F800000]
     blocks = bits.reshape(-1, 1)
     k = np.zeros(len(bits), np.int64)
-    got = q._elements_fast(blocks, k, f, rounding)
-    want = q._elements_exact(blocks, k, f, rounding, None, 32)
+    got = qelements.elements_fast(blocks, k, f, rounding)
+    want = qelements.elements_exact(blocks, k, f, rounding, None, 32)
     assert_codes_equal(got, want, "table vs encode")
 
 
@@ -548,13 +552,13 @@ def microxcaling_model(x: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray,
     finite = amax < 0x7F800000
     # 1. shared_exp = floor(log2(amax + 2**-126 * (amax == 0))) with an FP32 log2, which
     #    rounds up onto the next integer just below a power of two (and 128 overflows int8).
-    fl = q._torch_log2_floor(np.where(finite, amax, 0).astype(np.uint32))
+    fl = qrules._torch_log2_floor(np.where(finite, amax, 0).astype(np.uint32))
     se = np.maximum(np.where(amax == 0, -126, fl) - f.emax, -127)
     nan = ~finite | (se > 127)
     moved = ~nan & (se + 127 != s)
     if moved.any():
         s[moved] = se[moved] + 127
-        e[moved] = q._elements_exact(bits[moved], se[moved], f, Rounding.RNE, None, 32)
+        e[moved] = qelements.elements_exact(bits[moved], se[moved], f, Rounding.RNE, None, 32)
     s[nan] = 0xFF
     e[nan] = f.code_of_nan if f.has_nan else 0
     v = x.astype(np.float64) * np.ldexp(1.0, -se)[:, None]
@@ -683,21 +687,6 @@ def test_quantize_nvfp4_stochastic():
 
 # -- packing ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("shape", [(1, 1), (128, 4), (129, 5), (300, 17), (256, 8), (5, 130)])
-def test_quantize_blocked_layout(shape):
-    s = np.random.default_rng(141).integers(0, 256, shape).astype(np.uint8)
-    b = q.to_blocked(s)
-    assert b.shape == (512 * -(-shape[0] // 128) * -(-shape[1] // 4),)
-    assert_codes_equal(q.from_blocked(b, *shape), s, "round trip")
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("torchao")
-    from torchao.prototype.mx_formats.utils import from_blocked, to_blocked
-    assert_codes_equal(b, to_blocked(torch.from_numpy(s)).numpy(), "torchao to_blocked")
-    assert_codes_equal(q.from_blocked(b, *shape),
-                       from_blocked(torch.from_numpy(b), *shape).numpy(), "torchao from_blocked")
-    r, c = 37 % shape[0], 3 % shape[1]
-    assert b[(r // 128) * 512 * -(-shape[1] // 4) + (c // 4) * 512
-             + (r % 128 % 32) * 16 + (r % 128 // 32) * 4 + c % 4] == s[r, c]
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -748,16 +737,10 @@ def test_quantize_blocked_layout(shape):
      r"per_tensor_scale explicitly"),
     (lambda: q.to_nvfp4(np.ones((8, 16), np.float32), two_d=True),
      r"two_d needs the other tile axis \(8\) to be a multiple of the block \(16\)"),
-    (lambda: q.to_blocked(np.zeros(4, np.uint8)),
-     r"Scales must be a 2-d \(rows, cols\) array, not shape \(4,\); fold batch dimensions "
-     r"into the rows first"),
-    (lambda: q.from_blocked(np.zeros(100, np.uint8), 128, 4),
-     r"Blocked scales of a 128x4 matrix must be 512 uint8 values in one dimension, not uint8 "
-     r"of shape \(100,\)"),
 ], ids=["int-input", "float64-inexact", "axis", "block-divides", "block-zero", "scalar",
         "int8-floor", "fp4-rceil-sat", "unknown-rule", "rounding", "format", "nan-only-block",
         "nan-policy", "random-bits", "from-mx-shape", "nvfp4-pts", "nvfp4-pts-underflow",
-        "nvfp4-inf-amax", "nvfp4-two-d", "to-blocked-1d", "from-blocked-size"])
+        "nvfp4-inf-amax", "nvfp4-two-d"])
 def test_quantize_errors(call, message):
     with pytest.raises(q.QuantizeError, match=f"^{message}$"):
         call()

@@ -33,10 +33,6 @@ def test_round_kernel_equals_numpy_path(name: str) -> None:
     for mode in formats.Rounding:
         for overflow in policies:
             args = (fmt, sign, lsb, sig, sticky, mode, overflow)
-            compiled = formats.round_to(*args, random_bits=rbits, sr_bits=12)
-            formats.USE_KERNEL = False
-            try:
-                plain = formats.round_to(*args, random_bits=rbits, sr_bits=12)
-            finally:
-                formats.USE_KERNEL = True
+            compiled = formats.round_to(*args, random_bits=rbits, sr_bits=12, kernel=True)
+            plain = formats.round_to(*args, random_bits=rbits, sr_bits=12, kernel=False)
             np.testing.assert_array_equal(compiled, plain, err_msg=f"{name} {mode} {overflow}")

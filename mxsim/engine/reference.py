@@ -1,8 +1,9 @@
 """Exact reference engine: Python fractions, one dot product at a time, obviously correct.
 
 It shares nothing with :mod:`mxsim.engine.fast` but :meth:`mxsim.formats.Format.decode` (which
-is itself checked exhaustively against independent tables). Slow by design; tests hold the fast
-engine equal to it.
+is itself checked exhaustively against independent tables) and the plumbing of
+:func:`mxsim.engine.epilogue.without_epilogue` (which vectors run before the FP32 scales).
+Slow by design; tests hold the fast engine equal to it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ..spec import Align, CMode, Product, UnitSpec, ZeroSign
 from ..vectors import VectorSet
 
 # Plumbing only (which vectors and which unit run before the FP32 scales), no arithmetic.
-from .fast import _without_epilogue
+from .epilogue import without_epilogue
 
 __all__ = ["matmul_exact", "dot", "round_fp32_rne"]
 
@@ -391,7 +392,7 @@ def _mul_ref(x: _Val, y: _Val) -> _Val:
 
 def _epilogue_ref(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
     """The unit without its epilogue, then the FP32 scales as the epilogue applies them."""
-    d = dot(*_without_epilogue(spec, vs))
+    d = dot(*without_epilogue(spec, vs))
     fp32 = formats.get("fp32")
     out = np.empty_like(d)
     for index in np.ndindex(*d.shape):
@@ -414,7 +415,7 @@ def _epilogue_ref(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
 def _block_fma_ref(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
     """Block-wise FP32 scales: per 128-K block, total = fma(partial, fl(sa*sb), total)."""
     fp32 = formats.get("fp32")
-    parts = [dot(*_without_epilogue(spec, vs, slice(kb * 128, (kb + 1) * 128)))
+    parts = [dot(*without_epilogue(spec, vs, slice(kb * 128, (kb + 1) * 128)))
              for kb in range(vs.k // 128)]
     out = np.empty(vs.batch_shape + (vs.m, vs.n), np.uint32)
 

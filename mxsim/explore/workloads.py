@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..api import RECIPE_SCALES, quantise_operands
+from ..quantize import RECIPE_SCALES, quantise_operands
 from ..spec import UnitSpec
 from ..vectors import VectorSet
 

@@ -1,0 +1,20 @@
+"""Fast, vectorised engine: whole batches of dot products with numpy, bit-exact.
+
+:func:`dot` computes any unit spec; :func:`matmul_exact` computes the ``exact`` unit (every
+product, scale and C combined without rounding in a superaccumulator, the sum rounded once to
+FP32 by :func:`mxsim.formats.round_to`). Its twin, :mod:`mxsim.engine.reference`, computes the
+same with Python fractions; a test holds them equal.
+
+Modules: ``operands`` (exact fields of the codes), ``alignment`` (a step's terms aligned to
+its LSB), ``step`` (one fused step over rows, compiled kernel or numpy), ``chain``
+(instructions chained along K), ``scales`` (FP32 arithmetic and scale epilogues), ``exact``
+(the exact unit), ``paths`` (which code runs), ``dispatch`` (:func:`dot`).
+"""
+
+from .dispatch import dot
+from .exact import matmul_exact
+from .paths import NUMPY_SLOWDOWN, kernel_available, path
+from .scales import block_slices, fma_fp32, mul_fp32
+
+__all__ = ["matmul_exact", "dot", "path", "NUMPY_SLOWDOWN", "kernel_available",
+           "fma_fp32", "mul_fp32", "block_slices"]

@@ -1,0 +1,35 @@
+"""The fast engine's front door: which computation a unit's spec calls for."""
+
+from __future__ import annotations
+
+import numpy.typing as npt
+
+from ...spec import UnitSpec
+from ...vectors import VectorSet
+from ..epilogue import without_epilogue
+from .chain import chain_dot
+from .exact import matmul_exact
+from .scales import apply_epilogue, block_fma, block_slices
+
+__all__ = ["dot"]
+
+
+def dot(spec: UnitSpec, vs: VectorSet, *, kernel: bool = True) -> npt.NDArray:
+    """D = A·B + C of a vector set exactly as ``spec`` computes it; codes of ``spec.d_format``.
+
+    A K longer than the instruction's chains instructions (D of one is C of the next), with
+    promotion if the spec declares it. Raises UnitError when the vectors do not fit the spec.
+    ``kernel=False`` computes every fused step in numpy instead of the compiled kernel (the
+    same bits, 10-20x slower; for tests and benchmarks).
+    """
+    spec.check_vectors(vs)
+    if spec.exact:
+        return matmul_exact(vs)
+    if spec.epilogue == "block-fma":
+        inner, blocks = block_slices(spec, vs)
+        return block_fma(spec, vs, ((dot(inner, plain, kernel=kernel), s)
+                                    for plain, s in blocks))
+    if spec.epilogue is not None:
+        inner, plain = without_epilogue(spec, vs)
+        return apply_epilogue(spec, vs, dot(inner, plain, kernel=kernel))
+    return chain_dot(spec, vs, kernel)

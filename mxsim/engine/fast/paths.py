@@ -1,0 +1,51 @@
+"""Which code computes a unit's fused steps: the compiled kernel (numba) or numpy.
+
+The two give the same bits (the tests hold them equal); the caller chooses with an explicit
+``kernel`` argument, never a module switch.
+"""
+
+from __future__ import annotations
+
+from ...spec import UnitSpec
+from .. import _kernels
+
+__all__ = ["NUMPY_SLOWDOWN", "kernel_applies", "kernel_available", "path", "use_kernel"]
+
+#: How much slower the numpy fallback is than the compiled kernel, as said to the user:
+#: hopper-wgmma, 1M dots of K = 32, numba 0.68, 2 shared cores, 2026-12-01: 17.9x, 9.6x and
+#: 16.4x in three runs (the last line of ``python benchmarks/bench_engine.py``).
+NUMPY_SLOWDOWN = "10-20x"
+
+
+def kernel_available() -> bool:
+    """True when numba can be imported, so the compiled kernel can run."""
+    return _kernels.available()
+
+
+def kernel_applies(spec: UnitSpec) -> bool:
+    """True when ``spec``'s fused steps are ones the compiled kernel computes (truncated
+    alignment, no product groups); exact steps and the exact unit have no kernel."""
+    return not spec.exact and spec.frac_bits is not None and spec.group is None
+
+
+def use_kernel(spec: UnitSpec, kernel: bool = True) -> bool:
+    """Whether ``spec``'s steps run in the compiled kernel: it applies, it is wanted
+    (``kernel``) and numba is installed."""
+    return kernel_applies(spec) and kernel and _kernels.available()
+
+
+def path(spec: UnitSpec, kernel: bool = True) -> dict:
+    """Which code computes ``spec``'s dots in this process: ``{"path": "numba" | "numpy",
+    "compiled": bool, "numba": version or None, "note": why}``; ``kernel=False`` is the
+    numpy path asked for explicitly."""
+    numba_version = _kernels.version()
+    if not kernel_applies(spec):
+        return {"path": "numpy", "compiled": False, "numba": numba_version,
+                "note": "numpy, exact sums (no compiled kernel for this spec)"}
+    if kernel and _kernels.available():
+        return {"path": "numba", "compiled": True, "numba": numba_version,
+                "note": f"numba kernel (compiled, numba {numba_version})"}
+    why = "numba is not installed" if numba_version is None else "the kernel is switched off"
+    return {"path": "numpy", "compiled": False, "numba": numba_version,
+            "note": f"numpy fallback, {NUMPY_SLOWDOWN} slower: {why} "
+                    f"(pip install 'mxsim[fast]')"}

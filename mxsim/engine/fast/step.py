@@ -1,0 +1,183 @@
+"""One fused step of the general unit for whole blocks of dots: align, sum, round once.
+
+:func:`step` computes one step of rows against columns (in the compiled kernel or numpy);
+:func:`step_all_rows` runs it over every row of a batch entry in cache-sized chunks, on
+threads. The accumulator may be :data:`ZERO` (a chain without C, known to be +0).
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import numpy.typing as npt
+
+from ... import formats
+from ...spec import Align, Product, UnitSpec, ZeroSign
+from .. import _kernels
+from ..exactsum import exact_sums
+from .alignment import align_terms, step_terms
+from .operands import Operand, Operands, special_codes
+from .paths import use_kernel
+
+__all__ = ["ZERO", "by_rows", "codes_of", "finish", "step", "step_all_rows"]
+
+_CHUNK_TERMS = 1 << 21          # products materialised at once (bounds memory to ~100 MB)
+_CHUNK_DOTS = 1 << 15           # dots per compiled-kernel call
+_THREADS = os.cpu_count() or 1
+
+
+class _Zero:
+    """An accumulator that is +0 everywhere (a vector set without C)."""
+
+
+#: The accumulator of a chain without C: +0 everywhere, never decoded.
+ZERO = _Zero()
+
+
+def codes_of(d, fmt: formats.Format, m: int, n: int) -> npt.NDArray:
+    """The (m, n) codes of accumulator ``d`` (``ZERO`` becomes +0 codes of ``fmt``)."""
+    return np.zeros((m, n), fmt.code_dtype) if d is ZERO else d
+
+
+def finish(spec: UnitSpec, fmt: formats.Format, codes, exact_zero, all_neg_zero, nan, pinf,
+           ninf, specials: bool) -> npt.NDArray:
+    """The sign of zero results (per the spec), then NaN and Inf where the terms force them."""
+    mask = (1 << fmt.sign_shift) - 1
+    if spec.zero_sign is ZeroSign.POSITIVE:
+        codes = np.where((codes & mask) == 0, codes & mask, codes).astype(codes.dtype)
+    else:
+        # IEEE: an exact zero sum is -0 only when every term is a -0.
+        neg_zero = np.where(all_neg_zero, 1 << fmt.sign_shift, 0)
+        codes = np.where(exact_zero, neg_zero, codes).astype(codes.dtype)
+    if specials:
+        codes = special_codes(fmt, nan, pinf, ninf, codes)
+    return codes
+
+
+def step(spec: UnitSpec, ops: Operands, a: Operand, b: Operand, sa: Operand | None,
+         sb: Operand | None, acc_codes: npt.NDArray | None, acc_in: formats.Format,
+         b_side=None) -> npt.NDArray:
+    """One fused step of rows ``a`` (r, g) against columns ``b`` (g, N); acc_format codes.
+
+    ``acc_codes`` are the accumulator's codes in ``acc_in`` (None: no accumulator; ``ZERO``:
+    +0 everywhere). ``b_side`` is B prepared for the compiled kernel (None: use numpy).
+    """
+    acc_fmt = formats.get(spec.acc_format)
+    zero_acc = acc_codes is ZERO
+    acc = None if acc_codes is None or zero_acc else Operand.of(acc_in, acc_codes)
+    if b_side is not None:
+        q, step_lsb, flags = _kernels.step_sums(
+            a, sa, b_side, acc, spec.frac_bits, spec.align.value,
+            spec.product is Product.NORMALIZED, spec.e_zero, zero_acc)
+        codes = formats.round_to(acc_fmt, q < 0, step_lsb, np.abs(q).astype(np.uint64), False,
+                                 spec.acc_rounding, spec.overflow)
+        specials = bool((flags & 7).any())
+        return finish(spec, acc_fmt, codes, q == 0, (flags & 8) != 0, (flags & 1) != 0,
+                      (flags & 2) != 0, (flags & 4) != 0, specials)
+    sign, sig, lsb, align_e, nan, pinf, ninf = step_terms(spec, ops, a, b, sa, sb)
+    e_max = align_e.max(axis=1)
+    nan, pinf, ninf = nan.any(axis=1), pinf.any(axis=1), ninf.any(axis=1)
+    all_neg_zero = ((sig == 0) & (sign == 1)).all(axis=1)
+    if acc is not None:
+        e_max = np.maximum(e_max, np.where(acc.sig == 0, spec.e_zero, acc.e))
+        nan |= acc.nan
+        pinf |= acc.inf & (acc.sign == 0)
+        ninf |= acc.inf & (acc.sign == 1)
+        all_neg_zero &= (acc.sig == 0) & (acc.sign == 1)
+    if spec.frac_bits is None:
+        codes, zero = _exact_step(spec, acc_fmt, sign, sig, lsb, acc)
+    else:
+        codes, zero = _truncated_step(spec, acc_fmt, sign, sig, lsb, e_max, acc)
+    return finish(spec, acc_fmt, codes, zero, all_neg_zero, nan, pinf, ninf,
+                  ops.specials or acc is not None)
+
+
+def _exact_step(spec: UnitSpec, acc_fmt: formats.Format, sign, sig, lsb,
+                acc: Operand | None) -> tuple[npt.NDArray, npt.NDArray]:
+    """Codes and exact-zero flags of a step without alignment: a superaccumulator over the
+    products (and the accumulator), rounded once."""
+    r, _, n = sig.shape
+    dots = np.broadcast_to(np.arange(r * n).reshape(r, 1, n), sig.shape).reshape(-1)
+    parts = [(dots, sign.reshape(-1), sig.reshape(-1), lsb.reshape(-1))]
+    if acc is not None:
+        parts.append((np.arange(r * n), acc.sign.reshape(-1), acc.sig.reshape(-1),
+                      acc.lsb.reshape(-1)))
+    cat = [np.concatenate(x) for x in zip(*parts, strict=True)]
+    neg, mag, lsb_exp, sticky, zero = exact_sums(
+        cat[0], cat[1].astype(np.uint8), cat[2].astype(np.uint64), cat[3], r * n)
+    codes = formats.round_to(acc_fmt, neg, lsb_exp, mag, sticky, spec.acc_rounding,
+                             spec.overflow).reshape(r, n)
+    return codes, zero.reshape(r, n)
+
+
+def _truncated_step(spec: UnitSpec, acc_fmt: formats.Format, sign, sig, lsb, e_max,
+                    acc: Operand | None) -> tuple[npt.NDArray, npt.NDArray]:
+    """Codes and exact-zero flags of a step that aligns every term to ``frac_bits`` below
+    the largest exponent, sums the aligned terms exactly and rounds the sum once."""
+    step_lsb = e_max - spec.frac_bits
+    q = align_terms(sig, sign, step_lsb[:, None, :] - lsb, spec.align).sum(axis=1)
+    if acc is not None:
+        q = q + align_terms(acc.sig, acc.sign, step_lsb - acc.lsb, spec.align)
+    if spec.align is Align.RZ_JAM:
+        step_lsb = step_lsb - 1
+    codes = formats.round_to(acc_fmt, q < 0, step_lsb, np.abs(q).astype(np.uint64), False,
+                             spec.acc_rounding, spec.overflow)
+    return codes, q == 0
+
+
+def by_rows(fn, x: npt.NDArray) -> npt.NDArray:
+    """``fn`` applied to cache-sized row chunks of ``x`` (on threads); ``fn`` is elementwise."""
+    rows_per = max(1, _CHUNK_DOTS // max(1, x.shape[1]))
+    starts = range(0, x.shape[0], rows_per)
+    if len(starts) == 1:
+        return fn(x)
+    parts = [None] * len(starts)
+
+    def run(i: int) -> None:
+        parts[i] = fn(x[starts[i]:starts[i] + rows_per])
+
+    if _THREADS > 1:
+        with ThreadPoolExecutor(_THREADS) as pool:
+            list(pool.map(run, range(len(starts))))
+    else:
+        for i in range(len(starts)):
+            run(i)
+    return np.concatenate(parts)
+
+
+def step_all_rows(spec: UnitSpec, ops: Operands, bi: int, idx: npt.NDArray,
+                  acc: npt.NDArray | None, acc_in: formats.Format,
+                  kernel: bool = True) -> npt.NDArray:
+    """One fused step for every row of batch entry ``bi`` (in row chunks); ``kernel=False``
+    keeps it in numpy even where the compiled kernel applies."""
+    m, n = ops.a.sig.shape[1], ops.b.sig.shape[2]
+    b = ops.b.take(bi).take((idx, slice(None)))
+    sb = None if ops.sb is None else ops.sb.take(bi).take((idx, slice(None)))
+    kernel = use_kernel(spec, kernel)
+    b_side = _kernels.prepare_b(b, sb) if kernel else None
+    # Row chunks: ~_CHUNK_TERMS products in numpy temporaries; for the kernel, ~_CHUNK_DOTS
+    # dots, so that the numpy rounding after it works on cache-sized arrays.
+    rows_per = max(1, _CHUNK_DOTS // n if kernel else _CHUNK_TERMS // max(1, n * len(idx)))
+    out = np.empty((m, n), formats.get(spec.acc_format).code_dtype)
+
+    if acc is ZERO and not kernel:
+        acc = np.zeros((m, n), acc_in.code_dtype)
+
+    def chunk(r0: int) -> None:
+        rows = slice(r0, min(m, r0 + rows_per))
+        a = ops.a.take(bi).take((rows, idx))
+        sa = None if ops.sa is None else ops.sa.take(bi).take((rows, idx))
+        acc_rows = acc if acc is None or acc is ZERO else acc[rows]
+        out[rows] = step(spec, ops, a, b, sa, sb, acc_rows, acc_in, b_side)
+
+    starts = range(0, m, rows_per)
+    if kernel and len(starts) > 1 and _THREADS > 1:
+        # The kernel and most numpy calls release the GIL: row chunks run side by side.
+        with ThreadPoolExecutor(_THREADS) as pool:
+            list(pool.map(chunk, starts))
+    else:
+        for r0 in starts:
+            chunk(r0)
+    return out

@@ -1,0 +1,95 @@
+"""The registry of named formats: the table of every format mxsim knows, and lookup by name.
+
+One registry holds the named instances (:data:`FORMATS`); :func:`get` also builds the
+``e8m1`` .. ``e8m22`` accumulator formats on demand. :data:`ELEMENT_FORMATS` names the MX
+element formats, the one list every layer above checks element formats against.
+"""
+
+from __future__ import annotations
+
+from ..errors import FormatError
+from .format import Format
+from .policy import Specials
+
+__all__ = ["FORMATS", "ELEMENT_FORMATS", "names", "get"]
+
+
+FORMATS: dict[str, Format] = {f.name: f for f in [
+    Format(name="e4m3", exp_bits=4, man_bits=3, bias=7, specials=Specials.FN,
+           ml_dtypes_name="float8_e4m3fn", torch_name="float8_e4m3fn",
+           description="FP8 E4M3 (OCP), no Inf, NaN S.1111.111"),
+    Format(name="e5m2", exp_bits=5, man_bits=2, bias=15, specials=Specials.IEEE,
+           ml_dtypes_name="float8_e5m2", torch_name="float8_e5m2",
+           description="FP8 E5M2 (OCP), IEEE-style Inf/NaN"),
+    Format(name="e3m2", exp_bits=3, man_bits=2, bias=3,
+           ml_dtypes_name="float6_e3m2fn", description="FP6 E3M2 (OCP MX), all finite"),
+    Format(name="e2m3", exp_bits=2, man_bits=3, bias=1,
+           ml_dtypes_name="float6_e2m3fn", description="FP6 E2M3 (OCP MX), all finite"),
+    Format(name="e2m1", exp_bits=2, man_bits=1, bias=1,
+           ml_dtypes_name="float4_e2m1fn", torch_name="float4_e2m1fn_x2",
+           description="FP4 E2M1 (OCP MX), all finite"),
+    Format(name="int8", exp_bits=0, man_bits=6, bias=0, kind="int",
+           description="MXINT8: two's complement, value = i/64"),
+    Format(name="e8m0", exp_bits=8, man_bits=0, bias=127, signed=False, specials=Specials.FN,
+           subnormals=False, ml_dtypes_name="float8_e8m0fnu", torch_name="float8_e8m0fnu",
+           description="E8M0 scale (OCP MX): 2^(code-127), NaN 0xFF"),
+    Format(name="ue4m3", exp_bits=4, man_bits=3, bias=7, signed=False, specials=Specials.FN,
+           container_bits=8, description="UE4M3 scale (NVFP4): unsigned E4M3, NaN 0x7F"),
+    Format(name="fp16", exp_bits=5, man_bits=10, bias=15, specials=Specials.IEEE,
+           ml_dtypes_name="float16", torch_name="float16", description="IEEE binary16"),
+    Format(name="bf16", exp_bits=8, man_bits=7, bias=127, specials=Specials.IEEE,
+           ml_dtypes_name="bfloat16", torch_name="bfloat16", description="bfloat16"),
+    Format(name="fp32", exp_bits=8, man_bits=23, bias=127, specials=Specials.IEEE,
+           ml_dtypes_name="float32", torch_name="float32", description="IEEE binary32"),
+]}
+
+#: The MX element formats (OCP MX v1.0 and MXINT8), in table order.
+ELEMENT_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
+
+_ALIASES = {
+    "fp8_e4m3": "e4m3", "float8_e4m3fn": "e4m3", "fp8_e5m2": "e5m2", "float8_e5m2": "e5m2",
+    "fp6_e3m2": "e3m2", "float6_e3m2fn": "e3m2", "fp6_e2m3": "e2m3", "float6_e2m3fn": "e2m3",
+    "fp4": "e2m1", "fp4_e2m1": "e2m1", "float4_e2m1fn": "e2m1", "mxint8": "int8",
+    "float8_e8m0fnu": "e8m0", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
+    "float32": "fp32", "float": "fp32",
+}
+
+
+def names() -> list[str]:
+    """Names of every registered format, in table order."""
+    return list(FORMATS)
+
+
+_ACCUMULATORS: dict[str, Format] = {}
+
+
+def _accumulator(man_bits: int) -> Format:
+    """``e8m<man_bits>``: FP32's exponent range (bias 127, subnormals, IEEE Inf/NaN) with a
+    shorter mantissa, as tensor-core accumulators keep it (Hopper FP8: E8M13)."""
+    name = f"e8m{man_bits}"
+    if name not in _ACCUMULATORS:
+        _ACCUMULATORS[name] = Format(
+            name=name, exp_bits=8, man_bits=man_bits, bias=127, specials=Specials.IEEE,
+            description=f"accumulator: FP32 exponent range, {man_bits} mantissa bits")
+    return _ACCUMULATORS[name]
+
+
+def get(name: str | Format) -> Format:
+    """Look a format up by name (``e4m3``, ``e8m0``, ``fp32`` ...) or common alias.
+
+    Besides the registered formats, ``e8m1`` .. ``e8m22`` name accumulator formats with FP32's
+    exponent range and a shorter mantissa (``e8m13`` is Hopper's FP8 accumulator).
+    """
+    if isinstance(name, Format):
+        return name
+    if not isinstance(name, str):
+        raise TypeError(f"Format name must be a string, not {name!r}")
+    key = name.strip().lower()
+    key = _ALIASES.get(key, key)
+    if key.startswith("e8m") and key[3:].isdigit() and 1 <= int(key[3:]) <= 22:
+        return _accumulator(int(key[3:]))
+    try:
+        return FORMATS[key]
+    except KeyError:
+        raise FormatError(f"Unknown format {name!r}; choose one of "
+                          f"{', '.join(FORMATS)} (see `mxsim formats`)") from None
