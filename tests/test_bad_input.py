@@ -195,7 +195,7 @@ def _crash(args):
 
 
 def test_bad_input_internal_error_exits_3_with_one_line(monkeypatch, capsys):
-    monkeypatch.setattr(cli, "cmd_formats", _crash)
+    monkeypatch.setattr(cli.listing, "cmd_formats", _crash)
     rc, out, err = _run(capsys, "formats")
     assert rc == 3 and out == ""
     assert err == ("mxsim: internal error: RuntimeError: an unexpected failure (please report "
@@ -204,7 +204,7 @@ def test_bad_input_internal_error_exits_3_with_one_line(monkeypatch, capsys):
 
 @pytest.mark.parametrize("where", ["before", "after"])
 def test_bad_input_internal_error_traceback_under_debug(monkeypatch, capsys, where):
-    monkeypatch.setattr(cli, "cmd_formats", _crash)
+    monkeypatch.setattr(cli.listing, "cmd_formats", _crash)
     argv = ["--debug", "formats"] if where == "before" else ["formats", "--debug"]
     rc, _, err = _run(capsys, *argv)
     assert rc == 3
@@ -218,7 +218,7 @@ def test_bad_input_internal_error_traceback_under_debug(monkeypatch, capsys, whe
 def test_bad_input_any_exception_is_3_not_1(monkeypatch, capsys, exc):
     def boom(args):
         raise exc
-    monkeypatch.setattr(cli, "cmd_units", boom)
+    monkeypatch.setattr(cli.listing, "cmd_units", boom)
     rc, _, err = _run(capsys, "units")
     assert rc == 3 and err.startswith(f"mxsim: internal error: {type(exc).__name__}")
     assert "Traceback" not in err
@@ -227,7 +227,7 @@ def test_bad_input_any_exception_is_3_not_1(monkeypatch, capsys, exc):
 def test_bad_input_memory_error_is_one_line(monkeypatch, capsys):
     def oom(args):
         raise MemoryError
-    monkeypatch.setattr(cli, "cmd_units", oom)
+    monkeypatch.setattr(cli.listing, "cmd_units", oom)
     rc, _, err = _run(capsys, "units")
     assert rc == 2
     _one_line(err, "out of memory")
@@ -236,7 +236,7 @@ def test_bad_input_memory_error_is_one_line(monkeypatch, capsys):
 def test_bad_input_internal_error_from_the_shell():
     code = ("import sys; from mxsim import cli\n"
             "def crash(args): raise ValueError('oops')\n"
-            "cli.cmd_formats = crash\n"
+            "cli.listing.cmd_formats = crash\n"
             "sys.exit(cli.main(sys.argv[1:]))")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.run([sys.executable, "-c", code, "formats"], capture_output=True, text=True,

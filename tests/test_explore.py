@@ -58,7 +58,8 @@ fpga = "lut4"
 
 
 #: The area cost the CLI passes: hdl's generator and Yosys (the explore package never imports hdl).
-AREA = explore.AreaCost(cli.explore_verilog, cli.explore_synthesis)
+AREA = explore.AreaCost(cli.exploring.explore_verilog,
+                        cli.exploring.explore_synthesis)
 
 
 def _sweep(tmp_path: Path, text: str = TINY, name: str = "sweep.toml") -> Path:

@@ -83,9 +83,9 @@ def _parse_only(command: str, cwd: Path) -> None:
     files it names exist: everything but the run."""
     argv = shlex.split(command)[1:]
     args = cli.build_parser().parse_args(argv)
-    if args.func is cli.cmd_verify:
-        cli._rtl_unit(args)
-    elif args.func is cli.cmd_gpu_run:
+    if args.func is cli.rtl.cmd_verify:
+        cli.rtl.rtl_unit(args)
+    elif args.func is cli.gpus.cmd_gpu_run:
         from gpu.paths import get as get_path
         get_path(args.path)
         vectors.load(cwd / args.input)

@@ -1,0 +1,67 @@
+"""What every verb shares: the one-line-error parser, argument types, output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .. import vectors
+from ..errors import MxsimError
+
+__all__ = ["Parser", "int_range", "add_allow_large", "out_dir", "emit", "engine_path"]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``mxsim VERB: error: ...`` and where to find help."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def int_range(lo: int, hi: int | None = None):
+    """An argparse type: an integer from ``lo`` (to ``hi``)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, not {text!r}") from None
+        if value < lo or (hi is not None and value > hi):
+            rule = f"at least {lo}" if hi is None else f"from {lo} to {hi}"
+            raise argparse.ArgumentTypeError(f"must be {rule}, not {value}")
+        return value
+    parse.__name__ = "integer"
+    return parse
+
+
+def add_allow_large(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--allow-large", action="store_true",
+                    help=f"accept vector sets over {vectors.LARGE_BYTES >> 20} MiB of arrays or "
+                         f"2^{vectors.LARGE_PRODUCTS.bit_length() - 1} products (dots x K) "
+                         f"(default: refuse them, see docs/vectors.md)")
+
+
+def out_dir(path: str | os.PathLike) -> Path:
+    """An output folder, created if need be, or a one-line MxsimError."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MxsimError(f"{path}: cannot create the output folder ({exc.strerror or exc})") \
+            from None
+    return p
+
+
+def emit(args: argparse.Namespace, text: str, data: Any) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        print(text)
+
+
+def engine_path(spec) -> dict:
+    """Which of the fast engine's paths computes ``spec`` (what run, verify and explore say)."""
+    from ..engine import fast
+    return fast.path(spec)

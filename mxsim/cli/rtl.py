@@ -1,0 +1,158 @@
+"""The ``rtl``, ``verify`` and ``demo`` verbs: RTL from a unit spec, checked against the
+model."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import formats, units, vectors
+from ..errors import MxsimError
+from ..output import check_output, write_text
+from .common import emit, engine_path, out_dir
+
+__all__ = ["rtl_unit", "cmd_rtl", "cmd_verify", "cmd_demo"]
+
+
+def rtl_unit(args: argparse.Namespace):
+    """The unit, spec and micro-architecture that ``rtl`` and ``verify`` name, checked
+    before anything is elaborated."""
+    from ..design import resolve_design
+    unit = units.get(args.unit)
+    spec, ua = resolve_design(unit, args.a_format, args.b_format, lanes=args.lanes,
+                              stages=args.stages)
+    return unit, spec, ua
+
+
+def cmd_rtl(args: argparse.Namespace) -> int:
+    """Verilog of a unit (and its lint and Yosys statistics)."""
+    if args.output is None and not args.stats:
+        raise MxsimError("rtl needs -o OUT.v (the Verilog) and/or --stats (Yosys statistics)")
+    if args.output is not None and not Path(args.output).resolve().parent.is_dir():
+        raise MxsimError(f"{Path(args.output).parent}: no such folder for -o; create it or "
+                         f"write elsewhere")
+    if args.output is not None:
+        check_output(args.output)
+    unit, spec, ua = rtl_unit(args)
+    try:
+        from hdl import verilog
+    except ImportError:
+        raise MxsimError("the RTL generator needs the rtl extra (pip install -e '.[rtl]', or "
+                         "run `make demo`)") from None
+    info: dict[str, Any] = {"unit": unit.name, "a_format": spec.a_format,
+                            "b_format": spec.b_format, "lanes": ua.lanes, "stages": ua.stages,
+                            "latency": ua.latency(spec), "passes": ua.passes(spec),
+                            "interval": ua.interval(spec, False),
+                            "interval_chained": ua.interval(spec, True),
+                            "digest": spec.digest()}
+    lines = [f"{unit.name} {spec.a_format} x {spec.b_format}: lanes {ua.lanes}, stages "
+             f"{ua.stages}; latency {info['latency']} cycles, a block every {info['interval']} "
+             f"cycles ({info['interval_chained']} chained); spec digest {info['digest']}"]
+    status = 0
+    if args.output is not None:
+        out = Path(args.output)
+        text = verilog.generate(spec, ua)
+        write_text(out, text)
+        lines.append(f"wrote {out} ({len(text.splitlines())} lines)")
+        info["output"] = str(out)
+        if args.lint:
+            warnings = verilog.lint(out)
+            info["lint"] = warnings
+            lines.append("verilator --lint-only -Wall: " + (
+                "clean (accepted: " + ", ".join(verilog.ACCEPTED_WARNINGS) + ")"
+                if not warnings else f"{len(warnings)} warnings\n  " + "\n  ".join(warnings)))
+            status = 1 if warnings else 0
+    if args.stats:
+        fpga = "none" if args.no_ice40 else args.fpga
+        st = verilog.stats(spec, ua, ice40=fpga == "ice40", lut4=fpga == "lut4",
+                           progress=False if args.json else None)
+        info.update(cells=st.cells, total_cells=st.total_cells, flip_flops=st.flip_flops,
+                    depth=st.depth, gate_equivalents=st.gate_equivalents, fpga=fpga,
+                    ice40=st.ice40, lut4=st.lut4)
+        lines.append(f"yosys synth: {st.total_cells} cells ({st.flip_flops} flip-flops), "
+                     f"longest path {st.depth} cells, ~{st.gate_equivalents:,.0f} gate "
+                     f"equivalents")
+        lines += [f"  {c:16} {n}" for c, n in sorted(st.cells.items())]
+        if st.ice40:
+            lines.append("yosys synth_ice40: " + ", ".join(f"{c} {n}"
+                                                           for c, n in sorted(st.ice40.items())))
+        if st.lut4 is not None:
+            lines.append(f"yosys abc -lut 4: {st.lut4} LUT4 (an estimate without carry chains; "
+                         f"--fpga ice40 for synth_ice40, {verilog.ICE40_TIME})")
+    emit(args, "\n".join(lines), info)
+    return status
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """RTL against the model through cocotb (or the bulk harness): exit 0 only on zero
+    mismatches."""
+    unit, spec, ua = rtl_unit(args)
+    if args.vectors < 1:
+        raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
+    replay = vectors.load(args.replay, allow_large=args.allow_large) if args.replay else None
+    try:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MxsimError(f"{args.out}: cannot create the output folder ({exc.strerror})") \
+            from None
+    if replay is not None:
+        spec.check_vectors(replay)
+    try:
+        from testbenches.verify import verify
+    except ImportError:
+        raise MxsimError("verification needs the rtl extra (pip install -e '.[rtl]', or run "
+                         "`make demo`)") from None
+    rep = verify(spec, ua, unit_name=unit.name, sim=args.sim, dots=args.vectors,
+                 seed=args.seed, chunk=args.chunk, out_dir=args.out, bulk=args.bulk,
+                 replay=replay, waves=args.waves, progress=None if not args.json else False)
+    # The expected values come from the fast engine: say which of its paths computed them.
+    path = engine_path(spec)
+    emit(args, rep.format() + f"\n  model       fast engine: {path['note']}",
+         {**rep.to_dict(), "engine_path": path})
+    return 0 if rep.passed else 1
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Generate an MXFP8 vector set of every family, run it through ``exact``, check, report."""
+    from ..compare import compare
+
+    folder = out_dir(args.out)
+    unit = units.get("exact")
+    kwargs = dict(a_format="e4m3", b_format="e4m3", m=16, n=16, k=args.k,
+                  scale_format="e8m0", block=32, seed=args.seed)
+    t0 = time.perf_counter()
+    vs = vectors.generate_suite(vectors.FAMILIES, count=2, **kwargs)
+    vectors.save(vs, folder / "demo_in.npz")
+    t1 = time.perf_counter()
+    res = unit.run(vs)
+    t2 = time.perf_counter()
+    vectors.save(res, folder / "demo_exact.npz")
+    # Cross-check the fast engine against the fraction reference on a slice of every family.
+    sub = res.subset(slice(0, 2), slice(0, 2))
+    report = compare(sub, unit.compute(sub, engine="reference"), actual_name="fast engine",
+                     expected_name="fraction reference")
+    t3 = time.perf_counter()
+    d = res.d.view(np.float32)
+    cls = formats.get("fp32").classify(res.d)
+    counts = {c.name.lower(): int((cls == c).sum()) for c in formats.Class}
+    lines = [
+        "mxsim demo: MXFP8 (e4m3 x e4m3, E8M0 scales, block 32) through the `exact` unit",
+        f"  vector set   {folder / 'demo_in.npz'}: {vs.num_dots} dot products, K={vs.k}, "
+        f"{len(set(vs.extra['families']))} generator families ({t1 - t0:.2f} s)",
+        f"  exact unit   {folder / 'demo_exact.npz'}: {vs.num_dots / (t2 - t1):,.0f} dots/s",
+        "  result class " + ", ".join(f"{k} {v}" for k, v in counts.items()),
+        f"  |d| range    {np.nanmin(np.abs(d[np.isfinite(d) & (d != 0)])):.3g} .. "
+        f"{np.nanmax(np.abs(d[np.isfinite(d)])):.3g}",
+        f"  check        fast engine vs fraction reference on {report.total} dots: "
+        f"{report.equal} bit-equal ({t3 - t2:.2f} s)",
+        "  next         mxsim compare " + str(folder / "demo_exact.npz") + " --unit exact",
+    ]
+    print("\n".join(lines))
+    if not report.agree:
+        print(report.format())
+        return 1
+    return 0

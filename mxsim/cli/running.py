@@ -1,0 +1,101 @@
+"""The ``vectors``, ``run`` and ``compare`` verbs: vector sets through units."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from .. import units, vectors
+from ..errors import MxsimError
+from ..output import check_output
+from .common import emit
+
+__all__ = ["cmd_vectors_gen", "cmd_vectors_info", "cmd_run", "cmd_compare"]
+
+
+def _describe(vs: vectors.VectorSet) -> dict[str, Any]:
+    return {"a_format": vs.a_format, "b_format": vs.b_format, "batch": list(vs.batch_shape),
+            "m": vs.m, "n": vs.n, "k": vs.k, "dots": vs.num_dots,
+            "scale_format": vs.scale_format, "block": vs.block,
+            "c": vs.c is not None, "d": vs.d is not None, "d_format": vs.d_format,
+            "producer": vs.producer, **{k: v for k, v in vs.extra.items() if k != "families"},
+            **({"families": sorted(set(vs.extra["families"]))} if "families" in vs.extra
+               else {})}
+
+
+def cmd_vectors_gen(args: argparse.Namespace) -> int:
+    fams = list(vectors.FAMILIES) if args.family == "all" else args.family.split(",")
+    kwargs = dict(a_format=args.a_format, b_format=args.b_format, m=args.m, n=args.n, k=args.k,
+                  scale_format=args.scale_format, block=args.block,
+                  scale_granularity=args.scale_granularity, with_c=not args.no_c,
+                  c_format=args.c_format, tensor_scale=args.tensor_scale, seed=args.seed)
+    check_output(args.output)
+    if len(fams) == 1:
+        vs = vectors.generate(fams[0], batch=(args.count,) if args.count > 1 else (),
+                              allow_large=args.allow_large, **kwargs)
+    else:
+        # 'all' leaves out what cannot apply; a family the user named must apply.
+        vs = vectors.generate_suite(fams, count=args.count, allow_large=args.allow_large,
+                                    skip_inapplicable=args.family == "all", **kwargs)
+    vectors.save(vs, args.output)
+    info = _describe(vs)
+    emit(args, f"wrote {args.output}: {info['dots']} dot products of K={vs.k} "
+               f"({vs.a_format} x {vs.b_format}"
+               f"{', ' + vs.scale_format + ' scales' if vs.scale_format else ''})", info)
+    return 0
+
+
+def cmd_vectors_info(args: argparse.Namespace) -> int:
+    vs = vectors.load(args.input, allow_large=args.allow_large)
+    info = _describe(vs)
+    emit(args, "\n".join(f"{k:13} {v}" for k, v in info.items()), info)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    check_output(args.output)
+    unit = units.get(args.unit)
+    vs = vectors.load(args.input, allow_large=args.allow_large)
+    t0 = time.perf_counter()
+    out = unit.run(vs, engine=args.engine, progress=False if args.json else None)
+    dt = time.perf_counter() - t0
+    vectors.save(out, args.output)
+    path = units.path(unit, vs, args.engine)
+    info = {"unit": unit.name, "engine": args.engine, "engine_path": path,
+            "dots": vs.num_dots, "seconds": dt,
+            "dots_per_second": vs.num_dots / dt if dt else None, "output": str(args.output)}
+    emit(args, f"wrote {args.output}: {vs.num_dots} dot products through {unit.name} "
+               f"({args.engine} engine: {path['note']}) in {dt:.3f} s", info)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from ..compare import compare
+
+    if args.plot is not None:
+        check_output(args.plot)
+    result = vectors.load(args.result, allow_large=args.allow_large)
+    if (args.other is None) == (args.unit is None):
+        raise MxsimError("compare needs either OTHER.npz or --unit NAME (not both)")
+    if args.other is not None:
+        other = vectors.load(args.other, allow_large=args.allow_large)
+        if not result.inputs_equal(other):
+            raise MxsimError(f"{args.result} and {args.other} hold different inputs; compare "
+                             f"results of the same vector set")
+        if other.d is None:
+            raise MxsimError(f"{args.other} has no result 'd'; produce one with `mxsim run`")
+        expected, expected_format, name = other.d, other.d_format, str(args.other)
+    else:
+        unit = units.get(args.unit)
+        expected = unit.compute(result, engine=args.engine)
+        expected_format, name = unit.d_format(result), f"unit {unit.name}"
+    report = compare(result, expected, expected_format=expected_format,
+                     actual_name=str(args.result), expected_name=name, show=args.show)
+    text = report.format()
+    if args.plot is not None:
+        from ..plot import error_distribution
+        error_distribution(result, args.plot)
+        text += f"\n  plot       {args.plot}"
+    emit(args, text, report.to_json())
+    return 0 if report.agree else 1
