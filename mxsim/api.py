@@ -156,7 +156,7 @@ def _round_once(x: npt.NDArray[np.float64], y: npt.NDArray[np.float64] | None
     out = fp32.encode(np.zeros(n), "rne")                       # +0 for exact zeros
     live = ~zero
     out[live] = formats.round_to(fp32, neg[live], lsb[live], mag[live], sticky[live], "rne",
-                                 False)
+                                 formats.Overflow.IEEE)
     out = out.reshape(x.shape)
     out[special] = fp32.encode((x + y)[special], "rne", saturate=False)
     return out.view(np.float32)

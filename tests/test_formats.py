@@ -876,7 +876,8 @@ def test_formats_round_to(name: str, kernel: bool) -> None:
     saturations = (True, False) if name not in _NO_SPECIALS else (True,)
     for saturate in saturations:
         for mode in MODES:
-            ours = formats.round_to(fmt, sign, lsb_exp, sig, sticky, mode, saturate, kernel=kernel)
+            ours = formats.round_to(fmt, sign, lsb_exp, sig, sticky, mode,
+                                    formats.Overflow.saturating(saturate), kernel=kernel)
             expected = [_ref_round(enc, bool(sign[i]),
                                    (Fraction(int(sig[i])) + Fraction(int(sticky[i]), 2))
                                    * _pow2(int(lsb_exp[i])), mode, saturate)
@@ -885,7 +886,8 @@ def test_formats_round_to(name: str, kernel: bool) -> None:
                           f"round_to {name} {mode} saturate={saturate}")
         sr_bits = int(rng.choice([1, 3, 8, 32]))
         r = rng.integers(0, 1 << sr_bits, n, dtype=np.uint64)
-        ours = formats.round_to(fmt, sign, lsb_exp, sig, sticky, "stochastic", saturate,
+        ours = formats.round_to(fmt, sign, lsb_exp, sig, sticky, "stochastic",
+                                formats.Overflow.saturating(saturate),
                                 random_bits=r, sr_bits=sr_bits, kernel=kernel)
         expected = [_ref_round(enc, bool(sign[i]), Fraction(int(sig[i])) * _pow2(int(lsb_exp[i])),
                                "stochastic", saturate, int(r[i]), sr_bits) for i in range(n)]
@@ -912,10 +914,12 @@ def test_formats_round_to_sticky_only(name: str, kernel: bool) -> None:
 
 def test_formats_round_to_huge_exponent(kernel: bool) -> None:
     fp16 = formats.get("fp16")
-    assert formats.round_to(fp16, [0, 1], 4096, 1, False, "rne", True, kernel=kernel).tolist() == [
-        0x7BFF, 0xFBFF]
-    assert formats.round_to(fp16, [0, 1], 4096, 1, False, "rne", False, kernel=kernel).tolist() == [
-        0x7C00, 0xFC00]
+    for overflow, codes in (("saturate", [0x7BFF, 0xFBFF]), ("ieee", [0x7C00, 0xFC00])):
+        got = formats.round_to(fp16, [0, 1], 4096, 1, False, "rne", overflow, kernel=kernel)
+        assert got.tolist() == codes
+    with pytest.raises(FormatError, match=r"^Overflow must be one of saturate, ieee, inf, "
+                                          r"not True$"):
+        formats.round_to(fp16, 0, 0, 1, False, "rne", True, kernel=kernel)
     with pytest.raises(ValueError, match=r"^Stochastic rounding needs random_bits$"):
         formats.round_to(fp16, 0, 0, 1, False, "stochastic", kernel=kernel)
 

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from ..errors import FormatError
 from .layout import FormatLayout
-from .policy import DEFAULT_SR_BITS, Class, Fields, Rounding, Specials
+from .policy import DEFAULT_SR_BITS, Class, Fields, Overflow, Rounding, Specials
 from .rounding import draw_random_bits, round_to
 
 __all__ = ["Format"]
@@ -200,8 +200,12 @@ class Format(FormatLayout):
         rb = None
         if Rounding.of(rounding) is Rounding.STOCHASTIC:
             rb = draw_random_bits(x.shape, seed, random_bits, sr_bits)
-        codes = round_to(self, sign, lsb_exp, sig, False, rounding, saturate,
-                         random_bits=rb, sr_bits=sr_bits, kernel=kernel)
+        if not saturate and not self.has_inf and not self.has_nan:
+            raise FormatError(f"Format {self.name} has neither Inf nor NaN, so overflow must "
+                              f"saturate; pass saturate=True")
+        codes = round_to(self, sign, lsb_exp, sig, False, rounding,
+                         Overflow.saturating(saturate), random_bits=rb, sr_bits=sr_bits,
+                         kernel=kernel)
         if not saturate and inf.any():
             # IEEE 754: an infinite operand converts exactly, to Inf (NaN where there is no
             # Inf), in every rounding mode; it is not an overflow, which gives max under rz.

@@ -53,12 +53,13 @@ class Overflow(enum.Enum):
     INF = "inf"             #: ±Inf whatever the rounding mode (tensor-core accumulators)
 
     @classmethod
-    def of(cls, value: Overflow | bool | str) -> Overflow:
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, bool):
-            return cls.SATURATE if value else cls.IEEE
+    def of(cls, value: Overflow | str) -> Overflow:
         return choice(cls, value, "Overflow")
+
+    @classmethod
+    def saturating(cls, saturate: bool) -> Overflow:
+        """SATURATE for true, IEEE for false (the ``saturate`` flag of encoders)."""
+        return cls.SATURATE if saturate else cls.IEEE
 
 
 class Specials(enum.Enum):

@@ -82,7 +82,8 @@ def _numba_installed() -> bool:
 
 
 def round_to(fmt: FormatLayout, sign: Any, lsb_exp: Any, sig: Any, sticky: Any = False,
-             rounding: Rounding | str = "rne", saturate: bool | Overflow = True, *,
+             rounding: Rounding | str = "rne",
+             overflow: Overflow | str = Overflow.SATURATE, *,
              random_bits: Any = None, sr_bits: int = DEFAULT_SR_BITS,
              kernel: bool | None = None) -> npt.NDArray:
     """Round ``(-1)**sign * (sig + s) * 2**lsb_exp`` to ``fmt`` and return its codes.
@@ -98,9 +99,8 @@ def round_to(fmt: FormatLayout, sign: Any, lsb_exp: Any, sig: Any, sticky: Any =
     ``sticky`` are ignored), adds the element's random integer ``r`` in ``[0, 2**sr_bits)``,
     and rounds the magnitude up iff the sum reaches ``2**sr_bits``.
 
-    Overflow (a rounded magnitude above ``fmt.max``) gives ``±max`` when ``saturate`` is true or
-    ``Overflow.SATURATE``; IEEE 754 rules for the mode when it is false or ``Overflow.IEEE``;
-    ±Inf in every mode for ``Overflow.INF``. NaN stands in for Inf in formats without Inf. Formats
+    Overflow (a rounded magnitude above ``fmt.max``) gives ``±max`` for ``Overflow.SATURATE``,
+    IEEE 754 rules for the mode for ``Overflow.IEEE``, ±Inf in every mode for ``Overflow.INF``. NaN stands in for Inf in formats without Inf. Formats
     without a zero (E8M0) give their smallest value for results that round to zero. An exact
     zero gets the sign it was given (unsigned and integer formats: +0).
 
@@ -109,10 +109,10 @@ def round_to(fmt: FormatLayout, sign: Any, lsb_exp: Any, sig: Any, sticky: Any =
     (when numba is installed), False keeps to numpy.
     """
     mode = Rounding.of(rounding)
-    overflow = Overflow.of(saturate)
+    overflow = Overflow.of(overflow)
     if overflow is not Overflow.SATURATE and not fmt.has_inf and not fmt.has_nan:
         raise FormatError(f"Format {fmt.name} has neither Inf nor NaN, so overflow must "
-                          f"saturate; pass saturate=True")
+                          f"saturate (Overflow.SATURATE), not {overflow.value}")
     sign, lsb_exp, sig, sticky = np.broadcast_arrays(
         np.asarray(sign, np.uint8), np.asarray(lsb_exp, np.int64),
         np.asarray(sig, np.uint64), np.asarray(sticky, bool))

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import formats
-from ..formats import Format, Rounding
+from ..formats import Format, Overflow, Rounding
 from .blocks import FP32_INF
 
 __all__ = ["torchao_nan_code", "lut", "lut_keys", "elements_fast", "elements_exact"]
@@ -60,11 +60,12 @@ def lut(fmt_name: str, rounding: str, specials: str) -> npt.NDArray[np.uint8]:
     lsb_exp = np.maximum(field, 1) - 127 - 8
     finite = field != 0xFF
     codes = formats.round_to(fmt, sign, np.where(finite, lsb_exp, 0),
-                             np.where(finite, sig, 0), False, rounding, True)
+                             np.where(finite, sig, 0), False, rounding, Overflow.SATURATE)
     codes = codes.astype(np.uint8)
     if specials == "torchao":
         inf = field == 0xFF
-        maxc = formats.round_to(fmt, sign, 1000, 1, False, "rne", True).astype(np.uint8)
+        maxc = formats.round_to(fmt, sign, 1000, 1, False, "rne",
+                                Overflow.SATURATE).astype(np.uint8)
         nan = torchao_nan_code((key << 15).astype(np.uint32), fmt)
         codes = np.where(inf & (man == 0), maxc, np.where(inf, nan, codes))
     else:
