@@ -16,44 +16,17 @@ from amaranth.sim import Simulator
 from mxsim.cycle import Beat, Driver, Trace, beats_of
 from mxsim.vectors import VectorSet
 
+from .payload import payload_ints, payload_words
 from .unit import DotProductUnit
 
-__all__ = ["block_payloads", "simulate"]
-
-
-def block_payloads(dut: DotProductUnit, vs: VectorSet) -> list[dict]:
-    """The input payload of every beat of ``vs`` (the order of :func:`mxsim.cycle.beats_of`)."""
-    spec = dut.spec
-    k, nblk = spec.k, vs.k // spec.k
-    nb = int(np.prod(vs.batch_shape, dtype=np.int64))
-    a = vs.a.reshape(nb, vs.m, vs.k)
-    b = vs.b.reshape(nb, vs.k, vs.n)
-    c = (vs.c.reshape(nb, vs.m, vs.n) if vs.c is not None
-         else np.zeros((nb, vs.m, vs.n), np.uint32))
-    scaled = spec.scale_format is not None
-    if scaled:
-        sa = vs.a_scale.reshape(nb, vs.m, -1)
-        sb = vs.b_scale.reshape(nb, -1, vs.n)
-    out = []
-    for t in range(nb):
-        for i in range(vs.m):
-            for j in range(vs.n):
-                for blk in range(nblk):
-                    cut = slice(blk * k, blk * k + k)
-                    p = {"a": [int(x) for x in a[t, i, cut]], "b": [int(x) for x in b[t, cut, j]],
-                         "c": int(c[t, i, j]), "first": blk == 0, "last": blk == nblk - 1}
-                    if scaled:
-                        p["a_scale"] = int(sa[t, i, blk])
-                        p["b_scale"] = int(sb[t, blk, j])
-                    out.append(p)
-    return out
+__all__ = ["simulate"]
 
 
 def simulate(dut: DotProductUnit, vs: VectorSet, gaps: npt.NDArray[np.bool_],
              ready: npt.NDArray[np.bool_], *, vcd: str | Path | None = None,
              max_cycles: int = 1_000_000) -> Trace:
     """Simulate ``dut`` on every dot product of ``vs``; the trace of every cycle."""
-    payloads = block_payloads(dut, vs)
+    payloads = payload_ints(payload_words(dut.spec, vs))
     beats: list[Beat] = beats_of(dut.spec, vs, np.zeros(vs.batch_shape + (vs.m, vs.n)))
     want = sum(b.last for b in beats)
     drv = Driver(beats, gaps)
@@ -65,9 +38,7 @@ def simulate(dut: DotProductUnit, vs: VectorSet, gaps: npt.NDArray[np.bool_],
         while len(results) < want and c < max_cycles:
             beat = drv.offer(c)
             if beat is not None:
-                n = drv.n
-                for name, value in payloads[n].items():
-                    ctx.set(getattr(dut.i.payload, name), value)
+                ctx.set(dut.i.payload.as_value(), payloads[drv.n])
             ctx.set(dut.i.valid, beat is not None)
             o_ready = bool(ready[c % len(ready)])
             ctx.set(dut.o.ready, o_ready)

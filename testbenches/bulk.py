@@ -21,50 +21,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 
-from mxsim import cycle, formats
+from mxsim import cycle
 from mxsim.engine import fast
 from mxsim.errors import MxsimError
 from mxsim.microarch import MicroArch, check_rtl
 from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
-__all__ = ["payload_words", "build", "run", "BulkResult"]
+__all__ = ["build", "run", "BulkResult"]
 
 HARNESS = Path(__file__).with_name("harness.cpp")
 MAGIC = 0x3142584D
-
-
-def payload_words(spec: UnitSpec, vs: VectorSet) -> npt.NDArray[np.uint32]:
-    """Every beat's ``i__payload`` as 32-bit words (least significant first), in the order of
-    :func:`mxsim.cycle.beats_of`; the layout of ``hdl.unit.block_layout``."""
-    fa, fb = formats.get(spec.a_format), formats.get(spec.b_format)
-    k, nblk = spec.k, vs.k // spec.k
-    nb = int(np.prod(vs.batch_shape, dtype=np.int64))
-    m, n = vs.m, vs.n
-    shape = (nb, m, n, nblk)
-    a = np.broadcast_to(vs.a.reshape(nb, m, 1, nblk, k), shape + (k,))
-    b = np.broadcast_to(vs.b.reshape(nb, 1, nblk, k, n).transpose(0, 1, 4, 2, 3), shape + (k,))
-    c = vs.c.reshape(nb, m, n) if vs.c is not None else np.zeros((nb, m, n), np.uint32)
-    c = np.broadcast_to(c[..., None], shape)
-    blk = np.broadcast_to(np.arange(nblk), shape)
-
-    def bits(x, width):
-        x = np.asarray(x, np.uint64)
-        return ((x[..., None] >> np.arange(width, dtype=np.uint64)) & 1).astype(np.uint8)
-
-    parts = [bits(a, fa.bits).reshape(shape + (-1,)), bits(b, fb.bits).reshape(shape + (-1,))]
-    if spec.scale_format is not None:
-        sa = np.broadcast_to(vs.a_scale.reshape(nb, m, 1, nblk), shape)
-        sb = np.broadcast_to(vs.b_scale.reshape(nb, 1, nblk, n).transpose(0, 1, 3, 2), shape)
-        parts += [bits(sa, 8), bits(sb, 8)]
-    parts += [bits(c, 32), bits(blk == 0, 1), bits(blk == nblk - 1, 1)]
-    allbits = np.concatenate(parts, axis=-1).reshape(-1, sum(p.shape[-1] for p in parts))
-    words = (allbits.shape[1] + 31) // 32
-    padded = np.zeros((allbits.shape[0], words * 32), np.uint8)
-    padded[:, :allbits.shape[1]] = allbits
-    return np.packbits(padded, axis=1, bitorder="little").view("<u4").copy()
 
 
 def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
@@ -123,6 +91,8 @@ def run(exe: str | Path, spec: UnitSpec, microarch: MicroArch, vs: VectorSet, *,
         seed: int = 0, valid_p: float = 1.0, ready_p: float = 1.0,
         check_timing: bool = True) -> BulkResult:
     """Simulate every dot product of ``vs`` on the bulk executable and check every result."""
+    from hdl.payload import payload_words
+
     exe = Path(exe)
     work = exe.parent
     words = payload_words(spec, vs)

@@ -16,49 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
-from mxsim import cycle, formats
+from mxsim import cycle
 from mxsim.errors import MxsimError
 from mxsim.microarch import MicroArch, check_rtl
 from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
-__all__ = ["Build", "TestRun", "build", "test", "run", "pack_payloads",
-           "strip_initial_values"]
+__all__ = ["Build", "TestRun", "build", "test", "run", "strip_initial_values"]
 
 SIMULATORS = ("verilator", "icarus")
-
-
-def pack_payloads(spec: UnitSpec, vs: VectorSet) -> list[int]:
-    """Every beat's ``i__payload`` as an integer, in the layout of ``hdl.unit.block_layout``
-    (fields from the LSB: a[0..k-1], b[0..k-1], a_scale, b_scale, c, first, last)."""
-    fa, fb = formats.get(spec.a_format), formats.get(spec.b_format)
-    k, nblk = spec.k, vs.k // spec.k
-    nb = int(np.prod(vs.batch_shape, dtype=np.int64))
-    a = vs.a.reshape(nb, vs.m, nblk, k).astype(object)
-    b = vs.b.reshape(nb, nblk, k, vs.n).astype(object)
-    c = (vs.c.reshape(nb, vs.m, vs.n) if vs.c is not None
-         else np.zeros((nb, vs.m, vs.n), np.uint32))
-    a_word = sum(a[..., j] << (j * fa.bits) for j in range(k))           # (nb, m, nblk)
-    b_word = sum(b[:, :, j, :] << (j * fb.bits) for j in range(k))       # (nb, nblk, n)
-    shift = k * (fa.bits + fb.bits)
-    scaled = spec.scale_format is not None
-    if scaled:
-        sa = vs.a_scale.reshape(nb, vs.m, nblk).astype(object)
-        sb = vs.b_scale.reshape(nb, nblk, vs.n).astype(object)
-    out = []
-    for t in range(nb):
-        for i in range(vs.m):
-            for j in range(vs.n):
-                for blk in range(nblk):
-                    word = int(a_word[t, i, blk]) | int(b_word[t, blk, j]) << (k * fa.bits)
-                    pos = shift
-                    if scaled:
-                        word |= int(sa[t, i, blk]) << pos | int(sb[t, blk, j]) << (pos + 8)
-                        pos += 16
-                    word |= int(c[t, i, j]) << pos
-                    word |= int(blk == 0) << (pos + 32) | int(blk == nblk - 1) << (pos + 33)
-                    out.append(word)
-    return out
 
 
 def strip_initial_values(verilog: str) -> str:
@@ -168,12 +134,15 @@ def test(b: Build, vs: VectorSet, *, seed: int = 0, valid_p: float = 0.8,
     import time
 
     from cocotb_tools.runner import get_runner
+
+    from hdl.payload import payload_ints, payload_words
     spec, ua = b.spec, b.microarch
     beats = cycle.beats_of(spec, vs)
     gaps, ready = cycle.patterns(4096, valid_p=valid_p, ready_p=ready_p, seed=seed)
     trace = cycle.run(cycle.UnitModel(spec, ua), beats, gaps, ready)
     tb = b.build_dir / f"{name}.npz"
-    np.savez(tb, payloads=np.array([f"{p:x}" for p in pack_payloads(spec, vs)]), gaps=gaps,
+    np.savez(tb, payloads=np.array([f"{p:x}" for p in payload_ints(payload_words(spec, vs))]),
+             gaps=gaps,
              ready=ready, in_ready=trace.in_ready, out_valid=trace.out_valid,
              out_payload=trace.out_payload)
     out_json = b.build_dir / f"{name}_out.json"
