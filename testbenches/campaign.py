@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                      "dots": rep.dots, "blocks": rep.beats, "cycles": rep.cycles,
                      "result": rep.result, "value_mismatches": rep.value_mismatches,
                      "cycle_mismatches": rep.cycle_mismatches,
-                     "mismatches": rep.mismatches[:20], "holes": holes,
+                     "mismatches": [m.to_dict() for m in rep.mismatches[:20]], "holes": holes,
                      "coverage": rep.coverage.hits, "unmeasured": rep.coverage.unmeasured(),
                      "sim_seconds": round(rep.sim_seconds, 2),
                      "seconds": round(rep.seconds, 1)})
