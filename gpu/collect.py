@@ -14,7 +14,6 @@ modes (``gpu/validate.py``) write one JSON record per vector set, as committed u
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -22,25 +21,21 @@ from pathlib import Path
 
 import numpy as np
 
-from mxsim import formats, presets, vectors
+from mxsim import presets, vectors
 from mxsim.compare import compare
 from mxsim.engine import fast
 
 from . import cublas
 from .device import device_info
+from .paths import get as get_path
+from .sets import SHAPES, load_bundle, operand_map_sets, save_bundle, stack
+from .sets import seed as seed_of
+
+__all__ = ["run", "run_paths", "paths_plans", "run_operand_map", "run_probe", "run_shapes",
+           "main", "CANDIDATES", "SHAPES", "load_bundle", "operand_map_sets", "save_bundle"]
 
 UNSCALED_FAMILIES = [f for f in vectors.FAMILIES if f != "nan-scale"]
 LONG_K = (64, 256, 1024, 4096)
-
-
-def _seed(*parts) -> int:
-    """A 63-bit seed from every part (salt included): SHA-256 of their canonical JSON.
-
-    Dicts are keyed in sorted order, so the same parts always give the same seed, and any
-    difference in any part (a salt, a family, a K) gives another.
-    """
-    text = json.dumps(list(parts), sort_keys=True, separators=(",", ":"), default=str)
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
 
 
 def _compare(vs_gpu, preset: str) -> dict:
@@ -55,13 +50,14 @@ def run(out: Path, size: int, long_size: int, salt: str = "") -> dict:
     info = device_info()
     summary: dict = {"device": info, "runs": [], "salt": salt,
                      "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-    samples: dict[str, vectors.VectorSet] = {}
+    samples: dict[str, list[vectors.VectorSet]] = {}
+    wgmma, cublas_fast = get_path("wgmma"), get_path("cublas-fast")
     t_gpu = 0.0
     n_gpu = 0
     for a, b in cublas.PAIRS:
         # wgmma: K = 32, one k-step per output, every family.
         for fam in UNSCALED_FAMILIES:
-            seed = _seed(salt, "k32", a, b, fam)
+            seed = seed_of(salt, "k32", a, b, fam)
             vs = vectors.generate(fam, a_format=a, b_format=b, m=size, n=size, k=32,
                                   with_c=False, seed=seed)
             t0 = time.perf_counter()
@@ -69,21 +65,21 @@ def run(out: Path, size: int, long_size: int, salt: str = "") -> dict:
             t_gpu += time.perf_counter() - t0
             n_gpu += vs.num_dots
             row = {"path": "wgmma-k32", "pair": f"{a}x{b}", "family": fam, "k": 32,
-                   "salt": salt, "seed": seed, **_compare(res, "hopper-wgmma")}
+                   "salt": salt, "seed": seed, **_compare(res, wgmma.preset)}
             summary["runs"].append(row)
             samples.setdefault(f"wgmma_k32_{a}_{b}", []).append(res.subset(slice(0, 16),
                                                                            slice(0, 16)))
         # cublas: long K with and without fast accumulation.
         for k in LONG_K:
             for fam in UNSCALED_FAMILIES:
-                seed = _seed(salt, "long", a, b, fam, k)
+                seed = seed_of(salt, "long", a, b, fam, k)
                 vs = vectors.generate(fam, a_format=a, b_format=b, m=long_size, n=long_size,
                                       k=k, with_c=False, seed=seed)
                 for fast_accum in (True, False):
                     res = cublas.scaled_mm(vs, fast_accum=fast_accum)
                     row = {"path": "cublas-fast" if fast_accum else "cublas", "pair": f"{a}x{b}",
                            "family": fam, "k": k, "salt": salt, "seed": seed,
-                           **_compare(res, "hopper-cublas-fast")}
+                           **_compare(res, cublas_fast.preset)}
                     if not fast_accum:
                         row["vs_exact"] = _compare(res, "exact")
                     summary["runs"].append(row)
@@ -109,37 +105,13 @@ def run(out: Path, size: int, long_size: int, salt: str = "") -> dict:
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     # Samples: each key's sets stacked on a batch axis (same shapes), a few files in all.
-    bundle = {}
-    for key, sets in samples.items():
-        first = sets[0]
-        bundle[key] = vectors.VectorSet(
-            **{**first.__dict__, "a": np.stack([s.a for s in sets]),
-               "b": np.stack([s.b for s in sets]), "d": np.stack([s.d for s in sets]),
-               "extra": {**first.extra, "families": [s.extra.get("family") for s in sets]}})
+    bundle = {key: stack(sets) for key, sets in samples.items()}
     groups = {"h200_wgmma_k32.npz": [k for k in bundle if k.startswith("wgmma")],
               "h200_cublas_fast.npz": [k for k in bundle if k.startswith("fast")],
               "h200_cublas_noacc.npz": [k for k in bundle if k.startswith("noacc")]}
     for fname, keys in groups.items():
         save_bundle({key: bundle[key] for key in keys}, out / fname)
     return summary
-
-
-def save_bundle(sets: dict[str, vectors.VectorSet], path: Path) -> None:
-    """Several vector sets in one ``.npz``: set ``key``'s arrays are stored as ``key/name``."""
-    arrays = {f"{key}/{name}": arr for key, vs in sets.items()
-              for name, arr in vectors.to_arrays(vs).items()}
-    np.savez_compressed(path, **arrays)
-
-
-def load_bundle(path: str | Path) -> dict[str, vectors.VectorSet]:
-    """The vector sets of a bundle written by :func:`save_bundle`, each validated."""
-    with np.load(path, allow_pickle=False) as z:
-        grouped: dict[str, dict] = {}
-        for name in z.files:
-            key, _, member = name.rpartition("/")
-            grouped.setdefault(key, {})[member] = z[name]
-    return {key: vectors.from_arrays(arrays, f"{path}:{key}")
-            for key, arrays in grouped.items()}
 
 
 # Candidate presets per path: the closest is the probe-and-fit issue's starting point.
@@ -176,16 +148,8 @@ def _vs_candidates(res, path: str, candidates: list[str] | None = None) -> dict:
     return out
 
 
-def run_paths(out: Path, size: int, only: str | None = None, salt: str = "",
-              candidates: list[str] | None = None, families: list[str] | None = None,
-              pairs: list[str] | None = None) -> dict:
-    """Every Hopper path on every family: agreement with each candidate preset, and samples."""
-    from .paths import get as get_path
-
-    summary: dict = {"device": device_info(), "runs": [], "errors": [],
-                     "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-    out.mkdir(parents=True, exist_ok=True)
-    samples: dict[str, list] = {}
+def _fp8_plans() -> list[tuple[str, dict]]:
+    """mma-sync, triton-dot and triton-dot-scaled: every operand pair, C format and K."""
     plans = []
     for a in ("e4m3", "e5m2"):
         for b in ("e4m3", "e5m2"):
@@ -201,6 +165,12 @@ def run_paths(out: Path, size: int, only: str | None = None, salt: str = "",
             for k in ((128, 1024) if a == b else (128,)):
                 plans.append(("triton-dot-scaled", dict(a_format=a, b_format=b, k=k,
                                                         scale_format="e8m0")))
+    return plans
+
+
+def _cublas_plans() -> list[tuple[str, dict]]:
+    """cublas-fast and cublas with FP32 scales of every granularity, and cublas unscaled."""
+    plans = []
     for gran in ("tensor", "row", "block"):
         for path in ("cublas-fast", "cublas"):
             # K/128 must be a multiple of 4 for cuBLASLt's block-wise modes; block-wise
@@ -213,26 +183,59 @@ def run_paths(out: Path, size: int, only: str | None = None, salt: str = "",
     for a, b in cublas_pairs():
         for k in (256, 1024, 4096):
             plans.append(("cublas", dict(a_format=a, b_format=b, k=k, with_c=False)))
+    return plans
+
+
+def paths_plans(only: str | None = None, pairs: list[str] | None = None
+                ) -> list[tuple[str, dict]]:
+    """Every (path, generator options) of the paths mode, in run order.
+
+    ``only``: the plans whose ``path:granularity`` contains any of its comma-separated parts;
+    ``pairs``: the plans of these ``AxB`` operand pairs.
+    """
+    plans = _fp8_plans() + _cublas_plans()
     if only:
         plans = [(p, o) for p, o in plans if any(
             part in f"{p}:{o.get('scale_granularity', '')}" for part in only.split(","))]
     if pairs:
         plans = [(p, o) for p, o in plans if f"{o['a_format']}x{o['b_format']}" in pairs]
-    for path, opts in plans:
+    return plans
+
+
+def _families(opts: dict, families: list[str] | None) -> list[str]:
+    """The generator families a plan runs (NaN scales only where the scales are codes)."""
+    return [fam for fam in vectors.FAMILIES
+            if not (fam == "nan-scale" and opts.get("scale_format") in (None, "fp32"))
+            and (not families or fam in families)]
+
+
+def _sample(res: vectors.VectorSet, o: dict) -> vectors.VectorSet:
+    """The part of a run kept for CI: 8 or 16 rows, 16 columns (128 for block-wise scales,
+    whose B scales cover 128 columns)."""
+    cols = slice(0, 128 if o.get("scale_granularity") == "block" else 16)
+    rows = slice(0, 8 if o.get("scale_format") == "fp32" else 16)
+    return res.subset(rows, cols)
+
+
+def run_paths(out: Path, size: int, only: str | None = None, salt: str = "",
+              candidates: list[str] | None = None, families: list[str] | None = None,
+              pairs: list[str] | None = None) -> dict:
+    """Every Hopper path on every family: agreement with each candidate preset, and samples."""
+    summary: dict = {"device": device_info(), "runs": [], "errors": [],
+                     "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    out.mkdir(parents=True, exist_ok=True)
+    samples: dict[str, list] = {}
+    for path, opts in paths_plans(only, pairs):
         p = get_path(path)
         reason = p.unavailable_reason()
         if reason is not None:
             summary["errors"].append({"path": path, "error": reason})
             continue
         n = 128 if opts.get("scale_granularity") == "block" else size
-        for fam in vectors.FAMILIES:
-            if fam == "nan-scale" and opts.get("scale_format") in (None, "fp32"):
-                continue
-            if families and fam not in families:
-                continue
+        for fam in _families(opts, families):
             o = dict(opts)
             o.setdefault("with_c", True)
-            seed = _seed(salt, path, fam, size, n, o)
+            seed = seed_of(salt, path, fam, size, n, o)
             try:
                 vs = vectors.generate(fam, m=size, n=n, seed=seed, **o)
                 res = p.run(vs)
@@ -250,64 +253,14 @@ def run_paths(out: Path, size: int, only: str | None = None, salt: str = "",
             key = f"{path}_{o['a_format']}_{o['b_format']}_{o.get('c_format', 'fp32')}_" \
                   f"k{o['k']}_{o.get('scale_granularity', 'none')}"
             if _keep_sample(path, o, fam):
-                # Block-wise FP32 scales cover 128 columns: cut there.
-                cols = slice(0, 128 if o.get("scale_granularity") == "block" else 16)
-                rows = slice(0, 8 if o.get("scale_format") == "fp32" else 16)
-                samples.setdefault(key, []).append(res.subset(rows, cols))
+                samples.setdefault(key, []).append(_sample(res, o))
         print(f"{path} {opts} done", file=sys.stderr, flush=True)
     summary["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     out.mkdir(parents=True, exist_ok=True)
     (out / "paths_summary.json").write_text(json.dumps(summary, indent=1, default=str))
-    if not samples:
-        return summary
-    bundle = {}
-    for key, sets in samples.items():
-        first = sets[0]
-        stack = {name: np.stack([getattr(s, name) for s in sets])
-                 for name in ("a", "b", "c", "d", "a_scale", "b_scale")
-                 if getattr(first, name) is not None and getattr(first, name).ndim > 0}
-        bundle[key] = vectors.VectorSet(**{**first.__dict__, **stack, "extra": {
-            **first.extra, "families": [s.extra.get("family") for s in sets]}})
-    save_bundle(bundle, out / "h200_paths.npz")
+    if samples:
+        save_bundle({key: stack(sets) for key, sets in samples.items()}, out / "h200_paths.npz")
     return summary
-
-
-def operand_map_sets(fmt: str) -> dict[str, vectors.VectorSet]:
-    """Sets whose outputs are the operands as ``tl.dot_scaled``'s emulation sees them.
-
-    Batch entry s (every E8M0 code) times row (or column) c (every element code): one product
-    of the element, under scale s, with 1.0 (scale 127) and zeros elsewhere, so D[s, c] is the
-    upcast operand itself. ``a-lift`` multiplies by 2**100 (B's scale 227), lifting bf16
-    subnormal operands into FP32's normal range to show whether they were kept.
-    """
-    f = formats.get(fmt)
-    codes = (np.arange(256) % (1 << f.bits)).astype(np.uint8)
-    one = f.encode(np.array([1.0]))[0]
-    nb, k = 256, 32
-    scale = np.arange(256, dtype=np.uint8)
-    out = {}
-    for side, b_scale in (("a", 127), ("a-lift", 227), ("b", None)):
-        if side == "b":
-            m, n = 64, 256
-            a = np.zeros((nb, m, k), np.uint8)
-            a[:, :, 0] = one
-            b = np.zeros((nb, k, n), np.uint8)
-            b[:, 0, :] = codes
-            sa = np.full((nb, m, 1), 127, np.uint8)
-            sb = np.broadcast_to(scale[:, None, None], (nb, 1, n)).copy()
-        else:
-            m, n = 256, 64
-            a = np.zeros((nb, m, k), np.uint8)
-            a[:, :, 0] = codes
-            b = np.zeros((nb, k, n), np.uint8)
-            b[:, 0, :] = one
-            sa = np.broadcast_to(scale[:, None, None], (nb, m, 1)).copy()
-            sb = np.full((nb, 1, n), b_scale, np.uint8)
-        out[side] = vectors.VectorSet(
-            a=a, b=b, a_format=fmt, b_format=fmt, c=np.zeros((nb, m, n), np.uint32),
-            a_scale=sa, b_scale=sb, scale_format="e8m0", block=32,
-            extra={"probe": "operand-map", "side": side}).validate()
-    return out
 
 
 def run_operand_map(out: Path) -> dict:
@@ -336,7 +289,6 @@ def run_probe(out: Path) -> dict:
     """The fp8 probe suite (mxsim.probe) through the paths that take its e5m2 x e4m3 + C."""
     from mxsim.probe import probe_suite
 
-    from .paths import get as get_path
     out.mkdir(parents=True, exist_ok=True)
     suite = probe_suite("fp8")
     vectors.save(suite, out / "probe_fp8.npz")
@@ -356,17 +308,13 @@ def cublas_pairs():
     return cublas.PAIRS
 
 
-SHAPES = ((16, 16, 4096), (64, 64, 512), (128, 256, 2048), (512, 512, 1024), (256, 1024, 256),
-          (1024, 128, 8192), (2048, 2048, 384))
-
-
 def run_shapes(out: Path, preset: str, fast_accum: bool, salt: str = "") -> dict:
     """One cuBLASLt path on several M, N, K: where does ``preset`` hold?"""
     summary: dict = {"device": device_info(), "preset": preset, "fast_accum": fast_accum,
                      "salt": salt, "rows": []}
     for m, n, k in SHAPES:
         for fam in ("normal", "llm", "cancellation"):
-            seed = _seed(salt, "shape", m, n, k, fam)
+            seed = seed_of(salt, "shape", m, n, k, fam)
             vs = vectors.generate(fam, a_format="e4m3", b_format="e4m3", m=m, n=n, k=k,
                                   with_c=False, seed=seed)
             res = cublas.scaled_mm(vs, fast_accum=fast_accum)
@@ -422,7 +370,7 @@ def _table(summary: dict) -> str:
         d, e = agg.get(key, (0, 0))
         agg[key] = (d + r["dots"], e + r["equal"])
     for (path, pair, k), (d, e) in agg.items():
-        preset = "hopper-wgmma" if path == "wgmma-k32" else "hopper-cublas-fast"
+        preset = get_path("wgmma" if path == "wgmma-k32" else "cublas-fast").preset
         lines.append(f"{path:12} {pair:10} {k:<5} {d:>9} {e:>10}   {preset}")
     tot = {}
     for r in summary["runs"]:

@@ -17,8 +17,9 @@ from mxsim.errors import UnitError
 from mxsim.vectors import VectorSet
 
 from .device import capability, device_info, torch_unavailable_reason
+from .runner import require
 
-__all__ = ["unavailable_reason", "scaled_mm", "PAIRS"]
+__all__ = ["unavailable_reason", "scaled_mm", "scale_tensors", "PAIRS", "ScaledMm", "Wgmma"]
 
 #: cuBLASLt refuses e5m2 x e5m2 FP8 GEMMs.
 PAIRS = (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3"))
@@ -72,7 +73,7 @@ def scaled_mm(vs: VectorSet, *, fast_accum: bool = True, out_format: str = "fp32
     ta, tb = _torch_dtype(torch, vs.a_format), _torch_dtype(torch, vs.b_format)
     out = torch.empty((nb, m, n), dtype=out_dtype, device="cuda")
     for i in range(nb):
-        sa, sb = _scales(torch, vs, nb, i)
+        sa, sb = scale_tensors(torch, vs, nb, i)
         a = a_all[i].view(ta)
         b = b_all[i].view(tb).t()                  # column-major (K, N), as cuBLASLt wants
         try:
@@ -92,8 +93,9 @@ def scaled_mm(vs: VectorSet, *, fast_accum: bool = True, out_format: str = "fp32
                           device=device_info())
 
 
-def _scales(torch, vs: VectorSet, nb: int, i: int):
-    """The scale tensors of batch entry ``i`` (1.0 for unscaled sets)."""
+def scale_tensors(torch, vs: VectorSet, nb: int, i: int):
+    """The CUDA scale tensors ``torch._scaled_mm`` takes for batch entry ``i`` of ``nb`` (1.0
+    for unscaled sets; block-wise FP32 scales outer-dim-major, as cuBLASLt reads them)."""
     if vs.scale_format is None:
         one = torch.ones((), dtype=torch.float32, device="cuda")
         return one, one
@@ -109,3 +111,47 @@ def _scales(torch, vs: VectorSet, nb: int, i: int):
                 torch.from_numpy(np.ascontiguousarray(sb.T)).cuda().t())
     return (torch.from_numpy(np.ascontiguousarray(sa)).cuda(),
             torch.from_numpy(np.ascontiguousarray(sb)).cuda())
+
+
+class ScaledMm:
+    """The ``cublas-fast`` and ``cublas`` paths (:class:`gpu.runner.Runner`): :func:`scaled_mm`."""
+
+    instruction = "torch._scaled_mm (cuBLASLt FP8 GEMM)"
+
+    def __init__(self, fast_accum: bool):
+        self.fast_accum = fast_accum
+        self.name = "cublas-fast" if fast_accum else "cublas"
+        self.summary = ("torch._scaled_mm FP8, use_fast_accum=True, per-tensor/row-wise/"
+                        "block-wise FP32 scales" if fast_accum else
+                        "torch._scaled_mm FP8, use_fast_accum=False (promoted accumulation)")
+        self.preset = "hopper-cublas-fast" if fast_accum else None
+
+    def __repr__(self) -> str:
+        return f"ScaledMm(fast_accum={self.fast_accum})"
+
+    def unavailable_reason(self) -> str | None:
+        return unavailable_reason()
+
+    def run(self, vs: VectorSet) -> VectorSet:
+        require(self)
+        return scaled_mm(vs, fast_accum=self.fast_accum)
+
+
+class Wgmma:
+    """The ``wgmma`` path: cuBLASLt with K = 32, one wgmma k32 step per output."""
+
+    name = "wgmma"
+    summary = "cuBLASLt FP8 via torch._scaled_mm with K = 32: one wgmma k32 step per output"
+    instruction = "wgmma.mma_async.sync.aligned.m64nNk32.f32.{e4m3,e5m2}.{e4m3,e5m2}"
+    preset = "hopper-wgmma"
+
+    def unavailable_reason(self) -> str | None:
+        return unavailable_reason()
+
+    def run(self, vs: VectorSet) -> VectorSet:
+        require(self)
+        if vs.k != 32:
+            raise UnitError(f"The wgmma path runs K = 32 sets only (one wgmma k-step per output "
+                            f"through cuBLASLt), not K = {vs.k}")
+        res = scaled_mm(vs, fast_accum=True)
+        return res.with_result(res.d, producer=res.producer, path="wgmma")

@@ -172,7 +172,7 @@ def _versions(run: records.Run) -> str:
 
 
 def _map_figures(sets) -> dict[str, str]:
-    from .collect import operand_map_sets
+    from .sets import operand_map_sets
     maps = [s for s in sets if s["group"].endswith("/operand-map")]
     distinct = entries = 0
     for fmt in sorted({s["gen"]["operand_map"] for s in maps}):
@@ -291,7 +291,7 @@ def _blockwise_order_scores() -> dict[str, int]:
     from mxsim.engine import fast
     from mxsim.engine.fast import _block_slices, _fma_fp32, _mul_fp32
 
-    from .collect import load_bundle
+    from .sets import load_bundle
     vs = load_bundle(records.DATA / "h200_paths.npz")["cublas_e4m3_e4m3_fp32_k512_block"]
     inner, blocks = _block_slices(presets.get("hopper-cublas-blockwise").spec_for(vs), vs)
     shape = vs.d.shape

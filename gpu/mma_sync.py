@@ -23,8 +23,9 @@ from mxsim.errors import UnitError
 from mxsim.vectors import VectorSet
 
 from .device import capability, device_info, needs
+from .runner import require
 
-__all__ = ["source", "unavailable_reason", "run", "FORMATS"]
+__all__ = ["source", "unavailable_reason", "run", "FORMATS", "MmaSync"]
 
 FORMATS = ("e4m3", "e5m2")
 
@@ -141,3 +142,20 @@ def run(vs: VectorSet) -> VectorSet:
                           instruction=f"mma.sync.aligned.m16n8k32.row.col.{acc}.{vs.a_format}"
                                       f".{vs.b_format}.{acc}",
                           device=device_info())
+
+
+class MmaSync:
+    """The ``mma-sync`` path (a :class:`gpu.runner.Runner`): :func:`run`."""
+
+    name = "mma-sync"
+    summary = ("PTX mma.sync.aligned.m16n8k32 FP8 (f32/f16 accumulate), chained over K; "
+               "emulated by the compiler on sm_90")
+    instruction = "mma.sync.aligned.m16n8k32.row.col.{f32,f16}.{e4m3,e5m2}.{e4m3,e5m2}.{f32,f16}"
+    preset = None
+
+    def unavailable_reason(self) -> str | None:
+        return unavailable_reason()
+
+    def run(self, vs: VectorSet) -> VectorSet:
+        require(self)
+        return run(vs)

@@ -116,7 +116,7 @@ def regenerate(rec: dict[str, Any]) -> vectors.VectorSet:
     """The inputs of a set record, rebuilt from its generator arguments and seed."""
     gen = dict(rec["gen"])
     if "operand_map" in gen:
-        from .collect import operand_map_sets
+        from .sets import operand_map_sets
         return operand_map_sets(gen["operand_map"])[gen["side"]]
     return vectors.generate(gen.pop("family"), seed=rec["seed"], **gen)
 

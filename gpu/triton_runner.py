@@ -16,8 +16,10 @@ from mxsim.errors import UnitError
 from mxsim.vectors import VectorSet
 
 from .device import device_info, needs
+from .runner import require
 
-__all__ = ["unavailable_reason", "run_dot", "run_dot_scaled", "DOT_SCALED_FORMATS"]
+__all__ = ["unavailable_reason", "run_dot", "run_dot_scaled", "DOT_SCALED_FORMATS", "TritonDot",
+           "TritonDotScaled"]
 
 BLOCK_M = BLOCK_N = 64
 BLOCK_K = 32
@@ -159,3 +161,36 @@ def run_dot_scaled(vs: VectorSet) -> VectorSet:
             A_PACK=a_pack, B_PACK=b_pack, BM=BLOCK_M, BN=BLOCK_N, BK=BLOCK_K)
         out[i] = d.view(torch.int32).cpu().numpy().view(np.uint32)
     return _result(vs, out, "triton-dot-scaled")
+
+
+class TritonDot:
+    """The ``triton-dot`` path (a :class:`gpu.runner.Runner`): :func:`run_dot`."""
+
+    name = "triton-dot"
+    summary = "Triton tl.dot on FP8, 64x64x32 tiles, accumulator chained over K"
+    instruction = "tl.dot"
+    preset = None
+
+    def unavailable_reason(self) -> str | None:
+        return unavailable_reason()
+
+    def run(self, vs: VectorSet) -> VectorSet:
+        require(self)
+        return run_dot(vs)
+
+
+class TritonDotScaled:
+    """The ``triton-dot-scaled`` path (a :class:`gpu.runner.Runner`): :func:`run_dot_scaled`."""
+
+    name = "triton-dot-scaled"
+    summary = ("Triton tl.dot_scaled on MX operands (E8M0, blocks of 32); emulated on Hopper, "
+               "native on Blackwell")
+    instruction = "tl.dot_scaled"
+    preset = None
+
+    def unavailable_reason(self) -> str | None:
+        return unavailable_reason()
+
+    def run(self, vs: VectorSet) -> VectorSet:
+        require(self)
+        return run_dot_scaled(vs)

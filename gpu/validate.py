@@ -7,7 +7,7 @@
 ``validate`` runs, for each preset fitted to or checked on the H200, every operand pair,
 generator family and K its validation covers (:func:`plans`), through the GPU path it models,
 and compares there with the fast engine. Each set's seed is
-``gpu.collect._seed(salt, group, path, preset, gen)``, so a new salt gives new vectors for every
+``gpu.sets.seed(salt, group, path, preset, gen)``, so a new salt gives new vectors for every
 set. Records (``gpu/records.py``) are written as each set finishes, so a run stopped by its
 deadline or killed keeps what it measured; ``records.jsonl`` is gzipped when the run ends.
 
@@ -25,7 +25,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,11 +37,13 @@ from mxsim.compare import compare
 from mxsim.engine import fast
 from mxsim.versions import installed
 
-from .collect import SHAPES, _seed, operand_map_sets, save_bundle
 from .records import d_sha256, inputs_sha256
+from .sets import SHAPES, operand_map_sets, save_bundle
+from .sets import seed as seed_of
 
 __all__ = ["Plan", "plans", "heldout_plans", "validate", "heldout", "bias", "bias_sets",
-           "gpu_runner", "model_runner", "run_plan", "SIZES", "DRY_SIZES", "versions"]
+           "gpu_runner", "model_runner", "run_plan", "PlanRunner", "SIZES", "DRY_SIZES",
+           "versions"]
 
 UNSCALED = [f for f in vectors.FAMILIES if f != "nan-scale"]
 CUBLAS_PAIRS = (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3"))
@@ -69,7 +71,7 @@ class Plan:
     def seed(self, salt: str) -> int | None:
         if "operand_map" in self.gen:
             return None                        # a fixed table: every code under every scale
-        return _seed(salt, self.group, self.path, self.preset, self.gen)
+        return seed_of(salt, self.group, self.path, self.preset, self.gen)
 
     def make(self, salt: str) -> vectors.VectorSet:
         gen = dict(self.gen)
@@ -82,64 +84,69 @@ def _gen(family, a, b, m, n, k, **kw) -> dict[str, Any]:
     return {"family": family, "a_format": a, "b_format": b, "m": m, "n": n, "k": k, **kw}
 
 
-def _groups(sizes: dict[str, Any]) -> dict[str, list[Plan]]:
-    """Every validation the docs cite, as lists of plans (one list per group)."""
-    g: dict[str, list[Plan]] = {}
-
-    def add(group, path, preset, gen):
-        g.setdefault(group, []).append(Plan(group, path, preset, gen))
-
-    s = sizes
+def _hopper_plans(s: dict[str, Any]) -> Iterator[Plan]:
+    """cuBLASLt (wgmma, fast, promoted, row-wise, block-wise scales) and tl.dot, every pair."""
     for a, b in CUBLAS_PAIRS:
         # hopper-wgmma: cuBLASLt with K = 32 is one wgmma k32 step per output.
         for fam in UNSCALED:
-            add("hopper-wgmma", "wgmma", "hopper-wgmma",
-                _gen(fam, a, b, s["wgmma"], s["wgmma"], 32, with_c=False))
+            yield Plan("hopper-wgmma", "wgmma", "hopper-wgmma",
+                       _gen(fam, a, b, s["wgmma"], s["wgmma"], 32, with_c=False))
         for k in (64, 256, 1024, 4096):
             for fam in UNSCALED:
-                add("hopper-cublas-fast", "cublas-fast", "hopper-cublas-fast",
-                    _gen(fam, a, b, s["fast"], s["fast"], k, with_c=False))
+                yield Plan("hopper-cublas-fast", "cublas-fast", "hopper-cublas-fast",
+                           _gen(fam, a, b, s["fast"], s["fast"], k, with_c=False))
         for k in (256, 1024, 4096):
             for fam in UNSCALED:
-                add("hopper-cublas", "cublas", "hopper-cublas",
-                    _gen(fam, a, b, s["cublas"], s["cublas"], k, with_c=False))
+                yield Plan("hopper-cublas", "cublas", "hopper-cublas",
+                           _gen(fam, a, b, s["cublas"], s["cublas"], k, with_c=False))
         for gran in ("tensor", "row"):
             for fam in UNSCALED:
-                add("hopper-cublas-rowwise", "cublas", "hopper-cublas-rowwise",
-                    _gen(fam, a, b, s["rowwise"], s["rowwise"], 256, with_c=False,
-                         scale_format="fp32", scale_granularity=gran))
+                yield Plan("hopper-cublas-rowwise", "cublas", "hopper-cublas-rowwise",
+                           _gen(fam, a, b, s["rowwise"], s["rowwise"], 256, with_c=False,
+                                scale_format="fp32", scale_granularity=gran))
         for k in (512, 2048):          # K/128 a multiple of 4, as cuBLASLt wants
             for fam in UNSCALED:
-                add("hopper-cublas-blockwise", "cublas", "hopper-cublas-blockwise",
-                    _gen(fam, a, b, s["blockwise"], 128, k, with_c=False,
-                         scale_format="fp32", scale_granularity="block"))
+                yield Plan("hopper-cublas-blockwise", "cublas", "hopper-cublas-blockwise",
+                           _gen(fam, a, b, s["blockwise"], 128, k, with_c=False,
+                                scale_format="fp32", scale_granularity="block"))
         # triton-dot: tl.dot's chain is hopper-wgmma at K = 32, hopper-cublas-fast beyond.
         for k, preset in ((32, "hopper-wgmma"), (256, "hopper-cublas-fast")):
             for fam in UNSCALED:
-                add("triton-dot", "triton-dot", preset,
-                    _gen(fam, a, b, s["triton"], s["triton"], k))
+                yield Plan("triton-dot", "triton-dot", preset,
+                           _gen(fam, a, b, s["triton"], s["triton"], k))
+
+
+def _emulated_plans(s: dict[str, Any]) -> Iterator[Plan]:
+    """The shapes sweep, FP8 mma.sync (emulated on sm_90) and tl.dot_scaled (emulated)."""
     for m, n, k in s["shapes"]:
         for fam in ("normal", "llm", "cancellation"):
-            add("hopper-cublas/shapes", "cublas", "hopper-cublas",
-                _gen(fam, "e4m3", "e4m3", m, n, k, with_c=False))
+            yield Plan("hopper-cublas/shapes", "cublas", "hopper-cublas",
+                       _gen(fam, "e4m3", "e4m3", m, n, k, with_c=False))
     for a, b in FP8_PAIRS:
         for c_format in ("fp32", "fp16"):
             for k in (32, 256):
                 for fam in UNSCALED:
-                    add("hopper-mma-sync", "mma-sync", "hopper-mma-sync",
-                        _gen(fam, a, b, s["mma"], s["mma"], k, c_format=c_format))
+                    yield Plan("hopper-mma-sync", "mma-sync", "hopper-mma-sync",
+                               _gen(fam, a, b, s["mma"], s["mma"], k, c_format=c_format))
     for a in MX_FORMATS:
         for b in MX_FORMATS:
             for k in ((128, 1024) if a == b else (128,)):
                 for fam in vectors.FAMILIES:
-                    add("triton-dot-scaled-hopper", "triton-dot-scaled",
-                        "triton-dot-scaled-hopper",
-                        _gen(fam, a, b, s["scaled"], s["scaled"], k, scale_format="e8m0"))
+                    yield Plan("triton-dot-scaled-hopper", "triton-dot-scaled",
+                               "triton-dot-scaled-hopper",
+                               _gen(fam, a, b, s["scaled"], s["scaled"], k, scale_format="e8m0"))
     if s["operand_map"]:
         for fmt in MX_FORMATS:
             for side in ("a", "a-lift", "b"):
-                add("triton-dot-scaled-hopper/operand-map", "triton-dot-scaled",
-                    "triton-dot-scaled-hopper", {"operand_map": fmt, "side": side})
+                yield Plan("triton-dot-scaled-hopper/operand-map", "triton-dot-scaled",
+                           "triton-dot-scaled-hopper", {"operand_map": fmt, "side": side})
+
+
+def _groups(sizes: dict[str, Any]) -> dict[str, list[Plan]]:
+    """Every validation the docs cite, as lists of plans (one list per group)."""
+    g: dict[str, list[Plan]] = {}
+    for plan in (*_hopper_plans(sizes), *_emulated_plans(sizes)):
+        g.setdefault(plan.group, []).append(plan)
     return g
 
 
@@ -212,7 +219,8 @@ class Recorder:
         return gz
 
 
-Runner = Callable[[Plan, vectors.VectorSet], vectors.VectorSet]
+#: What runs a plan's set: the GPU path (:func:`gpu_runner`) or a stand-in for it.
+PlanRunner = Callable[[Plan, vectors.VectorSet], vectors.VectorSet]
 
 
 def gpu_runner(plan: Plan, vs: vectors.VectorSet) -> vectors.VectorSet:
@@ -229,7 +237,7 @@ def model_runner(plan: Plan, vs: vectors.VectorSet) -> vectors.VectorSet:
                           path=plan.path)
 
 
-def run_plan(plan: Plan, salt: str, runner: Runner = gpu_runner
+def run_plan(plan: Plan, salt: str, runner: PlanRunner = gpu_runner
              ) -> tuple[dict[str, Any], vectors.VectorSet]:
     """Run one plan on the GPU (or ``runner``) and compare; the record and the GPU result."""
     vs = plan.make(salt)
@@ -261,7 +269,7 @@ def run_plan(plan: Plan, salt: str, runner: Runner = gpu_runner
 
 
 def _loop(out: Path, what: str, salt: str, todo: list[Plan], deadline: float | None,
-          runner: Runner, keep: Callable[[int, Plan, vectors.VectorSet], None]
+          runner: PlanRunner, keep: Callable[[int, Plan, vectors.VectorSet], None]
           | None = None, header_extra: dict | None = None) -> Path:
     t_start = time.monotonic()
     rec = Recorder(out, {"what": what, "salt": salt, "versions": versions(),
@@ -311,14 +319,14 @@ def _loop(out: Path, what: str, salt: str, todo: list[Plan], deadline: float | N
 
 
 def validate(out: Path, salt: str, *, deadline: float | None = None,
-             sizes: dict[str, Any] | None = None, runner: Runner = gpu_runner) -> Path:
+             sizes: dict[str, Any] | None = None, runner: PlanRunner = gpu_runner) -> Path:
     """Every validation of :func:`plans`; ``records.jsonl.gz`` in ``out``."""
     return _loop(out, "validate", salt, plans(sizes), deadline, runner,
                  header_extra={"sizes": sizes or SIZES,
                                "runner": "gpu" if runner is gpu_runner else "dry run"})
 
 
-def heldout(out: Path, salt: str, *, runner: Runner = gpu_runner) -> Path:
+def heldout(out: Path, salt: str, *, runner: PlanRunner = gpu_runner) -> Path:
     """Small sets of every configuration: records, and inputs with GPU outputs in heldout.npz."""
     kept: dict[str, vectors.VectorSet] = {}
 
@@ -351,7 +359,7 @@ def bias_sets(salt: str = "bias") -> list[tuple[str, vectors.VectorSet, np.ndarr
         for fam in BIAS_FAMILIES:
             gen = _gen(fam, "e4m3", "e4m3", 128, 128, 256, with_c=False, scale_format="fp32",
                        scale_granularity=gran)
-            seed = _seed(salt, "bias", gen)
+            seed = seed_of(salt, "bias", gen)
             vs = vectors.generate(gen.pop("family"), seed=seed, **gen)
             rng = np.random.default_rng([seed, 7])
             d = np.abs(fast.dot(rowwise.spec_for(vs), vs).view(np.float32).astype(np.float64))
@@ -392,7 +400,7 @@ def bias(out: Path, salt: str = "bias") -> dict[str, Any]:
                 vs, fast_accum=False, out_format=out_name).d
         a = torch.from_numpy(vs.a).cuda().view(torch.float8_e4m3fn)
         b = torch.from_numpy(np.ascontiguousarray(vs.b.T)).cuda().view(torch.float8_e4m3fn).t()
-        sa, sb = cublas._scales(torch, vs, 1, 0)
+        sa, sb = cublas.scale_tensors(torch, vs, 1, 0)
         bias_bf16 = torch.from_numpy(bias_bits.view(np.int16)).cuda().view(torch.bfloat16)
         for bias_name in ("bf16", "fp32"):
             bias_t = bias_bf16.to(dtypes[bias_name][0])

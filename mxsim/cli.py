@@ -499,12 +499,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
 def _rtl_unit(args: argparse.Namespace):
     """The unit, spec and micro-architecture that ``rtl`` and ``verify`` name, checked
     before anything is elaborated."""
-    from .microarch import MicroArch, check_rtl
+    from .design import resolve_design
     unit = units.get(args.unit)
-    spec = unit.spec_for_formats(args.a_format, args.b_format)
-    ua = MicroArch(lanes=args.lanes if args.lanes is not None else spec.k or 1,
-                   stages=args.stages)
-    check_rtl(spec, ua)
+    spec, ua = resolve_design(unit, args.a_format, args.b_format, lanes=args.lanes,
+                              stages=args.stages)
     return unit, spec, ua
 
 

@@ -20,7 +20,10 @@ import numpy as np
 import pytest
 
 from gpu import blackwell as bw
+from gpu.blackwell import runners as bw_runners
 from gpu.device import torch_unavailable_reason
+from gpu.paths import PATHS
+from gpu.runner import Runner
 from mxsim import formats, vectors
 from mxsim.errors import MxsimError, UnitError
 from mxsim.quantize import to_blocked
@@ -38,6 +41,9 @@ PTXAS = _find_ptxas()
 needs_ptxas = pytest.mark.skipif(PTXAS is None,
                                  reason="ptxas not found on PATH or in /usr/local/cuda/bin")
 
+#: The Blackwell paths, as gpu.paths registers them.
+RUNNERS = {name: r for name, r in PATHS.items()
+           if isinstance(r, (bw.MmaSyncBlockScaled, bw.Tcgen05BlockScaled, bw.ScaledMmMx))}
 MMA_SYNC = bw.mma_sync_variants()
 TCGEN05 = bw.tcgen05_variants()
 
@@ -129,6 +135,48 @@ def test_blackwell_ptx_arch_families_are_not_interchangeable(tmp_path):
     # runners must pick the target from the device.
     assert _ptxas(bw.mma_sync_ptx(MMA_SYNC[0]), "sm_100a", tmp_path).returncode != 0
     assert _ptxas(bw.tcgen05_ptx(TCGEN05[0]), "sm_120a", tmp_path).returncode != 0
+
+
+PTX_SHA256 = Path(__file__).parent / "data" / "gpu_ptx_sha256.json"
+
+
+def _emitted_ptx_sha256() -> dict[str, str]:
+    """SHA-256 of every kernel text the GPU paths emit, one digest per variant.
+
+    mma.sync: every arch and every thread-id pair; tcgen05: every arch and every n_tile; the
+    Hopper FP8 mma.sync CUDA source. The digests in ``tests/data/gpu_ptx_sha256.json`` were
+    written from the code before ``gpu/blackwell.py`` was split (commit 7e900ef): a refactor
+    of the emitters must leave every byte of every kernel as it was.
+    """
+    import hashlib
+
+    from gpu import mma_sync
+    out = {}
+    for v in MMA_SYNC:
+        h = hashlib.sha256()
+        for arch in sorted(bw.MMA_SYNC_ARCHS.values()):
+            for ta in (0, 1):
+                for tb in (0, 1, 2, 3):
+                    h.update(bw.mma_sync_ptx(v, arch=arch, thread_id_a=ta,
+                                             thread_id_b=tb).encode())
+        out[f"mma_sync/{v.name}"] = h.hexdigest()
+    for v in TCGEN05:
+        h = hashlib.sha256()
+        for arch in sorted(bw.TCGEN05_ARCHS.values()):
+            for n_tile in range(16, 129, 16):
+                h.update(bw.tcgen05_ptx(v, n_tile=n_tile, arch=arch).encode())
+        out[f"tcgen05/{v.name}"] = h.hexdigest()
+    out["mma_sync_hopper/source"] = hashlib.sha256(mma_sync.source().encode()).hexdigest()
+    return out
+
+
+def test_blackwell_emitted_ptx_is_byte_identical_to_the_recorded_kernels():
+    import json
+    want = json.loads(PTX_SHA256.read_text())
+    got = _emitted_ptx_sha256()
+    assert len(want) == 28 + 29 + 1
+    assert {k for k in want if got.get(k) != want[k]} == set()
+    assert got.keys() == want.keys()
 
 
 # -- (ii) mma.sync fragments: the ISA's tables, transcribed -------------------------------------
@@ -390,7 +438,7 @@ def test_blackwell_mma_sync_runner_packing_round_trips(case):
     kind, af, bf, sf, block = case
     vs = vectors.generate("uniform", a_format=af, b_format=bf, m=20, n=12, k=128, batch=(2,),
                           scale_format=sf, block=block, seed=7)
-    runner = bw.RUNNERS[f"mma-sync-{kind}"]
+    runner = RUNNERS[f"mma-sync-{kind}"]
     p = runner.pack(vs)
     assert (p["n_mt"], p["n_nt"], p["batch"]) == (2, 2, 2)
     _expect(vs, _kernel_view_mma_sync(p, bw.mma_sync_ptx(p["variant"])), p["variant"])
@@ -562,7 +610,7 @@ def test_blackwell_tcgen05_runner_packing_round_trips(case):
     k = 192 if kind == "mxf8f6f4" else 320             # a stage and a part of one
     vs = vectors.generate("uniform", a_format=af, b_format=bf, m=130, n=24, k=k, batch=(1,),
                           scale_format=sf, block=block, seed=11)
-    p = bw.RUNNERS[f"tcgen05-{kind}"].pack(vs)
+    p = RUNNERS[f"tcgen05-{kind}"].pack(vs)
     assert (p["n_mt"], p["n_nt"], p["n_tile"], p["k_blocks"]) == (2, 1, 32, k // block)
     ptx = bw.tcgen05_ptx(p["variant"], n_tile=p["n_tile"])
     view = _kernel_view_tcgen05(p, ptx)
@@ -605,9 +653,9 @@ def _small_set(kind):
                             block=16, with_c=False)
 
 
-@pytest.mark.parametrize("name", list(bw.RUNNERS))
+@pytest.mark.parametrize("name", list(RUNNERS))
 def test_blackwell_unavailable_here_says_why_in_one_line(name):
-    runner = bw.RUNNERS[name]
+    runner = RUNNERS[name]
     reason = runner.unavailable_reason()
     if reason is None:
         pytest.skip(f"{name} can run on this machine")
@@ -621,66 +669,74 @@ def test_blackwell_unavailable_here_says_why_in_one_line(name):
           else _small_set(name.rsplit("-", 1)[-1]))
     with pytest.raises(MxsimError) as info:
         runner.run(vs)
-    assert str(info.value) == f"{name} path unavailable: {reason}"
+    assert str(info.value) == f"GPU path {name} is unavailable here: {reason}"
     assert "\n" not in str(info.value)
 
 
 def test_blackwell_unavailable_on_hopper(monkeypatch):
-    monkeypatch.setattr(bw, "torch_unavailable_reason", lambda: None)
-    monkeypatch.setattr(bw, "capability", lambda: (9, 0))
-    assert bw.RUNNERS["mma-sync-mxf8f6f4"].unavailable_reason() == (
+    monkeypatch.setattr(bw_runners, "torch_unavailable_reason", lambda: None)
+    monkeypatch.setattr(bw_runners, "capability", lambda: (9, 0))
+    assert RUNNERS["mma-sync-mxf8f6f4"].unavailable_reason() == (
         "mma.sync kind::mxf8f6f4 needs compute capability 12.0 (sm_120a) or 12.1 (sm_121a), "
         "not 9.0")
-    assert bw.RUNNERS["tcgen05-mxf4nvf4"].unavailable_reason() == (
+    assert RUNNERS["tcgen05-mxf4nvf4"].unavailable_reason() == (
         "tcgen05.mma kind::mxf4nvf4 needs compute capability 10.0 (sm_100a) or 10.3 (sm_103a), "
         "not 9.0")
-    with pytest.raises(UnitError, match=r"^tcgen05-mxf4 path unavailable: tcgen05\.mma "
-                                        r"kind::mxf4 needs compute capability 10\.0 \(sm_100a\) "
-                                        r"or 10\.3 \(sm_103a\), not 9\.0$"):
-        bw.RUNNERS["tcgen05-mxf4"].run(_small_set("mxf4"))
+    with pytest.raises(UnitError, match=r"^GPU path tcgen05-mxf4 is unavailable here: "
+                                        r"tcgen05\.mma kind::mxf4 needs compute capability "
+                                        r"10\.0 \(sm_100a\) or 10\.3 \(sm_103a\), not 9\.0$"):
+        RUNNERS["tcgen05-mxf4"].run(_small_set("mxf4"))
     if hasattr(sys.modules.get("torch"), "float8_e8m0fnu"):
-        assert bw.RUNNERS["scaled-mm-mx"].unavailable_reason() == (
+        assert RUNNERS["scaled-mm-mx"].unavailable_reason() == (
             "MX/NVFP4 torch._scaled_mm needs compute capability 10.0 or newer (cuBLASLt "
             "block-scaled GEMMs), not 9.0")
 
 
 def test_blackwell_unavailable_without_cupy(monkeypatch):
-    monkeypatch.setattr(bw, "torch_unavailable_reason", lambda: None)
-    monkeypatch.setattr(bw, "capability", lambda: (12, 0))
+    monkeypatch.setattr(bw_runners, "torch_unavailable_reason", lambda: None)
+    monkeypatch.setattr(bw_runners, "capability", lambda: (12, 0))
     monkeypatch.setitem(sys.modules, "cupy", None)           # import cupy -> ImportError
-    assert bw.RUNNERS["mma-sync-mxf4"].unavailable_reason() == (
+    assert RUNNERS["mma-sync-mxf4"].unavailable_reason() == (
         "cupy is not installed (the PTX kernels load through cupy.RawModule)")
-    assert "needs compute capability" in bw.RUNNERS["tcgen05-mxf4"].unavailable_reason()
+    assert "needs compute capability" in RUNNERS["tcgen05-mxf4"].unavailable_reason()
 
 
 def test_blackwell_runners_refuse_sets_they_cannot_run():
     e4m3 = _small_set("mxf8f6f4")
     with pytest.raises(UnitError, match=r"^mxf4 cannot run this set: a_format of kind::mxf4 "
                                         r"must be one of e2m1, not 'e4m3'$"):
-        bw.RUNNERS["mma-sync-mxf4"].pack(e4m3)
+        RUNNERS["mma-sync-mxf4"].pack(e4m3)
     with pytest.raises(UnitError, match=r"^mma\.sync\.aligned\.m16n8k64\.row\.col\.kind::mxf4\."
                                         r"block_scale\.scale_vec::2X\.f32\.e2m1\.e2m1\.f32\.ue8m0 "
                                         r"needs K a multiple of 64, not 32$"):
-        bw.RUNNERS["mma-sync-mxf4"].pack(vectors.generate(
+        RUNNERS["mma-sync-mxf4"].pack(vectors.generate(
             "uniform", a_format="e2m1", m=16, n=8, k=32, scale_format="e8m0", block=32))
     nvf4_e8m0 = vectors.generate("uniform", a_format="e2m1", m=16, n=8, k=64,
                                  scale_format="e8m0", block=16)
     with pytest.raises(UnitError, match=r"^mma\.sync kind::mxf4nvf4 takes no e8m0 scales with "
                                         r"block 16 \(only tcgen05\.mma does\)$"):
-        bw.RUNNERS["mma-sync-mxf4nvf4"].pack(nvf4_e8m0)
-    assert bw.RUNNERS["tcgen05-mxf4nvf4"].pack(nvf4_e8m0)["variant"].scale_vec == "4X"
+        RUNNERS["mma-sync-mxf4nvf4"].pack(nvf4_e8m0)
+    assert RUNNERS["tcgen05-mxf4nvf4"].pack(nvf4_e8m0)["variant"].scale_vec == "4X"
     unscaled = vectors.generate("uniform", m=16, n=8, k=32)
     with pytest.raises(UnitError, match=r"^kind::mxf8f6f4 needs e8m0 or ue4m3 block scales, "
                                         r"not none$"):
-        bw.RUNNERS["tcgen05-mxf8f6f4"].pack(unscaled)
+        RUNNERS["tcgen05-mxf8f6f4"].pack(unscaled)
     with pytest.raises(UnitError, match=r"^scaled-mm-mx runs sets without C or tensor_scale"):
-        bw.RUNNERS["scaled-mm-mx"].check(e4m3)
+        RUNNERS["scaled-mm-mx"].check(e4m3)
 
 
-def test_blackwell_paths_are_listed_for_gpu_info():
-    pytest.importorskip("gpu.paths")
-    listed = {p.name: p for p in bw.PATHS}
-    assert list(listed) == list(bw.RUNNERS)
-    assert listed["tcgen05-mxf4nvf4"].preset == "blackwell-mxf4nvf4"
-    for name, path in listed.items():
-        assert path.unavailable_reason() == bw.RUNNERS[name].unavailable_reason()
+def test_blackwell_paths_are_registered_for_gpu_info():
+    assert list(RUNNERS) == ["mma-sync-mxf8f6f4", "mma-sync-mxf4", "mma-sync-mxf4nvf4",
+                             "tcgen05-mxf8f6f4", "tcgen05-mxf4", "tcgen05-mxf4nvf4",
+                             "scaled-mm-mx"]
+    assert list(PATHS)[-len(RUNNERS):] == list(RUNNERS)
+    assert {n: r.preset for n, r in RUNNERS.items() if r.preset} == {
+        f"tcgen05-{k}": f"blackwell-{k}" for k in bw.KINDS}
+    for name, runner in RUNNERS.items():
+        assert isinstance(runner, Runner) and runner.name == name
+    # A path's instruction heads every variant instruction its runs record.
+    for v in TCGEN05:
+        assert v.tcgen05_instruction.startswith(RUNNERS[f"tcgen05-{v.kind}"].instruction + ".")
+    for v in MMA_SYNC:
+        assert v.mma_sync_instruction.startswith(RUNNERS[f"mma-sync-{v.kind}"].instruction
+                                                 + ".")

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from gpu import figures, records, validate
-from gpu.collect import load_bundle
+from gpu.sets import load_bundle
 from mxsim import formats, presets, vectors
 from mxsim.engine import fast
 from mxsim.errors import UnitError
@@ -33,7 +33,7 @@ OLD_SALTS = {"", "validation-2", "validation-3", "validation-4", "validation-6",
 def test_gpu_collect_seed_hashes_every_part():
     """Distinct parts and salts give distinct seeds (the old seed kept the JSON's first 7
     bytes, so every set of a run, and every salt, shared one), and the same parts the same."""
-    from gpu.collect import _seed
+    from gpu.sets import seed
     parts = [("validation-4", "k32", "e4m3", "e4m3", "normal"),
              ("validation-8", "k32", "e4m3", "e4m3", "normal"),
              ("validation-4", "k32", "e4m3", "e5m2", "normal"),
@@ -41,11 +41,11 @@ def test_gpu_collect_seed_hashes_every_part():
              ("validation-4", "long", "e4m3", "e4m3", "normal", 64),
              ("validation-4", "long", "e4m3", "e4m3", "normal", 4096),
              ("", "cublas", {"k": 256, "m": 128}), ("", "cublas", {"k": 1024, "m": 128})]
-    seeds = [_seed(*p) for p in parts]
+    seeds = [seed(*p) for p in parts]
     assert len(set(seeds)) == len(seeds)
     assert all(0 <= s < 2 ** 63 for s in seeds)
-    assert _seed(*parts[0]) == seeds[0]
-    assert _seed("", "x", {"a": 1, "b": 2}) == _seed("", "x", {"b": 2, "a": 1})
+    assert seed(*parts[0]) == seeds[0]
+    assert seed("", "x", {"a": 1, "b": 2}) == seed("", "x", {"b": 2, "a": 1})
 
 
 def _bundle(name):
@@ -180,11 +180,36 @@ def test_gpu_data_triton_dot_scaled_hopper():
             assert (d[1] == vs.d[1]).sum() < 256 // 2               # Inf/NaN read as numbers
 
 
+def test_gpu_collect_paths_plans_run_registered_paths():
+    """The paths mode's plans (gpu.collect --what paths) name registered runners, and its
+    filters keep what they say."""
+    from collections import Counter
+
+    from gpu.collect import paths_plans
+    from gpu.paths import PATHS
+    plans = paths_plans()
+    assert Counter(p for p, _ in plans) == {"cublas": 21, "mma-sync": 16,
+                                            "triton-dot-scaled": 12, "cublas-fast": 9,
+                                            "triton-dot": 6}
+    assert {p for p, _ in plans} <= set(PATHS)
+    assert paths_plans(only="cublas:row", pairs=["e4m3xe5m2"]) == [
+        ("cublas", {"a_format": "e4m3", "b_format": "e5m2", "k": 256, "with_c": False,
+                    "scale_format": "fp32", "scale_granularity": "row"})]
+
+
+def test_gpu_validation_plans_agree_with_their_runners_presets():
+    """Where a runner names the preset that reproduces it, its validation compares with that
+    preset; every plan's path is a registered runner."""
+    from gpu.paths import PATHS
+    for plan in validate.plans(validate.DRY_SIZES):
+        assert PATHS[plan.path].preset in (None, plan.preset), plan
+
+
 @pytest.mark.parametrize("fmt", ["e4m3", "e5m2", "e2m1"])
 def test_gpu_data_triton_operand_map(fmt):
     """Every element code under every E8M0 scale, as tl.dot_scaled's emulation feeds it to
     the tensor core (gpu.collect --what operand-map): the model gives every output bit."""
-    from gpu.collect import operand_map_sets
+    from gpu.sets import operand_map_sets
     with np.load(DATA / "triton_operand_map.npz") as z:
         maps = {k: z[k] for k in z.files}
     for side, vs in operand_map_sets(fmt).items():
