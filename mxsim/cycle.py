@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import formats
-from .microarch import MicroArch, check_rtl
+from .microarch import MicroArch
 from .spec import UnitSpec
 from .vectors import VectorSet
 
@@ -40,10 +40,10 @@ class Beat:
 
 
 class UnitModel:
-    """The unit's registers, stepped a cycle at a time (see ``hdl.unit``)."""
+    """The unit's registers, stepped a cycle at a time (see ``hdl.unit``), for a design the
+    RTL builds (as :func:`mxsim.design.resolve_design` resolves and checks it)."""
 
     def __init__(self, spec: UnitSpec, microarch: MicroArch):
-        check_rtl(spec, microarch)
         self.spec, self.microarch = spec, microarch
         self.passes = microarch.passes(spec)
         self.stages = microarch.stages
@@ -288,8 +288,8 @@ def gemm(spec: UnitSpec, microarch: MicroArch, m: int, n: int, k: int, *, rows: 
     A step takes the longer of the chain interval (``MicroArch.interval(chained=True)``) and
     the feed time; each output tile adds the pipeline's fill and drain. Stall causes: the
     chain's wait for its previous result, operand bandwidth, and idle units at ragged edges.
+    The design is one the RTL builds (:func:`mxsim.design.resolve_design` checks it).
     """
-    check_rtl(spec, microarch)
     if k % spec.k:
         raise ValueError(f"K ({k}) must be a multiple of the unit's k ({spec.k})")
     fa, fb = formats.get(spec.a_format), formats.get(spec.b_format)

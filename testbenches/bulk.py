@@ -25,7 +25,7 @@ import numpy as np
 from mxsim import cycle
 from mxsim.engine import fast
 from mxsim.errors import MxsimError
-from mxsim.microarch import MicroArch, check_rtl
+from mxsim.microarch import MicroArch
 from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
@@ -39,13 +39,13 @@ MAGIC = 0x3142584D
 
 def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
           fault: str | None = None) -> Path:
-    """Verilate the unit with the bulk harness; the executable (``fault``: a mutant)."""
+    """Verilate a design the RTL builds (as :func:`mxsim.design.resolve_design` checks it)
+    with the bulk harness; the executable (``fault``: a mutant)."""
     from hdl.verilog import generate
 
     from .runner import strip_initial_values
     from .toolchain import verilator_env, verilator_root
 
-    check_rtl(spec, microarch)
     out = Path(build_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     src = out / "mx_dot.v"

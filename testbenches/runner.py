@@ -21,7 +21,7 @@ import numpy as np
 
 from mxsim import cycle
 from mxsim.errors import MxsimError
-from mxsim.microarch import MicroArch, check_rtl
+from mxsim.microarch import MicroArch
 from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
@@ -70,15 +70,15 @@ def _restore(saved) -> None:
 def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
           sim: str = "verilator", x_initial: str | None = "unique",
           waves: bool = False, fault: str | None = None) -> Build:
-    """Generate the Verilog and build it for ``sim`` (Verilator: x-initial unique, with the
-    registers' initial values stripped; ``fault``: a mutant)."""
+    """Generate the Verilog of a design the RTL builds (as :func:`mxsim.design.resolve_design`
+    checks it) and build it for ``sim`` (Verilator: x-initial unique, with the registers'
+    initial values stripped; ``fault``: a mutant)."""
     from cocotb_tools.runner import get_runner
 
     from hdl.verilog import generate
 
     from .toolchain import icarus_available
 
-    check_rtl(spec, microarch)
     if sim not in SIMULATORS:
         raise MxsimError(f"Simulator must be one of {', '.join(SIMULATORS)}, not {sim!r}")
     if sim == "icarus" and not icarus_available():

@@ -191,7 +191,8 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
            progress: bool | None = None, replay: VectorSet | None = None,
            waves: bool = False, fault: str | None = None, keep_failing: bool = True,
            backend: Backend | None = None) -> Report:
-    """Verify the RTL of ``spec`` built as ``microarch`` (see the module docstring).
+    """Verify the RTL of ``spec`` built as ``microarch``, a design the RTL builds (as
+    :func:`mxsim.design.resolve_design` resolves and checks it; see the module docstring).
 
     The backend is ``backend``, or the one ``sim``, ``bulk`` and ``waves`` name
     (:func:`backend_for`). ``fault`` builds a mutant instead (testbenches.mutants);
