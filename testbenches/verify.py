@@ -201,6 +201,7 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rep = Report(unit_name or spec.name, sim, backend.mode)
+    tag = design_tag(spec, microarch, fault)
     t0 = time.perf_counter()
     show = wanted(progress)
     # Shown only when the build outlasts a second: a build reused from out_dir says nothing.
@@ -217,14 +218,13 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
             if keep_failing:
                 failing = failing_dots(run.mismatches, vs.k // spec.k)
                 fail_set = minimal_set(vs, failing or list(range(min(4, vs.num_dots))))
-                _keep(rep, fail_set, stimulus, out / f"failing-{design_tag(spec, microarch, fault)}"
-                      f"-chunk{i}.npz", backend, spec, microarch, fault, bar, show)
+                _keep(rep, fail_set, stimulus, out / f"failing-{tag}-chunk{i}.npz", backend,
+                      spec, microarch, fault, bar, show)
             break
         bar.update(rep.dots)
     bar.close()
     rep.seconds = time.perf_counter() - t0
-    (out / f"report-{design_tag(spec, microarch, fault)}.json").write_text(
-        json.dumps(rep.to_dict(), indent=1, default=str))
+    (out / f"report-{tag}.json").write_text(json.dumps(rep.to_dict(), indent=1, default=str))
     return rep
 
 
