@@ -20,11 +20,12 @@ import numpy as np
 import numpy.typing as npt
 
 from . import formats
-from .microarch import MicroArch, check_rtl
+from .microarch import MicroArch
 from .spec import UnitSpec
 from .vectors import VectorSet
 
-__all__ = ["Beat", "UnitModel", "Trace", "beats_of", "run", "GemmReport", "gemm"]
+__all__ = ["Beat", "UnitModel", "Trace", "TraceRecorder", "Driver", "patterns", "beats_of", "run",
+           "GemmReport", "gemm"]
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,10 @@ class Beat:
 
 
 class UnitModel:
-    """The unit's registers, stepped a cycle at a time (see ``hdl.unit``)."""
+    """The unit's registers, stepped a cycle at a time (see ``hdl.unit``), for a design the
+    RTL builds (as :func:`mxsim.design.resolve_design` resolves and checks it)."""
 
     def __init__(self, spec: UnitSpec, microarch: MicroArch):
-        check_rtl(spec, microarch)
         self.spec, self.microarch = spec, microarch
         self.passes = microarch.passes(spec)
         self.stages = microarch.stages
@@ -110,10 +111,18 @@ def beats_of(spec: UnitSpec, vs: VectorSet, d: npt.NDArray | None = None) -> lis
     return out
 
 
+#: The flags byte of one cycle of a trace record: which handshake signals were high.
+IN_VALID, IN_READY, OUT_VALID, OUT_READY = 1, 2, 4, 8
+#: A trace record starts with this u32 (``MXT1``), then a u32 0, u64 cycles, u8 flags per
+#: cycle, u32 ``o.payload`` per cycle; little-endian. ``testbenches/harness.cpp`` writes it too.
+TRACE_MAGIC = 0x3154584D
+
+
 @dataclass
 class Trace:
     """Per-cycle ``i.valid``, ``i.ready``, ``o.valid``, ``o.ready`` and ``o.payload`` (0 when
-    not valid), and the output values in order."""
+    not valid), and the output values in order (the payloads of the cycles with ``o.valid``
+    and ``o.ready``)."""
     in_valid: npt.NDArray[np.bool_]
     in_ready: npt.NDArray[np.bool_]
     out_valid: npt.NDArray[np.bool_]
@@ -124,6 +133,36 @@ class Trace:
     @property
     def cycles(self) -> int:
         return len(self.in_valid)
+
+    def to_bytes(self) -> bytes:
+        """The trace as a record (layout at :data:`TRACE_MAGIC`); :meth:`from_bytes` reads it
+        back equal."""
+        flags = (self.in_valid * IN_VALID | self.in_ready * IN_READY | self.out_valid * OUT_VALID
+                 | self.out_ready * OUT_READY).astype(np.uint8)
+        head = np.array([TRACE_MAGIC, 0], "<u4").tobytes() + np.uint64(self.cycles).tobytes()
+        return head + flags.tobytes() + self.out_payload.astype("<u4").tobytes()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> Trace:
+        """The trace in a record (as :meth:`to_bytes` and the bulk harness write it).
+
+        Raises
+        ------
+        ValueError
+            If ``raw`` is not one whole trace record.
+        """
+        magic = int(np.frombuffer(raw, "<u4", 1)[0]) if len(raw) >= 16 else None
+        cycles = int(np.frombuffer(raw, "<u8", 1, 8)[0]) if magic == TRACE_MAGIC else -1
+        if cycles < 0 or len(raw) != 16 + 5 * cycles:
+            raise ValueError(f"Trace record must be the magic, the cycle count and 5 bytes per "
+                             f"cycle, not {len(raw)} bytes" + (
+                                 f" for {cycles} cycles" if cycles >= 0 else ""))
+        flags = np.frombuffer(raw, np.uint8, cycles, 16)
+        payload = np.frombuffer(raw, "<u4", cycles, 16 + cycles).astype(np.uint32)
+        in_valid, in_ready, out_valid, out_ready = (
+            (flags & bit) != 0 for bit in (IN_VALID, IN_READY, OUT_VALID, OUT_READY))
+        return cls(in_valid, in_ready, out_valid, out_ready, payload,
+                   payload[out_valid & out_ready].tolist())
 
 
 class Driver:
@@ -155,34 +194,71 @@ def patterns(cycles: int, *, valid_p: float = 1.0, ready_p: float = 1.0,
     return rng.random(cycles) < valid_p, rng.random(cycles) < ready_p
 
 
+class TraceRecorder:
+    """The handshake protocol of every testbench, one cycle at a time, and its trace.
+
+    Each cycle, :meth:`offer` says what to drive (the :class:`Driver`'s beat, or None for
+    ``i.valid`` low, and ``o.ready`` from the ready pattern); then :meth:`sample` takes what
+    the design answered once settled (``i.ready``, ``o.valid``, ``o.payload``), records the
+    cycle, hands the beat over on an input handshake and keeps the value of an output
+    handshake. The cycle model, Amaranth's simulator and the cocotb testbench all drive
+    through one, so their traces compare cycle for cycle (the bulk harness writes the same
+    record in C++).
+    """
+
+    def __init__(self, beats: list, gaps: npt.NDArray[np.bool_], ready: npt.NDArray[np.bool_]):
+        self.driver = Driver(beats, gaps)
+        self.ready = ready
+        self.results: list[int] = []
+        self.cycle = 0
+        self._o_ready = False
+        # Per cycle: i.valid, i.ready, o.valid, o.ready, o.payload.
+        self._cols: tuple[list, ...] = ([], [], [], [], [])
+
+    def offer(self):
+        """This cycle's input beat (None: ``i.valid`` low) and ``o.ready``."""
+        beat = self.driver.offer(self.cycle)
+        self._o_ready = o_ready = bool(self.ready[self.cycle % len(self.ready)])
+        return beat, o_ready
+
+    def sample(self, in_ready, out_valid, out_payload) -> None:
+        """Record this cycle's outputs (``out_payload`` is read only while ``out_valid``) and
+        go to the next cycle."""
+        drv, o_ready = self.driver, self._o_ready
+        offered = drv.offering
+        iv, ir, ov, o_r, op = self._cols
+        value = int(out_payload) if out_valid else 0
+        if offered and in_ready:
+            drv.taken()
+        if out_valid and o_ready:
+            self.results.append(value)
+        iv.append(offered)
+        ir.append(in_ready)
+        ov.append(out_valid)
+        o_r.append(o_ready)
+        op.append(value)
+        self.cycle += 1
+
+    def trace(self) -> Trace:
+        """Every cycle recorded so far."""
+        iv, ir, ov, o_r, op = self._cols
+        return Trace(np.array(iv, bool), np.array(ir, bool), np.array(ov, bool),
+                     np.array(o_r, bool), np.array(op, np.uint32), list(self.results))
+
+
 def run(model: UnitModel, beats: list[Beat], gaps: npt.NDArray[np.bool_],
         ready: npt.NDArray[np.bool_], max_cycles: int | None = None) -> Trace:
     """Drive ``model`` with ``beats`` until every last block's result has left."""
     want = sum(b.last for b in beats)
-    drv = Driver(beats, gaps)
-    cols: dict[str, list] = {k: [] for k in ("iv", "ir", "ov", "or", "op")}
-    results: list[int] = []
+    rec = TraceRecorder(beats, gaps, ready)
     limit = max_cycles or (len(beats) + 4) * (model.latency + 4) * 8 + len(ready)
-    c = 0
-    while len(results) < want:
-        if c >= limit:
-            raise RuntimeError(f"cycle model stuck after {c} cycles ({len(results)} of {want} "
-                               f"results)")
-        beat = drv.offer(c)
-        o_ready = bool(ready[c % len(ready)])
-        i_ready, o_valid, value = model.step(beat is not None, beat, o_ready)
-        if beat is not None and i_ready:
-            drv.taken()
-        if o_valid and o_ready:
-            results.append(value)
-        cols["iv"].append(beat is not None)
-        cols["ir"].append(i_ready)
-        cols["ov"].append(o_valid)
-        cols["or"].append(o_ready)
-        cols["op"].append(value if o_valid else 0)
-        c += 1
-    return Trace(np.array(cols["iv"]), np.array(cols["ir"]), np.array(cols["ov"]),
-                 np.array(cols["or"]), np.array(cols["op"], np.uint32), results)
+    while len(rec.results) < want:
+        if rec.cycle >= limit:
+            raise RuntimeError(f"cycle model stuck after {rec.cycle} cycles "
+                               f"({len(rec.results)} of {want} results)")
+        beat, o_ready = rec.offer()
+        rec.sample(*model.step(beat is not None, beat, o_ready))
+    return rec.trace()
 
 
 @dataclass
@@ -212,8 +288,8 @@ def gemm(spec: UnitSpec, microarch: MicroArch, m: int, n: int, k: int, *, rows: 
     A step takes the longer of the chain interval (``MicroArch.interval(chained=True)``) and
     the feed time; each output tile adds the pipeline's fill and drain. Stall causes: the
     chain's wait for its previous result, operand bandwidth, and idle units at ragged edges.
+    The design is one the RTL builds (:func:`mxsim.design.resolve_design` checks it).
     """
-    check_rtl(spec, microarch)
     if k % spec.k:
         raise ValueError(f"K ({k}) must be a multiple of the unit's k ({spec.k})")
     fa, fb = formats.get(spec.a_format), formats.get(spec.b_format)

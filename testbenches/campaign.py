@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 
 from mxsim import presets
-from mxsim.microarch import RTL_FORMATS, MicroArch
+from mxsim.design import resolve_design
+from mxsim.microarch import RTL_FORMATS
 from mxsim.spec import UnitSpec
 from mxsim.versions import installed
 
@@ -79,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
            "python": platform.python_version(), "pairs": []}
     rows, t_all = run["pairs"], time.perf_counter()
     for a, b in pairs:
-        spec = spec_for_pair(a, b)
-        rep = verify(spec, MicroArch(lanes=args.lanes, stages=args.stages), sim=args.sim,
+        spec, ua = resolve_design(spec_for_pair(a, b), lanes=args.lanes, stages=args.stages)
+        rep = verify(spec, ua, sim=args.sim,
                      dots=args.dots, seed=SEED, chunk=chunk, out_dir=args.out, bulk=args.bulk,
                      progress=False)
         holes = rep.coverage.holes()
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                      "dots": rep.dots, "blocks": rep.beats, "cycles": rep.cycles,
                      "result": rep.result, "value_mismatches": rep.value_mismatches,
                      "cycle_mismatches": rep.cycle_mismatches,
-                     "mismatches": rep.mismatches[:20], "holes": holes,
+                     "mismatches": [m.to_dict() for m in rep.mismatches[:20]], "holes": holes,
                      "coverage": rep.coverage.hits, "unmeasured": rep.coverage.unmeasured(),
                      "sim_seconds": round(rep.sim_seconds, 2),
                      "seconds": round(rep.seconds, 1)})

@@ -10,6 +10,8 @@ bin fixed in ``COVERPOINTS`` (docs/verification.md lists the same table).
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,12 +19,27 @@ import numpy.typing as npt
 
 from mxsim import cycle, formats, vectors
 from mxsim.engine import fast
+from mxsim.engine.terms import product_terms
 from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
-__all__ = ["COVERPOINTS", "Coverage", "stimulus", "measure"]
+__all__ = ["COVERPOINTS", "CONSTRUCTIONS", "CLASSES", "OperandClass", "Coverage", "Draft",
+           "stimulus", "measure", "block_results"]
 
-CLASSES = ("zero", "subnormal", "normal", "max", "nan", "inf")
+
+class OperandClass(enum.IntEnum):
+    """The class of an operand code, as the ``a_class``/``b_class`` bins name it (``max``: the
+    largest finite magnitude; INT8: 127 and -128)."""
+    ZERO = 0
+    SUBNORMAL = 1
+    NORMAL = 2
+    MAX = 3
+    NAN = 4
+    INF = 5
+
+
+#: The ``a_class``/``b_class`` bin names, in :class:`OperandClass` order.
+CLASSES = tuple(c.name.lower() for c in OperandClass)
 
 #: coverpoint -> (bins, minimum hits per bin, what it means)
 COVERPOINTS: dict[str, tuple[tuple[str, ...], int, str]] = {
@@ -96,19 +113,20 @@ class Coverage:
 
 
 def _classes(fmt: formats.Format, codes: npt.NDArray) -> npt.NDArray:
-    """Index into CLASSES of each code."""
+    """The :class:`OperandClass` of each code."""
     cls = fmt.classify(codes)
-    out = np.full(codes.shape, CLASSES.index("normal"))
-    out[cls == formats.Class.ZERO] = CLASSES.index("zero")
-    out[cls == formats.Class.SUBNORMAL] = CLASSES.index("subnormal")
-    out[cls == formats.Class.NAN] = CLASSES.index("nan")
-    out[cls == formats.Class.INF] = CLASSES.index("inf")
+    out = np.full(codes.shape, OperandClass.NORMAL)
+    for fc, oc in ((formats.Class.ZERO, OperandClass.ZERO),
+                   (formats.Class.SUBNORMAL, OperandClass.SUBNORMAL),
+                   (formats.Class.NAN, OperandClass.NAN), (formats.Class.INF, OperandClass.INF)):
+        out[cls == fc] = oc
     if fmt.kind == "float":
         mag = codes & ((1 << (fmt.bits - 1)) - 1) if fmt.signed else codes
-        out[(mag == (fmt.code_of_max & ((1 << (fmt.bits - 1)) - 1))) & (out == 2)] = 3
+        top = fmt.code_of_max & ((1 << (fmt.bits - 1)) - 1)
+        out[(mag == top) & (out == OperandClass.NORMAL)] = OperandClass.MAX
     else:
         i = codes.astype(np.uint8).view(np.int8)
-        out[(i == 127) | (i == -128)] = CLASSES.index("max")
+        out[(i == 127) | (i == -128)] = OperandClass.MAX
     return out
 
 
@@ -118,136 +136,210 @@ def _applicable(fmt: formats.Format) -> tuple[str, ...]:
     return tuple(c for c in CLASSES if has.get(c, True))
 
 
+# -- stimulus -----------------------------------------------------------------------------------
+
+@dataclass
+class Draft:
+    """A stimulus being built: the generator suite's codes (copies, changed in place by the
+    constructions), its family per batch entry, and a seeded generator shared in turn."""
+    spec: UnitSpec
+    suite: VectorSet
+    blocks: int
+    rng: np.random.Generator
+    a: npt.NDArray[np.uint8]
+    b: npt.NDArray[np.uint8]
+    c: npt.NDArray[np.uint32]
+    a_scale: npt.NDArray[np.uint8] | None
+    b_scale: npt.NDArray[np.uint8] | None
+
+    @classmethod
+    def of(cls, spec: UnitSpec, suite: VectorSet, blocks: int, seed: int) -> Draft:
+        copy = lambda x: None if x is None else x.copy()  # noqa: E731
+        return cls(spec, suite, blocks, np.random.default_rng([seed, 8]), suite.a.copy(),
+                   suite.b.copy(), suite.c.copy(), copy(suite.a_scale), copy(suite.b_scale))
+
+    @property
+    def fa(self) -> formats.Format:
+        return formats.get(self.spec.a_format)
+
+    @property
+    def fb(self) -> formats.Format:
+        return formats.get(self.spec.b_format)
+
+    def one(self, fmt: formats.Format) -> int:
+        """The code of 1.0."""
+        return int(fmt.encode(np.array([1.0]))[0])
+
+    def entries(self, family: str) -> list[int]:
+        """The batch entries the suite made with ``family``."""
+        return [i for i, f in enumerate(self.suite.extra["families"]) if f == family]
+
+
+def _cancel_in_block(d: Draft) -> None:
+    """Half the normal entries cancel inside each block: B's second half of every block is the
+    negated first half, A's second half repeats its first."""
+    k, h, fb = d.spec.k, d.spec.k // 2, d.fb
+    chosen = d.entries("normal")
+    for i in chosen[: max(1, len(chosen) // 2)]:
+        for blk in range(d.blocks):
+            lo = blk * k
+            d.a[i, :, lo + h:lo + k] = d.a[i, :, lo:lo + h]
+            d.b[i, lo + h:lo + k, :] = d.b[i, lo:lo + h, :] ^ (
+                1 << (fb.bits - 1) if fb.kind == "float" else 0)
+            if fb.kind == "int":
+                vals = d.b[i, lo:lo + h, :].astype(np.uint8).view(np.int8).astype(np.int16)
+                d.b[i, lo + h:lo + k, :] = np.clip(-vals, -127, 127).astype(np.int8).view(
+                    np.uint8)
+
+
+def _same_sign(d: Draft) -> None:
+    """Same-sign blocks (carries): about half the "max" entries with positive signs."""
+    for i, f in enumerate(d.suite.extra["families"]):
+        if f == "max" and d.rng.random() < 0.5 and d.fb.kind == "float":
+            d.a[i] &= (1 << (d.fa.bits - 1)) - 1
+            d.b[i] &= (1 << (d.fb.bits - 1)) - 1
+
+
+def _int8_extremes(d: Draft) -> None:
+    """INT8 x INT8: blocks of -128 x -128 products, the largest sums the adder tree holds."""
+    if d.fa.kind == "int" and d.fb.kind == "int":
+        for i in d.entries("max")[::2]:
+            d.a[i, :, :d.spec.k] = 0x80
+            d.b[i, :d.spec.k, :] = 0x80
+
+
+def _inf_blocks(d: Draft) -> None:
+    """Inf x 0 and +Inf - Inf blocks (no NaN in them) where a format has Inf: half the uniform
+    entries, the two constructions in turn."""
+    fa, fb, k = d.fa, d.fb, d.spec.k
+    side = "a" if fa.has_inf else "b" if fb.has_inf else None
+    if side is None:
+        return
+    fi, one = (fa, d.one(fb)) if side == "a" else (fb, d.one(fa))
+    pos, neg = fi.code_of_inf, fi.code_of_inf | (1 << (fi.bits - 1))
+    uni = d.entries("uniform")
+    for n, i in enumerate(uni[: max(2, len(uni) // 2)]):
+        for blk in range(d.blocks):
+            k0, k1 = blk * k, blk * k + 1
+            inf_at, other_at = ((d.a[i, :], d.b[i]) if side == "a" else (d.b[i].T, d.a[i].T))
+            inf_at[..., k0] = pos
+            other_at[k0] = 0 if n % 2 == 0 else one
+            if n % 2:
+                inf_at[..., k1], other_at[k1] = neg, one
+
+
+def _round_carry(d: Draft) -> None:
+    """Single-block llm entries: C just below a power of two, one binade above the products'
+    sum, so that rounding to nearest carries into the exponent."""
+    llm = d.entries("llm")
+    if d.blocks != 1 or not llm:
+        return
+    vs = d.suite
+    sub = vs.replace(a=d.a[llm], b=d.b[llm], c=np.zeros_like(d.c[llm]), d=None,
+                     a_scale=None if vs.a_scale is None else vs.a_scale[llm],
+                     b_scale=None if vs.b_scale is None else vs.b_scale[llm], extra={})
+    d0 = fast.dot(d.spec.replace(acc_rounding="rz"), sub).view(np.float32).astype(float)
+    ok = np.isfinite(d0) & (d0 != 0) & (np.abs(d0) < 2.0 ** 100)
+    e0 = np.floor(np.log2(np.where(ok, np.abs(d0), 1.0)))
+    near = np.sign(d0) * (2.0 - 2.0 ** -23) * np.exp2(e0 + 24)
+    d.c[llm] = np.where(ok, np.asarray(near, np.float32).view(np.uint32), d.c[llm])
+
+
+def _sparse_under_c(d: Draft) -> None:
+    """c-dominant entries (the odd ones): only 2 or 8 non-zero products per block under a C far
+    above them, so that 1-3 or 4-15 products are truncated away (narrow formats, and INT8
+    whose products share one exponent, never spread so far on their own). With k <= 16 a third
+    of them keep every product under a C of about 2**100: only a C that far above can cut 16
+    products away."""
+    k, fa, fb = d.spec.k, d.fa, d.fb
+    for n, i in enumerate(d.entries("c-dominant")[1::2]):
+        keep = (2, 8)[n % 2] if k > 16 else (2, 8, k)[n % 3]
+        for blk in range(d.blocks):
+            d.a[i, :, blk * k + keep:blk * k + k] = 0
+        if keep == k:                   # every product non-zero, and all below C's LSB
+            d.a[i] = np.where(fa.classify(d.a[i]) == formats.Class.ZERO, d.one(fa), d.a[i])
+            d.b[i] = np.where(fb.classify(d.b[i]) == formats.Class.ZERO, d.one(fb), d.b[i])
+            man = d.rng.integers(0, 1 << 23, size=d.c[i].shape, dtype=np.uint32)
+            sign = d.rng.integers(0, 2, size=d.c[i].shape, dtype=np.uint32) << 31
+            d.c[i] = sign | np.uint32(227 << 23) | man
+
+
+def _one_binade_overflow(d: Draft) -> None:
+    """E8M0-scaled units, the even c-dominant entries: results just past FP32's largest binade.
+    One product 1.0 x 1.0 x 2**127 and C = +-max sum to 1.5 * 2**128, an overflow by one
+    binade."""
+    if d.spec.scale_format != "e8m0" or d.a_scale is None:
+        return
+    k = d.spec.k
+    for i in d.entries("c-dominant")[::2]:
+        d.a[i, :, :k] = 0
+        d.a[i, :, 0] = d.one(d.fa)
+        d.b[i, :k, :] = 0
+        d.b[i, 0, :] = d.one(d.fb)
+        d.a_scale[i, :, 0], d.b_scale[i, 0, :] = 254, 127
+        sign = d.rng.integers(0, 2, size=d.c[i].shape, dtype=np.uint32) << 31
+        d.c[i] = np.uint32(0x7F7FFFFF) | sign
+
+
+def _subnormal_c(d: Draft) -> None:
+    """Half the entries of zeros get FP32-subnormal C values: subnormal results (the others
+    keep their zero results)."""
+    for i in d.entries("zeros")[::2]:
+        sub = d.rng.integers(1, 1 << 23, size=d.c[i].shape, dtype=np.uint32)
+        d.c[i] = sub | (d.rng.integers(0, 2, size=d.c[i].shape, dtype=np.uint32) << 31)
+
+
+#: The block-level constructions the generator families do not make, by name, in the order
+#: :func:`stimulus` applies them (they share one seeded generator, so the order is part of
+#: the stimulus).
+CONSTRUCTIONS: dict[str, Callable[[Draft], None]] = {
+    "cancel-in-block": _cancel_in_block,
+    "same-sign": _same_sign,
+    "int8-extremes": _int8_extremes,
+    "inf-blocks": _inf_blocks,
+    "round-carry": _round_carry,
+    "sparse-under-c": _sparse_under_c,
+    "one-binade-overflow": _one_binade_overflow,
+    "subnormal-c": _subnormal_c,
+}
+
+
 def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0) -> VectorSet:
     """About ``dots`` dot products of ``blocks`` K-blocks each, constrained-random: every
-    generator family, plus constructions the families do not make (each commented below):
-    blocks that cancel inside themselves, same-sign blocks, INT8 -128 x -128 blocks, Inf x 0
-    and +Inf - Inf blocks, C just below a power of two (round carries), sparse blocks under a
-    dominant C, one-binade overflows and FP32-subnormal C values."""
+    generator family, then every construction of :data:`CONSTRUCTIONS` on the suite's
+    entries (blocks that cancel inside themselves, same-sign blocks, INT8 -128 x -128 blocks,
+    Inf x 0 and +Inf - Inf blocks, C just below a power of two (round carries), sparse blocks
+    under a dominant C, one-binade overflows and FP32-subnormal C values)."""
     fams = [f for f in vectors.FAMILIES
             if spec.scale_format is not None or f not in ("nan-scale", "scale-extremes")]
     side = 16 if dots >= 20000 else 4           # big sets: fewer, larger batch entries
     per = max(1, dots // (len(fams) + 2) // (side * side))
-    kw = dict(a_format=spec.a_format, b_format=spec.b_format, m=side, n=side, k=spec.k * blocks,
-              scale_format=spec.scale_format, block=spec.block)
-    vs = vectors.generate_suite(fams + ["normal", "max"], count=per, seed=seed, **kw)
-    rng = np.random.default_rng([seed, 8])
-    fa, fb = formats.get(spec.a_format), formats.get(spec.b_format)
-    a, b = vs.a.copy(), vs.b.copy()
-    nb = a.shape[0]
-    # Half the normal entries cancel inside each block: B's second half of every block
-    # is the negated first half, A's second half repeats its first.
-    k, h = spec.k, spec.k // 2
-    chosen = [i for i, f in enumerate(vs.extra["families"]) if f == "normal"]
-    for i in chosen[: max(1, len(chosen) // 2)]:
-        for blk in range(blocks):
-            lo = blk * k
-            a[i, :, lo + h:lo + k] = a[i, :, lo:lo + h]
-            b[i, lo + h:lo + k, :] = b[i, lo:lo + h, :] ^ (1 << (fb.bits - 1) if fb.kind ==
-                                                           "float" else 0)
-            if fb.kind == "int":
-                vals = b[i, lo:lo + h, :].astype(np.uint8).view(np.int8).astype(np.int16)
-                b[i, lo + h:lo + k, :] = np.clip(-vals, -127, 127).astype(np.int8).view(np.uint8)
-    # Same-sign blocks (carries): the "max" entries with positive signs.
-    for i, f in enumerate(vs.extra["families"]):
-        if f == "max" and rng.random() < 0.5 and fb.kind == "float":
-            a[i] &= (1 << (fa.bits - 1)) - 1
-            b[i] &= (1 << (fb.bits - 1)) - 1
-    # INT8 x INT8: blocks of -128 x -128 products, the largest sums the adder tree holds.
-    if fa.kind == "int" and fb.kind == "int":
-        mx = [i for i, f in enumerate(vs.extra["families"]) if f == "max"]
-        for i in mx[::2]:
-            a[i, :, :k] = 0x80
-            b[i, :k, :] = 0x80
-    # Inf x 0 and +Inf - Inf blocks (no NaN in them) where a format has Inf: half the uniform
-    # entries, the two constructions in turn.
-    one_a = int(fa.encode(np.array([1.0]))[0])          # the codes of 1.0
-    one_b = int(fb.encode(np.array([1.0]))[0])
-    inf_side = "a" if fa.has_inf else "b" if fb.has_inf else None
-    if inf_side is not None:
-        fi = fa if inf_side == "a" else fb
-        pos, neg = fi.code_of_inf, fi.code_of_inf | (1 << (fi.bits - 1))
-        uni = [i for i, f in enumerate(vs.extra["families"]) if f == "uniform"]
-        for n, i in enumerate(uni[: max(2, len(uni) // 2)]):
-            for blk in range(blocks):
-                k0, k1 = blk * k, blk * k + 1
-                if inf_side == "a":
-                    a[i, :, k0] = pos
-                    b[i, k0, :] = 0 if n % 2 == 0 else one_b
-                    if n % 2:
-                        a[i, :, k1], b[i, k1, :] = neg, one_b
-                else:
-                    b[i, k0, :] = pos
-                    a[i, :, k0] = 0 if n % 2 == 0 else one_a
-                    if n % 2:
-                        b[i, k1, :], a[i, :, k1] = neg, one_a
-    # Single-block llm entries: C just below a power of two, one binade above the products'
-    # sum, so that rounding to nearest carries into the exponent.
-    c = vs.c.copy()
-    if blocks == 1:
-        llm = [i for i, f in enumerate(vs.extra["families"]) if f == "llm"]
-        if llm:
-            sub = VectorSet(**{**vs.__dict__, "a": a[llm], "b": b[llm],
-                               "c": np.zeros_like(c[llm]), "d": None,
-                               "a_scale": None if vs.a_scale is None else vs.a_scale[llm],
-                               "b_scale": None if vs.b_scale is None else vs.b_scale[llm],
-                               "extra": {}})
-            d0 = fast.dot(spec.replace(acc_rounding="rz"), sub).view(np.float32).astype(float)
-            ok = np.isfinite(d0) & (d0 != 0) & (np.abs(d0) < 2.0 ** 100)
-            e0 = np.floor(np.log2(np.where(ok, np.abs(d0), 1.0)))
-            near = np.sign(d0) * (2.0 - 2.0 ** -23) * np.exp2(e0 + 24)
-            c[llm] = np.where(ok, np.asarray(near, np.float32).view(np.uint32), c[llm])
-    # c-dominant entries (the odd ones): only 2 or 8 non-zero products per block under a C far
-    # above them, so that 1-3 or 4-15 products are truncated away (narrow formats, and INT8
-    # whose products share one exponent, never spread so far on their own).
-    cdom = [i for i, f in enumerate(vs.extra["families"]) if f == "c-dominant"]
-    # With k <= 16 a third of them keep every product under a C of about 2**100: only a C
-    # that far above can cut 16 products away.
-    for n, i in enumerate(cdom[1::2]):
-        keep = (2, 8)[n % 2] if k > 16 else (2, 8, k)[n % 3]
-        for blk in range(blocks):
-            a[i, :, blk * k + keep:blk * k + k] = 0
-        if keep == k:                   # every product non-zero, and all below C's LSB
-            a[i] = np.where(fa.classify(a[i]) == formats.Class.ZERO, one_a, a[i])
-            b[i] = np.where(fb.classify(b[i]) == formats.Class.ZERO, one_b, b[i])
-            man = rng.integers(0, 1 << 23, size=c[i].shape, dtype=np.uint32)
-            sign = rng.integers(0, 2, size=c[i].shape, dtype=np.uint32) << 31
-            c[i] = sign | np.uint32(227 << 23) | man
-    # Scaled units, c-dominant entries: results just past FP32's largest binade. One product
-    # 1.0 x 1.0 x 2**127 and C = +-max sum to 1.5 * 2**128, an overflow by one binade.
-    if spec.scale_format == "e8m0" and vs.a_scale is not None:
-        sa, sb = vs.a_scale.copy(), vs.b_scale.copy()
-        cd = [i for i, f in enumerate(vs.extra["families"]) if f == "c-dominant"]
-        for i in cd[::2]:
-            a[i, :, :k] = 0
-            a[i, :, 0] = one_a
-            b[i, :k, :] = 0
-            b[i, 0, :] = one_b
-            sa[i, :, 0], sb[i, 0, :] = 254, 127
-            sign = rng.integers(0, 2, size=c[i].shape, dtype=np.uint32) << 31
-            c[i] = np.uint32(0x7F7FFFFF) | sign
-        vs = VectorSet(**{**vs.__dict__, "a_scale": sa, "b_scale": sb})
-    # Half the entries of zeros get FP32-subnormal C values: subnormal results.
-    zeros = [i for i, f in enumerate(vs.extra["families"]) if f == "zeros"]
-    for i in zeros[::2]:                       # the others keep their zero results
-        sub = rng.integers(1, 1 << 23, size=c[i].shape, dtype=np.uint32)
-        c[i] = sub | (rng.integers(0, 2, size=c[i].shape, dtype=np.uint32) << 31)
-    return VectorSet(**{**vs.__dict__, "a": a, "b": b, "c": c,
-                        "extra": {**vs.extra, "stimulus": "mxsim constrained-random"}}
-                     ) if nb else vs
+    suite = vectors.generate_suite(fams + ["normal", "max"], count=per, seed=seed,
+                                   a_format=spec.a_format, b_format=spec.b_format, m=side,
+                                   n=side, k=spec.k * blocks, scale_format=spec.scale_format,
+                                   block=spec.block)
+    if not suite.a.shape[0]:
+        return suite
+    draft = Draft.of(spec, suite, blocks, seed)
+    for construct in CONSTRUCTIONS.values():
+        construct(draft)
+    return suite.replace(a=draft.a, b=draft.b, c=draft.c, a_scale=draft.a_scale,
+                         b_scale=draft.b_scale,
+                         extra={**suite.extra, "stimulus": "mxsim constrained-random"})
 
+
+# -- coverage -----------------------------------------------------------------------------------
 
 def block_results(spec: UnitSpec, vs: VectorSet) -> npt.NDArray[np.uint32]:
     """The FP32 result after each block of every dot: (dots, blocks)."""
     nblk = vs.k // spec.k
     out = []
     for b in range(1, nblk + 1):
-        cut = VectorSet(**{**vs.__dict__, "a": vs.a[..., :b * spec.k],
-                           "b": vs.b[..., :b * spec.k, :],
-                           "a_scale": None if vs.a_scale is None else
-                           vs.a_scale[..., :b * spec.k // vs.block],
-                           "b_scale": None if vs.b_scale is None else
-                           vs.b_scale[..., :b * spec.k // vs.block, :], "d": None})
+        kb = b * spec.k
+        cut = vs.replace(a=vs.a[..., :kb], b=vs.b[..., :kb, :], d=None,
+                         a_scale=None if vs.a_scale is None else vs.a_scale[..., :kb // vs.block],
+                         b_scale=None if vs.b_scale is None else
+                         vs.b_scale[..., :kb // vs.block, :])
         out.append(fast.dot(spec, cut).reshape(-1))
     return np.stack(out, axis=1)
 
@@ -261,127 +353,169 @@ def measure(spec: UnitSpec, vs: VectorSet, trace: cycle.Trace | None, lanes: int
     k, nblk = spec.k, vs.k // spec.k
     a = vs.a.reshape(nb, vs.m, nblk, k)
     b = vs.b.reshape(nb, nblk, k, vs.n)
-    for name, fmt, codes, axis in (("a_class", fa, a, 3), ("b_class", fb, b, 2)):
-        cls = _classes(fmt, codes)
-        lane = np.arange(k) % lanes
-        shape = [1] * cls.ndim
-        shape[axis] = k
-        lane = np.broadcast_to(lane.reshape(shape), cls.shape)
-        counts = np.zeros((lanes, len(CLASSES)), np.int64)
-        np.add.at(counts, (lane.reshape(-1), cls.reshape(-1)), 1)
-        cov.hits[name] = {f"lane{ln}:{CLASSES[c]}": int(counts[ln, c]) for ln in range(lanes)
-                          for c in range(len(CLASSES)) if CLASSES[c] in _applicable(fmt)}
+    cov.hits["a_class"] = _lane_classes(fa, a, 3, lanes)
+    cov.hits["b_class"] = _lane_classes(fb, b, 2, lanes)
     if spec.scale_format is not None:
-        s = np.concatenate([vs.a_scale.reshape(-1), vs.b_scale.reshape(-1)]).astype(int)
-        lo, hi, nan_code = (0, 0xFE, 0xFF) if spec.scale_format == "e8m0" else (1, 0x7E, 0x7F)
-        if spec.scale_format == "ue4m3":
-            s = s & 0x7F
-        cov.hits["scale_class"] = {"min": int((s <= lo).sum()), "max": int((s == hi).sum()),
-                                   "nan": int((s == nan_code).sum()),
-                                   "typical": int(((s > lo) & (s < hi)).sum())}
-
-    # Block-level points: exponents of every product, the block's largest, its result.
-    res = block_results(spec, vs).reshape(nb, vs.m, vs.n, nblk)
-    c0 = (vs.c.reshape(nb, vs.m, vs.n) if vs.c is not None
-          else np.zeros((nb, vs.m, vs.n), np.uint32))
-    c_in = np.concatenate([c0[..., None], res[..., :-1]], axis=-1)      # C of each block
-    sa_, ea, siga = fa.fields(a)
-    sb_, eb, sigb = fb.fields(b)
-    # (nb, m, n, nblk, k) alignment exponents, e_zero for zero products
-    ea5 = ea.astype(np.int64)[:, :, None, :, :]                          # nb, m, 1, nblk, k
-    eb5 = eb.astype(np.int64).transpose(0, 3, 1, 2)[:, None, :, :, :]     # nb, 1, n, nblk, k
-    e = ea5 + eb5
-    nz = (siga != 0)[:, :, None, :, :] & (sigb != 0).transpose(0, 3, 1, 2)[:, None]
-    if spec.scale_format is not None:
-        fs = formats.get(spec.scale_format)
-        _, sa, sig_sa = fs.fields(vs.a_scale.reshape(nb, vs.m, nblk))
-        _, sb, sig_sb = fs.fields(vs.b_scale.reshape(nb, nblk, vs.n))
-        sa, sb = sa.astype(np.int64), sb.astype(np.int64)
-        e = e + sa[:, :, None, :, None] + sb.transpose(0, 2, 1)[:, None, :, :, None]
-        nz = nz & (sig_sa != 0)[:, :, None, :, None] & \
-            (sig_sb != 0).transpose(0, 2, 1)[:, None, :, :, None]
-        scale_nan_a = fs.classify(vs.a_scale.reshape(nb, vs.m, nblk)) == formats.Class.NAN
-        scale_nan_b = fs.classify(vs.b_scale.reshape(nb, nblk, vs.n)) == formats.Class.NAN
-    e = np.where(nz, e, spec.e_zero)
-    f32 = formats.get("fp32")
-    _, ec, sigc = f32.fields(c_in)
-    ec = np.where(sigc != 0, ec.astype(np.int64), spec.e_zero)
-    big = np.maximum(e.max(axis=-1), ec)
-    lost = (nz & (big[..., None] - e > spec.frac_bits + 2)).sum(axis=-1)
-    cov.hits["spread"] = {"0": int((lost == 0).sum()),
-                          "1-3": int(((lost >= 1) & (lost <= 3)).sum()),
-                          "4-15": int(((lost >= 4) & (lost <= 15)).sum()),
-                          "16+": int((lost >= 16).sum())}
-    cls = f32.classify(res)
-    _, er, sigr = f32.fields(res)
-    finite_nz = (cls == formats.Class.NORMAL) | (cls == formats.Class.SUBNORMAL)
-    anyterm = nz.any(axis=-1) | (sigc != 0)
-    drop = big - er.astype(np.int64)
-    cov.hits["cancellation"] = {
-        "none": int((finite_nz & (drop <= 0)).sum()),
-        "partial": int((finite_nz & (drop >= 1) & (drop <= 7)).sum()),
-        "deep": int((finite_nz & (drop >= 8)).sum()),
-        "exact-zero": int(((cls == formats.Class.ZERO) & anyterm).sum())}
+        cov.hits["scale_class"] = _scale_classes(spec.scale_format, vs)
+    blk = _Blocks.of(spec, vs)
+    cov.hits["spread"] = _bins(blk.lost, {"0": (0, 0), "1-3": (1, 3), "4-15": (4, 15),
+                                          "16+": (16, None)})
+    fin = blk.finite_nz
+    cov.hits["cancellation"] = {**_bins(blk.drop[fin], {"none": (None, 0), "partial": (1, 7),
+                                                        "deep": (8, None)}),
+                                "exact-zero": int(((blk.cls == formats.Class.ZERO)
+                                                   & blk.anyterm).sum())}
     if spec.acc_rounding.value == "rne":
-        rz = block_results(spec.replace(acc_rounding="rz"), vs).reshape(res.shape)
-        _, er_z, _ = f32.fields(rz)
-        man = f32.man(res)
-        carry = finite_nz & (man == 0) & (er.astype(np.int64) > er_z.astype(np.int64)) & \
-            (f32.classify(rz) != formats.Class.INF)
-        cov.hits["round_carry"] = {"yes": int(carry.sum())}
-    cov.hits["carry_out"] = {"no": int((finite_nz & (er < big + 2)).sum()),
-                             "yes": int((finite_nz & (er >= big + 2)).sum())}
-    operands_special = (_classes(fa, a) >= 4).any(axis=-1)[:, :, None, :] | \
-        (_classes(fb, b) >= 4).any(axis=-2).transpose(0, 2, 1)[:, None, :, :]
-    if spec.scale_format is not None:
-        operands_special = operands_special | scale_nan_a[:, :, None, :] | \
-            scale_nan_b.transpose(0, 2, 1)[:, None, :, :]
-    c_special = (f32.classify(c_in) == formats.Class.NAN) | (f32.classify(c_in) ==
-                                                              formats.Class.INF)
+        cov.hits["round_carry"] = {"yes": _round_carries(spec, vs, blk)}
+    cov.hits["carry_out"] = {"no": int((fin & (blk.er < blk.big + 2)).sum()),
+                             "yes": int((fin & (blk.er >= blk.big + 2)).sum())}
     if fa.has_inf or fb.has_inf or fa.has_nan or fb.has_nan:
-        # (nb, m, nblk, k) and (nb, n, nblk, k)
-        ca, cb = _classes(fa, a), _classes(fb, b).transpose(0, 3, 1, 2)
-        ia = (ca == 5)[:, :, None]
-        ib = (cb == 5)[:, None]
-        za = (ca == 0)[:, :, None]
-        zb = (cb == 0)[:, None]
-        sgn_a = (a >> (fa.bits - 1)).astype(bool)[:, :, None] if fa.signed else False
-        sgn_b = (b >> (fb.bits - 1)).astype(bool).transpose(0, 3, 1, 2)[:, None] \
-            if fb.signed else False
-        pinf = (ia | ib) & ~(za | zb)
-        negp = np.logical_xor(sgn_a, sgn_b)
-        has_nan = ((ca == 4).any(-1)[:, :, None] | (cb == 4).any(-1)[:, None])
-        ixz = ((ia & zb) | (za & ib)).any(-1) & ~has_nan
-        both = (pinf & negp).any(-1) & (pinf & ~negp).any(-1) & ~has_nan
-        only = pinf.any(-1) & ~both & ~ixz & ~has_nan
-        cov.hits["special_case"] = {"inf-times-zero": int(ixz.sum()),
-                                    "inf-minus-inf": int(both.sum()),
-                                    "inf-only": int(only.sum()), "nan-operand": int(has_nan.sum())}
-        if not (fa.has_inf or fb.has_inf):
-            for key in ("inf-times-zero", "inf-minus-inf", "inf-only"):
-                del cov.hits["special_case"][key]
-    inf = cls == formats.Class.INF
-    # Unscaled (or UE4M3-scaled: at most 448**4 * 2**16), the products cannot overflow FP32
-    # on their own.
-    cov.hits["output_class"] = {
-        "zero": int((cls == formats.Class.ZERO).sum()),
-        "subnormal": int((cls == formats.Class.SUBNORMAL).sum()),
-        "normal": int((cls == formats.Class.NORMAL).sum()),
-        "overflow": int((inf & ~operands_special & ~c_special).sum()),
-        "inf": int(inf.sum()), "nan": int((cls == formats.Class.NAN).sum())}
-    if spec.scale_format != "e8m0":
-        del cov.hits["output_class"]["overflow"]
+        cov.hits["special_case"] = _special_cases(fa, fb, a, b)
+    cov.hits["output_class"] = _output_classes(spec, blk)
     if trace is not None:
-        stall = trace.out_valid & ~trace.out_ready
-        runs = np.convolve(stall.astype(int), np.ones(3, int), "valid") == 3
-        taken_in = trace.in_valid & trace.in_ready
-        taken_out = trace.out_valid & trace.out_ready
-        cov.hits["backpressure"] = {
-            "stall": int(stall.sum()), "stall-run-3": int(runs.sum()),
-            "gap": int((~trace.in_valid).sum()),
-            "in-and-out": int((taken_in & taken_out).sum()),
-            "back-to-back": int((taken_in[1:] & taken_in[:-1]).sum())}
-        if lanes < spec.k:          # a block takes k / lanes cycles: never back to back
-            del cov.hits["backpressure"]["back-to-back"]
+        cov.hits["backpressure"] = _backpressure(trace, back_to_back=lanes >= spec.k)
     cov.expected = set(cov.hits) | {"backpressure"}
     return cov
+
+
+def _bins(x: npt.NDArray, ranges: dict[str, tuple[int | None, int | None]]) -> dict[str, int]:
+    """How many of ``x`` fall in each closed range (None: unbounded)."""
+    return {name: int((((x >= lo) if lo is not None else True)
+                       & ((x <= hi) if hi is not None else True)).sum())
+            for name, (lo, hi) in ranges.items()}
+
+
+def _lane_classes(fmt: formats.Format, codes: npt.NDArray, axis: int, lanes: int
+                  ) -> dict[str, int]:
+    """Hits of every (lane, applicable class); ``axis`` of ``codes`` is the block's k."""
+    cls = _classes(fmt, codes)
+    k = codes.shape[axis]
+    shape = [1] * cls.ndim
+    shape[axis] = k
+    lane = np.broadcast_to((np.arange(k) % lanes).reshape(shape), cls.shape)
+    counts = np.zeros((lanes, len(OperandClass)), np.int64)
+    np.add.at(counts, (lane.reshape(-1), cls.reshape(-1)), 1)
+    return {f"lane{ln}:{c.name.lower()}": int(counts[ln, c]) for ln in range(lanes)
+            for c in OperandClass if c.name.lower() in _applicable(fmt)}
+
+
+def _scale_classes(scale_format: str, vs: VectorSet) -> dict[str, int]:
+    s = np.concatenate([vs.a_scale.reshape(-1), vs.b_scale.reshape(-1)]).astype(int)
+    lo, hi, nan_code = (0, 0xFE, 0xFF) if scale_format == "e8m0" else (1, 0x7E, 0x7F)
+    if scale_format == "ue4m3":
+        s = s & 0x7F                                   # the sign bit is ignored
+    return {"min": int((s <= lo).sum()), "max": int((s == hi).sum()),
+            "nan": int((s == nan_code).sum()), "typical": int(((s > lo) & (s < hi)).sum())}
+
+
+@dataclass
+class _Blocks:
+    """Per block of every dot product (batch, M, N, blocks): its result and class, the C it
+    starts from, its largest term exponent ``big``, and the products truncated away."""
+    res: npt.NDArray[np.uint32]
+    cls: npt.NDArray[np.uint8]
+    er: npt.NDArray[np.int64]
+    c_in: npt.NDArray[np.uint32]
+    big: npt.NDArray[np.int64]
+    lost: npt.NDArray[np.int64]
+    anyterm: npt.NDArray[np.bool_]
+    special: npt.NDArray[np.bool_]       #: an Inf or NaN operand or a NaN scale in the block
+
+    @classmethod
+    def of(cls, spec: UnitSpec, vs: VectorSet) -> _Blocks:
+        nb = int(np.prod(vs.batch_shape, dtype=np.int64))
+        res = block_results(spec, vs).reshape(nb, vs.m, vs.n, vs.k // spec.k)
+        c0 = (vs.c.reshape(nb, vs.m, vs.n) if vs.c is not None
+              else np.zeros((nb, vs.m, vs.n), np.uint32))
+        c_in = np.concatenate([c0[..., None], res[..., :-1]], axis=-1)      # C of each block
+        f32 = formats.get("fp32")
+        _, ec, sigc = f32.fields(c_in)
+        ec = np.where(sigc != 0, ec.astype(np.int64), spec.e_zero)
+        terms = product_terms(spec, vs)
+        # Coverage counts an Inf or NaN product at its fields' exponent (the engine aligns it
+        # at e_zero): only `spread` of blocks whose result is Inf or NaN sees the difference,
+        # and every committed run was counted so.
+        nz = ~terms.zero
+        e = np.where(nz, terms.exp, spec.e_zero)
+        big = np.maximum(e.max(axis=-1), ec)
+        lost = (nz & (big[..., None] - e > spec.frac_bits + 2)).sum(axis=-1)
+        _, er, _ = f32.fields(res)
+        return cls(res, f32.classify(res), er.astype(np.int64), c_in, big, lost,
+                   nz.any(axis=-1) | (sigc != 0), terms.special.any(axis=-1))
+
+    @property
+    def finite_nz(self) -> npt.NDArray[np.bool_]:
+        return (self.cls == formats.Class.NORMAL) | (self.cls == formats.Class.SUBNORMAL)
+
+    @property
+    def drop(self) -> npt.NDArray[np.int64]:
+        """Binades from the largest term down to the result."""
+        return self.big - self.er
+
+
+def _round_carries(spec: UnitSpec, vs: VectorSet, blk: _Blocks) -> int:
+    """Blocks whose RNE result is a power of two one binade above the RZ result's."""
+    f32 = formats.get("fp32")
+    rz = block_results(spec.replace(acc_rounding="rz"), vs).reshape(blk.res.shape)
+    _, er_z, _ = f32.fields(rz)
+    carry = blk.finite_nz & (f32.man(blk.res) == 0) & (blk.er > er_z.astype(np.int64)) & \
+        (f32.classify(rz) != formats.Class.INF)
+    return int(carry.sum())
+
+
+def _special_cases(fa: formats.Format, fb: formats.Format, a: npt.NDArray, b: npt.NDArray
+                   ) -> dict[str, int]:
+    """Blocks whose specials decide the result; ``a`` is (batch, M, blocks, k) and ``b``
+    (batch, blocks, k, N)."""
+    ca, cb = _classes(fa, a), _classes(fb, b).transpose(0, 3, 1, 2)    # (.., M|N, blocks, k)
+    ia, ib = (ca == OperandClass.INF)[:, :, None], (cb == OperandClass.INF)[:, None]
+    za, zb = (ca == OperandClass.ZERO)[:, :, None], (cb == OperandClass.ZERO)[:, None]
+    sgn_a = (a >> (fa.bits - 1)).astype(bool)[:, :, None] if fa.signed else False
+    sgn_b = (b >> (fb.bits - 1)).astype(bool).transpose(0, 3, 1, 2)[:, None] \
+        if fb.signed else False
+    pinf = (ia | ib) & ~(za | zb)
+    negp = np.logical_xor(sgn_a, sgn_b)
+    has_nan = ((ca == OperandClass.NAN).any(-1)[:, :, None]
+               | (cb == OperandClass.NAN).any(-1)[:, None])
+    ixz = ((ia & zb) | (za & ib)).any(-1) & ~has_nan
+    both = (pinf & negp).any(-1) & (pinf & ~negp).any(-1) & ~has_nan
+    only = pinf.any(-1) & ~both & ~ixz & ~has_nan
+    out = {"inf-times-zero": int(ixz.sum()), "inf-minus-inf": int(both.sum()),
+           "inf-only": int(only.sum()), "nan-operand": int(has_nan.sum())}
+    if not (fa.has_inf or fb.has_inf):
+        for key in ("inf-times-zero", "inf-minus-inf", "inf-only"):
+            del out[key]
+    return out
+
+
+def _output_classes(spec: UnitSpec, blk: _Blocks) -> dict[str, int]:
+    """Class of each block's result; overflow: Inf from finite operands and C (only E8M0
+    scales can overflow FP32: unscaled or UE4M3-scaled, at most 448**4 * 2**16)."""
+    f32 = formats.get("fp32")
+    c_cls = f32.classify(blk.c_in)
+    c_special = (c_cls == formats.Class.NAN) | (c_cls == formats.Class.INF)
+    inf = blk.cls == formats.Class.INF
+    out = {"zero": int((blk.cls == formats.Class.ZERO).sum()),
+           "subnormal": int((blk.cls == formats.Class.SUBNORMAL).sum()),
+           "normal": int((blk.cls == formats.Class.NORMAL).sum()),
+           "overflow": int((inf & ~blk.special & ~c_special).sum()),
+           "inf": int(inf.sum()), "nan": int((blk.cls == formats.Class.NAN).sum())}
+    if spec.scale_format != "e8m0":
+        del out["overflow"]
+    return out
+
+
+def _backpressure(trace: cycle.Trace, *, back_to_back: bool) -> dict[str, int]:
+    """Handshake bins of a trace; ``back_to_back`` only where a block can take one cycle (a
+    block takes k / lanes cycles)."""
+    stall = trace.out_valid & ~trace.out_ready
+    runs = np.convolve(stall.astype(int), np.ones(3, int), "valid") == 3
+    taken_in = trace.in_valid & trace.in_ready
+    taken_out = trace.out_valid & trace.out_ready
+    out = {"stall": int(stall.sum()), "stall-run-3": int(runs.sum()),
+           "gap": int((~trace.in_valid).sum()),
+           "in-and-out": int((taken_in & taken_out).sum()),
+           "back-to-back": int((taken_in[1:] & taken_in[:-1]).sum())}
+    if not back_to_back:
+        del out["back-to-back"]
+    return out

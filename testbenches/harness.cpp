@@ -2,18 +2,17 @@
 // (Verilator spells the ports i__valid ... as i___05Fvalid ...: "__" is escaped.)
 //
 // Usage: Vmx_dot STIMULUS RESULT OUTPUTS (stop once OUTPUTS results have left).
-// Reads a stimulus file, drives the generated Verilog with the testbenches' driver protocol
-// (mxsim.cycle.Driver: beat n is offered from the first cycle whose gap bit is 1 and held until
-// taken; o___05Fready from the ready pattern), and writes every handshake: the cycle each input
-// beat was taken, and the cycle and value of each output beat, then the whole trace: every
-// cycle's i.valid, i.ready, o.valid and o.ready and o.payload (0 when not valid). Python
-// compares them with the cycle model (cycles) and the numerics engine (values), and measures
-// the handshake coverage from the trace. No arithmetic here.
+// Reads a stimulus file, drives the generated Verilog with the testbenches' protocol
+// (mxsim.cycle.TraceRecorder: beat n is offered from the first cycle whose gap bit is 1 and held
+// until taken; o___05Fready from the ready pattern), and writes the whole trace as the record
+// mxsim.cycle.Trace.from_bytes reads: every cycle's i.valid, i.ready, o.valid and o.ready and
+// o.payload (0 when not valid). Python derives the handshakes and the results from it, compares
+// them with the cycle model (cycles) and the numerics engine (values), and measures the
+// handshake coverage. No arithmetic here.
 //
 // stimulus: u32 magic 'MXB1', u32 beats, u32 words per payload, u32 pattern length,
 //           u32 seed, u8 gaps[pattern], u8 ready[pattern], u32 payload[beats][words]
-// result:   u64 cycles, u32 taken, u32 outputs, u64 in_cycle[taken],
-//           (u64 cycle, u32 value)[outputs],
+// result:   the trace record: u32 magic 'MXT1', u32 0, u64 cycles,
 //           u8 flags[cycles] (bit 0 i.valid, 1 i.ready, 2 o.valid, 3 o.ready),
 //           u32 o_payload[cycles]
 
@@ -56,10 +55,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 3; i++) { top->clk = 0; top->eval(); top->clk = 1; top->eval(); }
     top->rst = 0;
 
-    std::vector<uint64_t> taken_at;
-    taken_at.reserve(beats);
-    std::vector<uint64_t> out_cycle;
-    std::vector<uint32_t> out_value;
+    size_t outputs = 0;
     std::vector<uint8_t> flags;             // the trace, one entry per cycle
     std::vector<uint32_t> o_payload;
     flags.reserve((size_t)beats * 4);
@@ -69,7 +65,7 @@ int main(int argc, char** argv) {
     uint64_t c = 0;
     const uint64_t limit = (uint64_t)beats * 64 + 1000000;
     size_t outputs_wanted = (size_t)strtoull(argc > 3 ? argv[3] : "0", nullptr, 10);
-    while ((out_value.size() < outputs_wanted || n < beats) && c < limit) {
+    while ((outputs < outputs_wanted || n < beats) && c < limit) {
         top->clk = 0;
         if (!offering && n < beats && gaps[c % plen]) offering = true;
         if (offering) {
@@ -83,22 +79,17 @@ int main(int argc, char** argv) {
         const bool i_ready = top->i___05Fready, o_valid = top->o___05Fvalid;
         flags.push_back((uint8_t)(offering | (i_ready << 1) | (o_valid << 2) | (o_ready << 3)));
         o_payload.push_back(o_valid ? (uint32_t)top->o___05Fpayload : 0u);
-        if (offering && i_ready) { taken_at.push_back(c); n++; offering = false; }
-        if (o_valid && o_ready) { out_cycle.push_back(c); out_value.push_back(top->o___05Fpayload); }
+        if (offering && i_ready) { n++; offering = false; }
+        if (o_valid && o_ready) outputs++;
         top->clk = 1;
         top->eval();
         c++;
     }
     FILE* out = fopen(argv[2], "wb");
     if (!out) { perror(argv[2]); return 2; }
-    uint32_t counts[2] = {(uint32_t)taken_at.size(), (uint32_t)out_value.size()};
+    const uint32_t head[2] = {0x3154584d, 0};
+    fwrite(head, 4, 2, out);
     fwrite(&c, 8, 1, out);
-    fwrite(counts, 4, 2, out);
-    fwrite(taken_at.data(), 8, taken_at.size(), out);
-    for (size_t i = 0; i < out_value.size(); i++) {
-        fwrite(&out_cycle[i], 8, 1, out);
-        fwrite(&out_value[i], 4, 1, out);
-    }
     fwrite(flags.data(), 1, flags.size(), out);
     fwrite(o_payload.data(), 4, o_payload.size(), out);
     fclose(out);

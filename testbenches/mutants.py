@@ -73,7 +73,7 @@ def run(unit: str = "blackwell-mxf8f6f4", a: str = "e4m3", b: str = "e4m3", *,
         t0 = time.perf_counter()
         rep = verify(spec, ua, sim=sim, dots=dots, seed=seed, chunk=2000, out_dir=out_dir,
                      fault=fault, keep_failing=False, progress=False)
-        first = rep.mismatches[0] if rep.mismatches else None
+        first = rep.mismatches[0].to_dict() if rep.mismatches else None
         rows.append({"fault": fault, "where": FAULTS[fault], "killed": not rep.passed,
                      "dots_to_kill": rep.dots if not rep.passed else None,
                      "first": first, "seconds": round(time.perf_counter() - t0, 1)})

@@ -5,13 +5,16 @@ named by ``MXSIM_TB``: each beat's packed ``i__payload``, the valid-gap and read
 the cycle model's trace for them (``i.ready``, ``o.valid``, ``o.payload`` per cycle), whose
 output values are the numerics engine's.
 
-The shape is cocotb's matrix-multiplier example: a :class:`Driver` (``mxsim.cycle.Driver``'s
-stimulus protocol: a beat is offered from the first cycle whose gap bit is 1 and held until
-taken), a :class:`Monitor` (samples the handshakes in ``ReadOnly``) and an in-order
-:class:`Scoreboard` (every cycle's ``i.ready``/``o.valid``/``o.payload`` against the model, so
-an output must carry the engine's value on the very cycle the model predicts). One clocked loop
-calls them, which keeps Python per cycle to a few handle reads and writes. A summary goes to
-``MXSIM_TB_OUT`` (JSON); the first difference names its cycle, beat and both values.
+The shape is cocotb's matrix-multiplier example: a :class:`Driver` (through
+``mxsim.cycle.TraceRecorder``, the stimulus protocol and trace record of the cycle model: a beat
+is offered from the first cycle whose gap bit is 1 and held until taken), a :class:`Monitor`
+(samples the handshakes in ``ReadOnly``) and an in-order :class:`Scoreboard` (every cycle's
+``i.ready``/``o.valid``/``o.payload`` against the model, so an output must carry the engine's
+value on the very cycle the model predicts). One clocked loop calls them, which keeps Python per
+cycle to a few handle reads and writes. A summary goes to ``MXSIM_TB_OUT`` (JSON; the first
+difference names its cycle, beat and both values), and the RTL's trace (every cycle before the
+scoreboard stopped the run) to ``MXSIM_TB_TRACE`` as a :meth:`mxsim.cycle.Trace.to_bytes`
+record.
 """
 
 from __future__ import annotations
@@ -27,39 +30,36 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from mxsim import cycle
 
+from .backend import Mismatch, MismatchKind
+
 
 class Driver:
-    """Drives ``i__valid``/``i__payload`` by ``mxsim.cycle.Driver``'s protocol (the one the
-    cycle model and the Amaranth runs use) and ``o__ready`` from the ready pattern."""
+    """Drives ``i__valid``/``i__payload`` and ``o__ready`` as a
+    :class:`mxsim.cycle.TraceRecorder` says (the protocol and record the cycle model and the
+    Amaranth runs use), and records what the :class:`Monitor` samples."""
 
     def __init__(self, dut, payloads: list[int], gaps: list[int], ready: list[int]):
         self.valid, self.payload, self.o_ready = dut.i__valid, dut.i__payload, dut.o__ready
-        self.protocol = cycle.Driver(payloads, gaps)
-        self.ready = ready
+        self.recorder = cycle.TraceRecorder(payloads, gaps, ready)
         self._valid = self._ready = None
 
     @property
-    def offering(self) -> bool:
-        return self.protocol.offering
-
-    @property
     def n(self) -> int:
-        return self.protocol.n
+        """Beats taken so far."""
+        return self.recorder.driver.n
 
-    def drive(self, c: int) -> int:
-        was = self.protocol.offering
-        word = self.protocol.offer(c)
+    def drive(self) -> None:
+        was = self.recorder.driver.offering
+        word, r = self.recorder.offer()
         if word is not None and not was:
             self.payload.value = word
-        if self.protocol.offering != self._valid:
-            self.valid.value = self._valid = self.protocol.offering
-        r = self.ready[c % len(self.ready)]
+        if (word is not None) != self._valid:
+            self.valid.value = self._valid = word is not None
         if r != self._ready:
             self.o_ready.value = self._ready = r
-        return r
 
-    def taken(self) -> None:
-        self.protocol.taken()
+    def record(self, got: tuple[int, int, int]) -> None:
+        self.recorder.sample(*got)
 
 
 class Monitor:
@@ -78,16 +78,18 @@ class Scoreboard:
 
     def __init__(self, in_ready, out_valid, out_payload, limit: int = 10):
         self.want = list(zip(in_ready, out_valid, out_payload, strict=True))
-        self.mismatches: list[dict] = []
-        self.results: list[int] = []
+        self.mismatches: list[Mismatch] = []
         self.limit = limit
 
     def check(self, c: int, beat: int, got: tuple[int, int, int]) -> bool:
+        """Compare cycle ``c`` (``beat`` beats taken before it); False at the limit. A
+        difference of only the payload is a value mismatch, of a handshake bit a cycle one."""
         want = self.want[c]
         if got != want:
-            self.mismatches.append({"cycle": c, "beat": beat,
-                                    "rtl": [got[0], got[1], f"{got[2]:#010x}"],
-                                    "model": [want[0], want[1], f"{want[2]:#010x}"]})
+            kind = MismatchKind.VALUE if got[:2] == want[:2] else MismatchKind.CYCLE
+            self.mismatches.append(Mismatch(kind, cycle=c, beat=beat,
+                                            rtl=[got[0], got[1], f"{got[2]:#010x}"],
+                                            model=[want[0], want[1], f"{want[2]:#010x}"]))
         return len(self.mismatches) < self.limit
 
 
@@ -118,19 +120,20 @@ async def mx_dot_matches_model(dut):
     t0 = time.perf_counter()
     for c in range(n_cycles):
         await edge
-        o_ready = driver.drive(c)
+        driver.drive()
         await settled
         got = monitor.sample()
         if not board.check(c, driver.n, got):
             break
-        if driver.offering and got[0]:
-            driver.taken()
-        if got[1] and o_ready:
-            board.results.append(got[2])
-    summary = {"cycles": c + 1, "beats": driver.n, "results": len(board.results),
-               "mismatches": board.mismatches, "loop_seconds": time.perf_counter() - t0}
+        driver.record(got)
+    summary = {"cycles": c + 1, "beats": driver.n, "results": len(driver.recorder.results),
+               "mismatches": [m.to_dict() for m in board.mismatches],
+               "loop_seconds": time.perf_counter() - t0}
+    if os.environ.get("MXSIM_TB_TRACE"):
+        with open(os.environ["MXSIM_TB_TRACE"], "wb") as f:
+            f.write(driver.recorder.trace().to_bytes())
     if os.environ.get("MXSIM_TB_OUT"):
         with open(os.environ["MXSIM_TB_OUT"], "w") as f:
             json.dump(summary, f)
-    assert not board.mismatches, f"RTL differs from the model: {board.mismatches[:3]}"
+    assert not board.mismatches, f"RTL differs from the model: {summary['mismatches'][:3]}"
     assert driver.n == len(payloads), f"only {driver.n} of {len(payloads)} beats were taken"

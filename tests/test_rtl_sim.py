@@ -15,7 +15,8 @@ pytestmark = [pytest.mark.rtl, pytest.mark.slow]
 pytest.importorskip("cocotb")
 pytest.importorskip("amaranth")
 
-from testbenches.runner import pack_payloads, run, strip_initial_values  # noqa: E402
+from hdl.payload import payload_ints, payload_words  # noqa: E402
+from testbenches.runner import run, strip_initial_values  # noqa: E402
 from testbenches.toolchain import icarus_available  # noqa: E402
 
 
@@ -50,7 +51,7 @@ def test_rtl_icarus(tmp_path):
 
 
 def test_rtl_payload_packing_matches_the_layout():
-    """pack_payloads writes the fields where hdl.unit.block_layout puts them."""
+    """The packed payloads hold the fields where hdl.unit.block_layout puts them."""
     from amaranth.lib import data
 
     from hdl.unit import block_layout
@@ -58,7 +59,7 @@ def test_rtl_payload_packing_matches_the_layout():
                                                   block=32)
     vs = vectors.generate("scale-extremes", a_format="e2m1", b_format="e5m2", m=1, n=2, k=64,
                           scale_format="e8m0", block=32, seed=1)
-    words = pack_payloads(spec, vs)
+    words = payload_ints(payload_words(spec, vs))
     layout = block_layout(spec)
     for n, word in enumerate(words):
         view = data.Const(layout, word)

@@ -16,9 +16,9 @@ pytest.importorskip("cocotb")
 pytest.importorskip("amaranth")
 
 from testbenches import bulk, coverage  # noqa: E402
+from testbenches.backend import Mismatch, MismatchKind, Stimulus  # noqa: E402
 from testbenches.mutants import FAULTS  # noqa: E402
-from testbenches.runner import pack_payloads  # noqa: E402
-from testbenches.verify import minimal_set, verify  # noqa: E402
+from testbenches.verify import failing_dots, minimal_set, verify  # noqa: E402
 
 MXFP8 = presets.get("blackwell-mxf8f6f4").spec("e5m2", "e4m3", scale_format="e8m0", block=32)
 
@@ -90,14 +90,16 @@ def test_verify_bulk_mode_and_a_handshake_mutant(build_root):
     # The harness's trace is the cycle model's, cycle for cycle, and so is its coverage.
     exe = bulk.build(SMALL, ua, build_root / "bulk-trace")
     vs = coverage.stimulus(SMALL, 2000, blocks=2, seed=5)
-    r = bulk.run(exe, SMALL, ua, vs, seed=5, valid_p=0.6, ready_p=0.5)
-    gaps, ready = cycle.patterns(4096, valid_p=0.6, ready_p=0.5, seed=5)
-    model = cycle.run(cycle.UnitModel(SMALL, ua), cycle.beats_of(SMALL, vs), gaps, ready)
+    stimulus = Stimulus.random(5, valid_p=0.6, ready_p=0.5)
+    r = bulk.run(exe, SMALL, ua, vs, stimulus)
+    model = cycle.run(cycle.UnitModel(SMALL, ua), cycle.beats_of(SMALL, vs), stimulus.gaps,
+                      stimulus.ready)
     assert r.passed and r.trace.cycles == model.cycles == r.cycles
-    for name in ("in_valid", "in_ready", "out_valid", "out_ready"):
+    for name in ("in_valid", "in_ready", "out_valid", "out_ready", "out_payload"):
         got = getattr(r.trace, name)
-        assert got.dtype == bool and np.array_equal(got, getattr(model, name)), name
-    assert r.trace.results == model.results
+        assert got.dtype == getattr(model, name).dtype and np.array_equal(
+            got, getattr(model, name)), name
+    assert r.trace.results == model.results and r.outputs.tolist() == model.results
     assert coverage.measure(SMALL, vs, r.trace, ua.lanes) == coverage.measure(
         SMALL, vs, model, ua.lanes)
     bad = verify(SMALL, ua, dots=6000, chunk=3000, out_dir=build_root, bulk=True,
@@ -189,29 +191,37 @@ def test_coverage_without_a_trace_is_a_hole_and_the_report_says_so():
 
 
 def test_verify_report_counts_value_and_cycle_mismatches_apart():
-    from testbenches.verify import Report, _classified
+    from testbenches.verify import Report
+    value, cyc = MismatchKind.VALUE, MismatchKind.CYCLE
     rep = Report("u", "verilator", "cocotb")
     rep.mismatches = [
-        _classified({"cycle": 5, "beat": 2, "rtl": [1, 1, "0x3f800000"],
-                     "model": [1, 1, "0x3f800001"]}),
-        _classified({"cycle": 9, "beat": 3, "rtl": [0, 1, "0x0"], "model": [1, 1, "0x0"]}),
-        {"note": "input handshake 4: RTL cycle 8, model 9", "kind": "cycle"}]
+        Mismatch(value, cycle=5, beat=2, rtl=[1, 1, "0x3f800000"], model=[1, 1, "0x3f800001"],
+                 chunk=0),
+        Mismatch(cyc, cycle=9, beat=3, rtl=[0, 1, "0x0"], model=[1, 1, "0x0"], chunk=0),
+        Mismatch(cyc, note="input handshake 4: RTL cycle 8, model 9", chunk=1)]
     assert (rep.value_mismatches, rep.cycle_mismatches, rep.result) == (1, 2, "FAIL")
-    assert "  mismatches  1 value, 2 cycle (first: " in rep.format()
+    # Reports and JSON show a mismatch as they always have: its set fields in a fixed order.
+    assert ("  mismatches  1 value, 2 cycle (first: {'cycle': 5, 'beat': 2, 'rtl': [1, 1, "
+            "'0x3f800000'], 'model': [1, 1, '0x3f800001'], 'kind': 'value', 'chunk': 0})"
+            ) in rep.format()
     assert rep.format().endswith("  result      FAIL")
-    assert rep.to_dict()["value_mismatches"] == 1 and rep.to_dict()["cycle_mismatches"] == 2
+    d = json.loads(json.dumps(rep.to_dict()))
+    assert d["value_mismatches"] == 1 and d["cycle_mismatches"] == 2
+    assert d["mismatches"][2] == {"note": "input handshake 4: RTL cycle 8, model 9",
+                                  "kind": "cycle", "chunk": 1}
+    assert [Mismatch.from_dict(m) for m in d["mismatches"]] == rep.mismatches
+    assert list(Mismatch(value, dot=7, rtl="0x1", model="0x2").to_dict()) == [
+        "dot", "rtl", "model", "kind"]
+    assert failing_dots(rep.mismatches, beats_per_dot=2) == [1]
 
 
-def test_minimal_set_and_payload_words():
+def test_minimal_set():
     vs = vectors.generate("normal", a_format="e5m2", b_format="e4m3", m=3, n=4, k=64,
                           scale_format="e8m0", block=32, seed=2)
     sub = minimal_set(vs, [0, 7, 11])
     assert sub.num_dots == 3 and sub.a.shape == (3, 1, 64) and sub.b.shape == (3, 64, 1)
     assert np.array_equal(sub.a[1, 0], vs.a[1]) and np.array_equal(sub.b[1][:, 0], vs.b[:, 3])
     assert sub.c[2, 0, 0] == vs.c[2, 3] and sub.b_scale[2, 1, 0] == vs.b_scale[1, 3]
-    words = bulk.payload_words(MXFP8, vs)
-    ints = pack_payloads(MXFP8, vs)
-    assert [int.from_bytes(w.tobytes(), "little") for w in words] == ints
 
 
 @pytest.mark.parametrize("args, message", [
@@ -253,3 +263,95 @@ def test_rtl_cli_stats_from_yosys():
     info = json.loads(p.stdout)
     assert info["total_cells"] > 1000 and info["flip_flops"] > 100 and info["depth"] > 20
     assert info["gate_equivalents"] > info["total_cells"] * 0.67
+
+
+def _model_run(spec, ua, vs, stimulus, *, flip_dot=None):
+    """A stand-in backend's run: the cycle model's own trace (result ``flip_dot`` with its
+    last bit flipped), checked as a backend without a scoreboard checks it."""
+    from testbenches.backend import Run, check
+    trace = cycle.run(cycle.UnitModel(spec, ua), cycle.beats_of(spec, vs), stimulus.gaps,
+                      stimulus.ready)
+    if flip_dot is not None:
+        at = np.nonzero(trace.out_valid & trace.out_ready)[0][flip_dot]
+        held = np.nonzero(trace.out_valid[:at + 1])[0]
+        start = held[np.nonzero(np.diff(np.r_[-2, held]) > 1)[0][-1]]    # the value's first cycle
+        trace.out_payload[start:at + 1] ^= 1
+        trace.results[flip_dot] ^= 1
+    return Run(vs.num_dots, len(cycle.beats_of(spec, vs)), trace.cycles, trace,
+               check(spec, ua, vs, trace, stimulus), 0.0, 0.0)
+
+
+class _ModelBackend:
+    """The Backend protocol with the cycle model as the design (no simulator): what a foreign
+    RTL backend plugs into."""
+    mode, what, build_seconds = "cycle model", "nothing", None
+
+    def __init__(self, flip_dot=None):
+        self.flip_dot, self.built, self.runs = flip_dot, [], []
+
+    def build(self, spec, microarch, out_dir, *, fault=None):
+        self.spec, self.ua = spec, microarch
+        self.built.append((spec.name, microarch.lanes, fault))
+
+    def run(self, vs, stimulus, *, name="run"):
+        self.runs.append((name, vs.num_dots, stimulus.seed))
+        return _model_run(self.spec, self.ua, vs, stimulus, flip_dot=self.flip_dot)
+
+    def with_waves(self):
+        return None
+
+
+def test_verify_drives_any_backend_and_reports_its_mismatches(tmp_path):
+    """verify() runs every chunk through the Backend protocol: a design that equals the model
+    passes; one wrong bit in one result is one value mismatch, and the failing set is that dot
+    product."""
+    ua = MicroArch(lanes=8, stages=2)
+    good = _ModelBackend()
+    rep = verify(SMALL, ua, dots=300, chunk=150, seed=2, out_dir=tmp_path, backend=good,
+                 progress=False)
+    assert rep.passed and rep.mode == "cycle model" and rep.dots == 480
+    assert good.built == [(SMALL.name, 8, None)]
+    assert good.runs == [("chunk0", 240, 2 * 100003), ("chunk1", 240, 2 * 100003 + 1)]
+    bad = _ModelBackend(flip_dot=3)
+    rep = verify(SMALL, ua, dots=300, chunk=150, seed=2, out_dir=tmp_path, backend=bad,
+                 progress=False)
+    assert (rep.value_mismatches, rep.cycle_mismatches, rep.result) == (1, 0, "FAIL")
+    m = rep.mismatches[0]
+    assert (m.kind, m.dot, m.chunk) == (MismatchKind.VALUE, 3, 0)
+    assert int(m.rtl, 16) == int(m.model, 16) ^ 1 and rep.waveform is None
+    failing = vectors.load(rep.failing)
+    assert failing.num_dots == 1 and failing.extra["dots"] == [3]
+    assert json.loads((tmp_path / f"report-{SMALL.digest()}-l8-s2.json").read_text())[
+        "mismatches"] == [m.to_dict()]
+
+
+def test_verify_check_finds_every_kind_of_difference():
+    """backend.check against the model: nothing on the model's own trace; a late input
+    handshake is a cycle mismatch of the handshake, of the trace and of the beat count."""
+    from testbenches.backend import check
+    spec, ua = SMALL, MicroArch(lanes=8, stages=1)
+    vs = coverage.stimulus(spec, 60, blocks=1, seed=4)
+    stimulus = Stimulus.random(4, valid_p=0.7, ready_p=0.6)
+    run = _model_run(spec, ua, vs, stimulus)
+    assert run.passed and run.outputs.tolist() == run.trace.results
+    trace, n = run.trace, vs.num_dots
+    taken = np.nonzero(trace.in_valid & trace.in_ready)[0]
+    trace.in_ready[taken[0]] = False
+    notes = [m.note for m in check(spec, ua, vs, trace, stimulus)]
+    assert notes[:3] == [f"{n - 1} of {n} beats taken in {trace.cycles} cycles",
+                         f"input handshakes: {n - 1} in RTL, {n} in the model",
+                         f"input handshake 0: RTL cycle {taken[1]}, model {taken[0]}"]
+    assert notes[-1] == f"in_ready differs on 1 cycles, first {taken[0]}: RTL 0x0, model 0x1"
+    assert all(m.kind is MismatchKind.CYCLE for m in check(spec, ua, vs, trace, stimulus))
+
+
+def test_verify_amaranth_backend_passes_and_refuses_mutants(tmp_path):
+    from testbenches.backend import AmaranthBackend
+    ua = MicroArch(lanes=16, stages=2)
+    rep = verify(SMALL, ua, sim="amaranth", dots=40, chunk=20, seed=3, out_dir=tmp_path,
+                 progress=False)
+    assert rep.passed and rep.mode == "Amaranth simulator" and rep.dots >= 36
+    assert rep.cycles > rep.beats >= rep.dots and rep.coverage.unmeasured() == []
+    with pytest.raises(ValueError, match=r"^The Amaranth backend builds the unit itself, not "
+                                         r"mutant 'pack-inf-sign'$"):
+        AmaranthBackend().build(SMALL, ua, tmp_path, fault="pack-inf-sign")
