@@ -1,8 +1,9 @@
 """The datapath's sub-blocks, each a combinational ``wiring.Component`` built from a spec.
 
-Every block is pure logic (no clock); :class:`hdl.unit.DotProductUnit` places the pipeline
-registers between them. The arithmetic is the numerics engine's (``mxsim.engine.fast``) for a
-single fused step, bit for bit:
+Every block is pure logic (no clock); the stages of :mod:`hdl.stages` place the pipeline
+registers between them. Each decision a block makes is a small method (``Decoder.sign``,
+``Rounder.round_up``...), so a subclass can replace one of them alone. The arithmetic is the
+numerics engine's (``mxsim.engine.fast``) for a single fused step, bit for bit:
 
 =================  ==========================================================================
 ``Decoder``        element code -> sign, exponent, significand, zero/Inf/NaN (``formats.fields``)
@@ -26,8 +27,10 @@ from mxsim import formats
 from mxsim.formats import Overflow, Rounding
 from mxsim.microarch import RTL_EXP_WIDTH
 
-__all__ = ["EXP_WIDTH", "Decoder", "Multiplier", "MaxTree", "Aligner", "AdderTree",
-           "Normaliser", "Rounder", "Packer", "decoded_layout", "sig_width", "clog2"]
+__all__ = ["EXP_WIDTH", "FP32_EMIN", "FP32_EMAX", "FP32_BIAS", "Decoder", "Multiplier",
+           "MaxTree", "Aligner", "AdderTree", "Normaliser", "Rounder", "Packer",
+           "decoded_layout", "product_layout", "normalised_layout", "scale_sig_bits",
+           "sig_width", "clog2"]
 
 #: Signed width of every exponent in flight (element, scale and accumulator exponents, e_zero);
 #: check_rtl holds every spec it passes to this width.
