@@ -1,8 +1,9 @@
 """The datapath's sub-blocks, each a combinational ``wiring.Component`` built from a spec.
 
-Every block is pure logic (no clock); :class:`hdl.unit.DotProductUnit` places the pipeline
-registers between them. The arithmetic is the numerics engine's (``mxsim.engine.fast``) for a
-single fused step, bit for bit:
+Every block is pure logic (no clock); the stages of :mod:`hdl.stages` place the pipeline
+registers between them. Each decision a block makes is a small method (``Decoder.sign``,
+``Rounder.round_up``...), so a subclass can replace one of them alone. The arithmetic is the
+numerics engine's (``mxsim.engine.fast``) for a single fused step, bit for bit:
 
 =================  ==========================================================================
 ``Decoder``        element code -> sign, exponent, significand, zero/Inf/NaN (``formats.fields``)
@@ -26,8 +27,10 @@ from mxsim import formats
 from mxsim.formats import Overflow, Rounding
 from mxsim.microarch import RTL_EXP_WIDTH
 
-__all__ = ["EXP_WIDTH", "Decoder", "Multiplier", "MaxTree", "Aligner", "AdderTree",
-           "Normaliser", "Rounder", "Packer", "decoded_layout", "sig_width", "clog2"]
+__all__ = ["EXP_WIDTH", "FP32_EMIN", "FP32_EMAX", "FP32_BIAS", "Decoder", "Multiplier",
+           "MaxTree", "Aligner", "AdderTree", "Normaliser", "Rounder", "Packer",
+           "decoded_layout", "product_layout", "normalised_layout", "scale_sig_bits",
+           "sig_width", "clog2"]
 
 #: Signed width of every exponent in flight (element, scale and accumulator exponents, e_zero);
 #: check_rtl holds every spec it passes to this width.
@@ -58,8 +61,8 @@ class Decoder(wiring.Component):
     0, as the engine has it. Combinational.
     """
 
-    def __init__(self, fmt: str | formats.Format, *, fault: str | None = None):
-        self._fmt, self._fault = formats.get(fmt), fault
+    def __init__(self, fmt: str | formats.Format):
+        self._fmt = formats.get(fmt)
         super().__init__({"code": In(self._fmt.bits), "o": Out(decoded_layout(self._fmt))})
 
     def elaborate(self, platform):
@@ -76,19 +79,31 @@ class Decoder(wiring.Component):
         top = (1 << f.exp_bits) - 1
         if f.specials is formats.Specials.IEEE:
             m.d.comb += [o.nan.eq((expf == top) & (man != 0)), o.inf.eq((expf == top) & (man == 0))]
-        elif f.specials is formats.Specials.FN and self._fault != "decode-nan-missed":
-            m.d.comb += o.nan.eq(mag == (1 << (f.man_bits + f.exp_bits)) - 1)
+        elif f.specials is formats.Specials.FN:
+            m.d.comb += o.nan.eq(self.fn_nan(mag))
         normal = expf != 0
         sig = Signal(sig_width(f))
         m.d.comb += sig.eq(Cat(man, normal) if f.man_bits else normal)
-        sub_exp = 0 if self._fault == "decode-subnormal-exp" else 1
         m.d.comb += [
-            o.sign.eq(code[-1] if f.signed and self._fault != "decode-sign-dropped" else 0),
-            o.exp.eq(Mux(normal, expf, sub_exp) - f.bias),
+            o.sign.eq(self.sign(code)),
+            o.exp.eq(Mux(normal, expf, self.subnormal_exp()) - f.bias),
             o.sig.eq(Mux(o.nan | o.inf, 0, sig)),
             o.zero.eq((sig == 0) & ~o.nan & ~o.inf),
         ]
         return m
+
+    def sign(self, code):
+        """The sign bit of a float code (0 for an unsigned format)."""
+        return code[-1] if self._fmt.signed else 0
+
+    def fn_nan(self, mag):
+        """NaN of a finite-and-NaN (FN) format such as E4M3: the all-ones magnitude ``mag``."""
+        f = self._fmt
+        return mag == (1 << (f.man_bits + f.exp_bits)) - 1
+
+    def subnormal_exp(self) -> int:
+        """The exponent field a subnormal (field 0) is read as: 1, so it weighs 2**(1 - bias)."""
+        return 1
 
 
 def scale_sig_bits(scale_format: str | None) -> int:
@@ -114,14 +129,21 @@ class Multiplier(wiring.Component):
     whose significands multiply in), or ``e_zero`` for a zero or special product. ``o.nan``
     covers NaN operands, NaN scales (E8M0 0xFF, UE4M3 0x7F/0xFF) and Inf x 0 (a zero scale
     included); ``o.inf`` the other Inf products, signed by ``o.sign``. Combinational.
+
+    Members: ``a``, ``b`` (in, element codes), ``sa``, ``sb`` (in, scale codes; scaled
+    products only), ``o`` (out, :func:`product_layout`).
     """
 
-    def __init__(self, a_format: str, b_format: str, *, scale_format: str | None, e_zero: int,
-                 fault: str | None = None):
+    #: The decoders of A's and B's element codes (a subclass may name others with the same
+    #: constructor and ports).
+    a_decoder: type[Decoder] = Decoder
+    b_decoder: type[Decoder] = Decoder
+
+    def __init__(self, a_format: str, b_format: str, *, scale_format: str | None, e_zero: int):
         if scale_format not in (None, "e8m0", "ue4m3"):
             raise ValueError(f"scale_format must be None, e8m0 or ue4m3, not {scale_format!r}")
         self._a, self._b = formats.get(a_format), formats.get(b_format)
-        self._scale, self._e_zero, self._fault = scale_format, e_zero, fault
+        self._scale, self._e_zero = scale_format, e_zero
         ports = {"a": In(self._a.bits), "b": In(self._b.bits),
                  "o": Out(product_layout(self._a, self._b, scale_format))}
         if scale_format is not None:
@@ -130,9 +152,8 @@ class Multiplier(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.da = da = Decoder(self._a, fault=self._fault)
-        m.submodules.db = db = Decoder(self._b, fault=None if self._fault == "decode-sign-dropped"
-                                       else self._fault)
+        m.submodules.da = da = self.a_decoder(self._a)
+        m.submodules.db = db = self.b_decoder(self._b)
         m.d.comb += [da.code.eq(self.a), db.code.eq(self.b)]
         x, y, o = da.o, db.o, self.o
         exp = Signal(signed(EXP_WIDTH))
@@ -143,8 +164,7 @@ class Multiplier(wiring.Component):
         zero_factor = x.zero | y.zero
         if self._scale == "e8m0":
             nan = nan | (self.sa == 0xFF) | (self.sb == 0xFF)
-            bias = 253 if self._fault == "mul-scale-bias" else 254
-            m.d.comb += exp.eq(x.exp + y.exp + self.sa + self.sb - bias)
+            m.d.comb += exp.eq(x.exp + y.exp + self.sa + self.sb - self.e8m0_bias())
         elif self._scale == "ue4m3":
             m.submodules.dsa = dsa = Decoder("ue4m3")
             m.submodules.dsb = dsb = Decoder("ue4m3")
@@ -153,28 +173,46 @@ class Multiplier(wiring.Component):
             m.d.comb += exp.eq(x.exp + y.exp + dsa.o.exp + dsb.o.exp)
             zero = zero | (dsa.o.sig == 0) | (dsb.o.sig == 0)
             zero_factor = zero_factor | dsa.o.zero | dsb.o.zero
-            if self._fault != "mul-scale-sig-dropped":
-                sig = sig * (dsa.o.sig * dsb.o.sig)
+            sig = self.scaled_sig(sig, dsa.o.sig, dsb.o.sig)
         inf = x.inf | y.inf
-        if self._fault != "mul-inf-zero-not-nan":
-            nan = nan | (inf & zero_factor)
+        nan = nan | self.invalid(inf, zero_factor)
         psig = Signal.like(o.sig)
         m.d.comb += [
             psig.eq(sig),
             o.sign.eq(x.sign ^ y.sign),
             o.sig.eq(psig),
-            o.exp.eq(exp if self._fault == "mul-zero-exp" else Mux(zero, self._e_zero, exp)),
+            o.exp.eq(self.product_exp(exp, zero)),
             o.nan.eq(nan),
             o.inf.eq(inf & ~nan),
         ]
         return m
 
+    def e8m0_bias(self) -> int:
+        """What the two E8M0 scale fields lose to their biases together: 2 * 127."""
+        return 254
+
+    def scaled_sig(self, sig, sa_sig, sb_sig):
+        """The product's significand with both UE4M3 scales' significands multiplied in."""
+        return sig * (sa_sig * sb_sig)
+
+    def invalid(self, inf, zero_factor):
+        """Inf x 0 (a zero scale included), which is NaN."""
+        return inf & zero_factor
+
+    def product_exp(self, exp, zero):
+        """The alignment exponent: ``exp``, or ``e_zero`` when the product is zero or special
+        (its significand is 0), so it never sets the block's maximum."""
+        return Mux(zero, self._e_zero, exp)
+
 
 class MaxTree(wiring.Component):
-    """The largest of ``n`` signed ``width``-bit values: a balanced tree of comparators."""
+    """The largest of ``n`` signed ``width``-bit values: a balanced tree of comparators.
 
-    def __init__(self, n: int, width: int = EXP_WIDTH, *, fault: str | None = None):
-        self._n, self._width, self._fault = n, width, fault
+    Members: ``i`` (in, ``n`` values), ``o`` (out). Combinational.
+    """
+
+    def __init__(self, n: int, width: int = EXP_WIDTH):
+        self._n, self._width = n, width
         super().__init__({"i": In(data.ArrayLayout(signed(width), n)), "o": Out(signed(width))})
 
     def elaborate(self, platform):
@@ -182,14 +220,15 @@ class MaxTree(wiring.Component):
 
         def node(depth, j, x, y):
             s = Signal(signed(self._width), name=f"max_{depth}_{j}")
-            pick = x >= y
-            if self._fault == "max-tree-node" and depth == 1 and j == 1:
-                pick = ~pick                        # one comparator the wrong way round
-            m.d.comb += s.eq(Mux(pick, x, y))
+            m.d.comb += s.eq(Mux(self.pick(depth, j, x, y), x, y))
             return s
 
         m.d.comb += self.o.eq(_reduce_tree([self.i[j] for j in range(self._n)], node))
         return m
+
+    def pick(self, depth: int, j: int, x, y):
+        """Whether comparator ``j`` of level ``depth`` passes ``x`` on (else ``y``)."""
+        return x >= y
 
 
 class Aligner(wiring.Component):
@@ -198,12 +237,11 @@ class Aligner(wiring.Component):
 
     ``sig`` has ``sig_bits`` bits and is below ``2**(man_bits + int_bits)``, so the result
     fits ``frac_bits + int_bits + 1`` bits plus the sign. ``e_max >= exp`` is the caller's
-    promise.
+    promise. Members: ``sign``, ``sig``, ``exp``, ``e_max`` (in), ``q`` (out). Combinational.
     """
 
-    def __init__(self, sig_bits: int, man_bits: int, frac_bits: int, *, int_bits: int = 2,
-                 fault: str | None = None):
-        self._sig_bits, self._man, self._frac, self._fault = sig_bits, man_bits, frac_bits, fault
+    def __init__(self, sig_bits: int, man_bits: int, frac_bits: int, *, int_bits: int = 2):
+        self._sig_bits, self._man, self._frac = sig_bits, man_bits, frac_bits
         self._int = int_bits
         super().__init__({
             "sign": In(1), "sig": In(sig_bits), "exp": In(signed(EXP_WIDTH)),
@@ -214,49 +252,54 @@ class Aligner(wiring.Component):
     def q_bits(self) -> int:
         return self._frac + self._int + 1
 
+    @property
+    def shift_bits(self) -> int:
+        """Bits of the shift distance that can matter (a longer shift gives 0)."""
+        return max(1, (self._sig_bits + max(0, self._frac - self._man)).bit_length())
+
     def elaborate(self, platform):
         m = Module()
         pre = max(0, self._frac - self._man)             # left shift: F above the LSB
         post = max(0, self._man - self._frac)            # or right shift: bits below F
-        width = self._sig_bits + pre
-        x = Signal(width)
+        x = Signal(self._sig_bits + pre)
         m.d.comb += x.eq(self.sig << pre)
         d = Signal(unsigned(EXP_WIDTH + 1))
         m.d.comb += d.eq(self.e_max - self.exp + post)
-        shift_bits = max(1, width.bit_length())
-        mag = Signal(self.q_bits)
-        m.d.comb += mag.eq(Mux(d >= width, 0, x >> d[:shift_bits]))
-        if self._fault == "align-drops-lsb":
-            mag = mag & ~1
-        elif self._fault == "align-rounds":         # rounds the cut bits instead of truncating
-            half = Signal(self.q_bits + 1)
-            m.d.comb += half.eq(Mux((d >= 1) & (d <= width), ((x << 1) >> d[:shift_bits]) & 1,
-                                    0))
-            mag = mag + half
+        mag = self.cut(m, x, d)
         m.d.comb += self.q.eq(Mux(self.sign, -mag, mag))
         return m
+
+    def cut(self, m: Module, x, d):
+        """The magnitude ``x >> d``, the bits shifted out dropped (truncation)."""
+        mag = Signal(self.q_bits)
+        m.d.comb += mag.eq(Mux(d >= len(x), 0, x >> d[:self.shift_bits]))
+        return mag
 
 
 class AdderTree(wiring.Component):
     """The exact sum of ``n`` signed ``width``-bit terms: a balanced tree of adders, each
-    level one bit wider."""
+    level one bit wider. Members: ``i`` (in, ``n`` terms), ``o`` (out). Combinational."""
 
-    def __init__(self, n: int, width: int, *, fault: str | None = None):
-        self._n, self._width, self._fault = n, width, fault
+    def __init__(self, n: int, width: int):
+        self._n, self._width = n, width
         super().__init__({"i": In(data.ArrayLayout(signed(width), n)),
                           "o": Out(signed(width + clog2(n)))})
 
     def elaborate(self, platform):
         m = Module()
-        carry = 0 if self._fault == "adder-carry-dropped" else 1   # first level's extra bit
 
         def node(depth, j, x, y):
-            s = Signal(signed(self._width + depth + carry), name=f"add_{depth}_{j}")
+            s = Signal(signed(self.sum_width(depth)), name=f"add_{depth}_{j}")
             m.d.comb += s.eq(x + y)
             return s
 
         m.d.comb += self.o.eq(_reduce_tree([self.i[j] for j in range(self._n)], node))
         return m
+
+    def sum_width(self, depth: int) -> int:
+        """Bits of a sum at level ``depth`` (0 first): one more than its terms, so no carry is
+        lost."""
+        return self._width + depth + 1
 
 
 def _reduce_tree(items: list, node) -> object:
@@ -279,13 +322,19 @@ def normalised_layout(man_bits: int) -> data.StructLayout:
 class Normaliser(wiring.Component):
     """``sum * 2**(e_max - frac_bits)`` cut to the accumulator's precision: its significand
     (``man_bits + 1`` bits, below ``2**man_bits`` when subnormal), the guard bit and the
-    sticky OR of the bits below. ``o.exp`` is the exponent (FP32's emin when subnormal)."""
+    sticky OR of the bits below. ``o.exp`` is the exponent (FP32's emin when subnormal).
 
-    def __init__(self, sum_bits: int, man_bits: int, frac_bits: int, *,
-                 fault: str | None = None):
-        self._sum_bits, self._man, self._frac, self._fault = sum_bits, man_bits, frac_bits, fault
+    Members: ``sum``, ``e_max`` (in), ``o`` (out, :func:`normalised_layout`). Combinational.
+    """
+
+    def __init__(self, sum_bits: int, man_bits: int, frac_bits: int):
+        self._sum_bits, self._man, self._frac = sum_bits, man_bits, frac_bits
         super().__init__({"sum": In(signed(sum_bits)), "e_max": In(signed(EXP_WIDTH)),
                           "o": Out(normalised_layout(man_bits))})
+
+    @property
+    def sum_bits(self) -> int:
+        return self._sum_bits
 
     def elaborate(self, platform):
         m = Module()
@@ -295,16 +344,14 @@ class Normaliser(wiring.Component):
         lead = Signal(range(w + 1))                 # index of the leading one
         for j in range(w):
             with m.If(mag[j]):
-                m.d.comb += lead.eq(j - 1 if self._fault == "norm-lead-off-by-one" and j ==
-                                    w - 4 else j)
+                m.d.comb += lead.eq(self.lead_index(j))
         lsb = Signal(signed(EXP_WIDTH))             # exponent of the sum's LSB
         m.d.comb += lsb.eq(self.e_max - self._frac)
         ev = Signal(signed(EXP_WIDTH))
         m.d.comb += ev.eq(lsb + lead)
         normal = ev >= FP32_EMIN
         r = Signal(signed(EXP_WIDTH))               # right shift to keep man_bits + 1 bits
-        m.d.comb += r.eq(Mux(normal, lead - mb, FP32_EMIN - mb - lsb
-                             + (self._fault == "norm-subnormal-shift")))
+        m.d.comb += r.eq(Mux(normal, lead - mb, self.subnormal_shift(lsb)))
         left = Signal(range(mb + 1))
         m.d.comb += left.eq(Mux(r < 0, -r, 0))
         right = Signal(range(w + 2))
@@ -325,43 +372,65 @@ class Normaliser(wiring.Component):
             o.exp.eq(Mux(normal, ev, FP32_EMIN)),
             o.sig.eq(Mux(r <= 0, mag << left, shifted[2:])),
             o.guard.eq(Mux(r <= 0, 0, shifted[1])),
-            o.sticky.eq(0 if self._fault == "norm-sticky-dropped" else
-                        Mux(r <= 0, 0, shifted[0] | (low != 0))),
+            o.sticky.eq(self.sticky(r, shifted, low)),
         ]
         return m
 
+    def lead_index(self, j: int) -> int:
+        """What the leading-one detector reports when bit ``j`` is the highest one: ``j``."""
+        return j
+
+    def subnormal_shift(self, lsb):
+        """The right shift of a subnormal result, whose exponent is FP32's emin (``lsb``: the
+        exponent of the sum's LSB)."""
+        return FP32_EMIN - self._man - lsb
+
+    def sticky(self, r, shifted, low):
+        """The OR of every bit below the guard bit (none when the sum shifts left, ``r <= 0``)."""
+        return Mux(r <= 0, 0, shifted[0] | (low != 0))
+
 
 class Rounder(wiring.Component):
-    """Round the normalised significand (``rne`` or ``rz``); a carry out moves the exponent."""
+    """Round the normalised significand (``rne`` or ``rz``); a carry out moves the exponent.
 
-    def __init__(self, man_bits: int, rounding: Rounding, *, fault: str | None = None):
-        self._man, self._rounding, self._fault = man_bits, Rounding(rounding), fault
+    Members: ``i`` (in), ``o`` (out), both :func:`normalised_layout`. Combinational.
+    """
+
+    def __init__(self, man_bits: int, rounding: Rounding):
+        self._man, self._rounding = man_bits, Rounding(rounding)
         layout = normalised_layout(man_bits)
         super().__init__({"i": In(layout), "o": Out(layout)})
 
     def elaborate(self, platform):
         m = Module()
         i, o, mb = self.i, self.o, self._man
-        up = (i.guard & (i.sticky | i.sig[0])) if self._rounding is Rounding.RNE else 0
-        if self._fault == "round-up-on-guard":
-            up = i.guard                            # ties away instead of to even (or RZ)
         s = Signal(mb + 2)
-        m.d.comb += s.eq(i.sig + up)
-        carry = 0 if self._fault == "round-carry-lost" else s[mb + 1]
+        m.d.comb += s.eq(i.sig + self.round_up(i))
         m.d.comb += [o.sign.eq(i.sign), o.zero.eq(i.zero), o.guard.eq(0), o.sticky.eq(0),
-                     o.sig.eq(Mux(s[mb + 1], s[1:], s)), o.exp.eq(i.exp + carry)]
+                     o.sig.eq(Mux(s[mb + 1], s[1:], s)), o.exp.eq(i.exp + self.carry(s))]
         return m
+
+    def round_up(self, i):
+        """Whether the significand of ``i`` rounds up: to nearest even on guard and sticky
+        (``rne``), never (``rz``)."""
+        return (i.guard & (i.sticky | i.sig[0])) if self._rounding is Rounding.RNE else 0
+
+    def carry(self, s):
+        """The carry out of the rounded significand ``s``, which adds one to the exponent."""
+        return s[self._man + 1]
 
 
 class Packer(wiring.Component):
     """The FP32 code: overflow (by the spec's policy), exact zeros (+0), NaN (0x7FFFFFFF) and
     signed Inf, else the significand and exponent in place (an E8Mn accumulator's code padded
-    with zeros below)."""
+    with zeros below).
 
-    def __init__(self, man_bits: int, rounding: Rounding, overflow: Overflow, *,
-                 fault: str | None = None):
+    Members: ``i`` (in, :func:`normalised_layout`), ``nan``, ``pinf``, ``ninf`` (in, the
+    block's special flags), ``code`` (out). Combinational.
+    """
+
+    def __init__(self, man_bits: int, rounding: Rounding, overflow: Overflow):
         self._man, self._rounding, self._overflow = man_bits, Rounding(rounding), overflow
-        self._fault = fault
         super().__init__({"i": In(normalised_layout(man_bits)), "nan": In(1), "pinf": In(1),
                           "ninf": In(1), "code": Out(32)})
 
@@ -376,20 +445,28 @@ class Packer(wiring.Component):
         big = Cat(Const(0, 23 - mb), Const((1 << mb) - 1, mb), Const(0xFE, 8), i.sign)
         to_max = self._overflow is Overflow.SATURATE or (
             self._overflow is Overflow.IEEE and self._rounding is Rounding.RZ)
-        over = i.exp > FP32_EMAX + (self._fault == "pack-overflow-missed")
-        nan_code = 0x7FC00000 if self._fault == "pack-nan-code" else 0x7FFFFFFF
         with m.If(self.nan | (self.pinf & self.ninf)):
-            m.d.comb += self.code.eq(nan_code)
+            m.d.comb += self.code.eq(self.nan_code())
         with m.Elif(self.pinf):
             m.d.comb += self.code.eq(0x7F800000)
         with m.Elif(self.ninf):
-            m.d.comb += self.code.eq(0x7F800000 if self._fault == "pack-inf-sign" else
-                                     0xFF800000)
+            m.d.comb += self.code.eq(self.neg_inf_code())
         with m.Elif(i.zero):
             m.d.comb += self.code.eq(0)
-        with m.Elif(over):
+        with m.Elif(self.overflows(i.exp)):
             m.d.comb += self.code.eq(big if to_max else inf)
         with m.Else():
             m.d.comb += self.code.eq(finite)
         return m
 
+    def overflows(self, exp):
+        """Whether a rounded result of exponent ``exp`` is beyond FP32's largest binade."""
+        return exp > FP32_EMAX
+
+    def nan_code(self) -> int:
+        """The one NaN every NaN result gives (the engine's, ``UnitSpec``'s NaN output)."""
+        return 0x7FFFFFFF
+
+    def neg_inf_code(self) -> int:
+        """The code of -Inf."""
+        return 0xFF800000

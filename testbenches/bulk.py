@@ -41,15 +41,14 @@ def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
           fault: str | None = None) -> Path:
     """Verilate a design the RTL builds (as :func:`mxsim.design.resolve_design` checks it)
     with the bulk harness; the executable (``fault``: a mutant)."""
-    from hdl.verilog import generate
-
+    from .faults import verilog_text
     from .runner import strip_initial_values
     from .toolchain import verilator_env, verilator_root
 
     out = Path(build_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     src = out / "mx_dot.v"
-    text = strip_initial_values(generate(spec, microarch, fault=fault))
+    text = strip_initial_values(verilog_text(spec, microarch, fault))
     exe = out / "obj" / "Vmx_dot"
     if exe.exists() and src.exists() and src.read_text() == text and \
             (out / "harness.cpp").read_text() == HARNESS.read_text():

@@ -75,8 +75,7 @@ def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
     initial values stripped; ``fault``: a mutant)."""
     from cocotb_tools.runner import get_runner
 
-    from hdl.verilog import generate
-
+    from .faults import verilog_text
     from .toolchain import icarus_available
 
     if sim not in SIMULATORS:
@@ -88,7 +87,7 @@ def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
         x_initial = None
     out = Path(build_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    verilog = generate(spec, microarch, fault=fault)
+    verilog = verilog_text(spec, microarch, fault)
     if x_initial == "unique":
         verilog = strip_initial_values(verilog)
     src = out / "mx_dot.v"

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from mxsim import cycle, presets, vectors
+from mxsim.design import resolve_design
 from mxsim.engine import fast
 from mxsim.microarch import RTL_FORMATS, MicroArch, MicroArchError, check_rtl
 from mxsim.spec import UnitSpec
@@ -20,6 +21,7 @@ pytest.importorskip("amaranth")
 
 from hdl.sim import simulate  # noqa: E402
 from hdl.unit import DotProductUnit  # noqa: E402
+from testbenches import faults  # noqa: E402
 
 FAMILIES = ("normal", "specials", "subnormal", "max", "one-large", "cancellation", "zeros")
 
@@ -98,8 +100,8 @@ def test_hdl_unit_ue4m3_scale_mutant_is_caught():
     vs = vectors.generate_suite(["normal", "scale-extremes"], a_format="e2m1", m=2, n=2, k=32,
                                 scale_format="ue4m3", block=16, seed=4)
     gaps, ready = cycle.patterns(2048, seed=4)
-    trace = simulate(DotProductUnit(spec, MicroArch(lanes=8), fault="mul-scale-sig-dropped"),
-                     vs, gaps, ready)
+    trace = simulate(faults.unit("mul-scale-sig-dropped", spec, MicroArch(lanes=8)), vs, gaps,
+                     ready)
     assert not np.array_equal(np.array(trace.results, np.uint32), fast.dot(spec, vs).reshape(-1))
 
 
@@ -133,15 +135,15 @@ def test_hdl_unit_timing_contract():
                                     "(block = k = 64), not blocks of 32"),
     ("exact", MicroArch(), "the exact unit (k or frac_bits null) has no fixed width"),
 ])
-def test_hdl_unit_rejects_what_it_cannot_build(unit, ua, message):
+def test_hdl_check_rejects_what_the_rtl_cannot_build(unit, ua, message):
     p = presets.get(unit)
     a, b = p.pairs[0]
     scale, block = p.scales[0]
     spec = p.spec(a, b, scale_format=scale, block=block)
     with pytest.raises(MicroArchError, match=__import__("re").escape(message)):
         check_rtl(spec, ua)
-    with pytest.raises(MicroArchError):
-        DotProductUnit(spec, ua)
+    with pytest.raises(MicroArchError, match=__import__("re").escape(message)):
+        resolve_design(spec, lanes=ua.lanes, stages=ua.stages)
 
 
 @pytest.mark.parametrize("kwargs, message", [

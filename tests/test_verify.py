@@ -113,7 +113,7 @@ def test_mutants_representative_caught_in_simulation(fault):
     """Four mutants (handshake, rounding, sticky, sign) against the cycle model and engine in
     Amaranth's simulator, with the verify stimulus and back-pressure."""
     from hdl.sim import simulate
-    from hdl.unit import DotProductUnit
+    from testbenches import faults
     spec = MXFP8.replace(acc_rounding="rne")
     # A stall starts when a result reaches the output register, stages + 1 cycles after its
     # block left S0, so it catches the next block on pass (stages mod passes): only when that
@@ -123,7 +123,7 @@ def test_mutants_representative_caught_in_simulation(fault):
     vs = coverage.stimulus(spec, 300, blocks=2, seed=5)
     gaps, ready = cycle.patterns(4096, valid_p=0.6, ready_p=0.5, seed=5)
     model = cycle.run(cycle.UnitModel(spec, ua), cycle.beats_of(spec, vs), gaps, ready)
-    trace = simulate(DotProductUnit(spec, ua, fault=fault), vs, gaps, ready,
+    trace = simulate(faults.unit(fault, spec, ua), vs, gaps, ready,
                      max_cycles=model.cycles + 64)
     same = trace.cycles == model.cycles and all(
         np.array_equal(getattr(trace, f), getattr(model, f))
@@ -131,13 +131,21 @@ def test_mutants_representative_caught_in_simulation(fault):
     assert not same, f"mutant {fault} survived"
 
 
-def test_mutants_are_at_least_twenty_and_each_is_wired():
-    """Every fault name is consulted somewhere in hdl/ (the documented run elaborates and
-    simulates each one)."""
+def test_mutants_are_at_least_twenty_and_each_is_a_subclass_outside_the_rtl():
+    """Every fault is its own DotProductUnit subclass, built in testbenches/; hdl/ never names
+    a fault."""
     from pathlib import Path
+
+    from hdl.unit import DotProductUnit
+    from testbenches import faults
     source = "".join(p.read_text() for p in (Path(__file__).parents[1] / "hdl").glob("*.py"))
-    assert len(FAULTS) >= 20
-    assert [f for f in FAULTS if f'"{f}"' not in source] == []
+    assert len(FAULTS) >= 20 and "fault" not in source.lower()
+    classes = [faults.unit_class(f) for f in FAULTS]
+    assert all(issubclass(c, DotProductUnit) and c is not DotProductUnit for c in classes)
+    assert len(set(classes)) == len(FAULTS)
+    with pytest.raises(ValueError, match=r"^Fault must be one of decode-subnormal-exp, .*, "
+                                         r"not 'no-such-fault'$"):
+        faults.unit_class("no-such-fault")
 
 
 def test_coverage_points_and_holes():
