@@ -100,9 +100,10 @@ def round_to(fmt: FormatLayout, sign: Any, lsb_exp: Any, sig: Any, sticky: Any =
     and rounds the magnitude up iff the sum reaches ``2**sr_bits``.
 
     Overflow (a rounded magnitude above ``fmt.max``) gives ``±max`` for ``Overflow.SATURATE``,
-    IEEE 754 rules for the mode for ``Overflow.IEEE``, ±Inf in every mode for ``Overflow.INF``. NaN stands in for Inf in formats without Inf. Formats
-    without a zero (E8M0) give their smallest value for results that round to zero. An exact
-    zero gets the sign it was given (unsigned and integer formats: +0).
+    IEEE 754 rules for the mode for ``Overflow.IEEE``, ±Inf in every mode for ``Overflow.INF``.
+    NaN stands in for Inf in formats without Inf. Formats without a zero (E8M0) give their
+    smallest value for results that round to zero. An exact zero gets the sign it was given
+    (unsigned and integer formats: +0).
 
     ``kernel`` chooses the code that rounds, never the result: None uses the compiled twin
     for arrays of 4096 elements or more when numba is installed, True uses it for any size

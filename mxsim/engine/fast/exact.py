@@ -82,7 +82,8 @@ def _block_exact(a, b, c, a_split, b_split, b_finite) -> npt.NDArray[np.uint32]:
         dots, np.concatenate([sign.reshape(-1), sc.reshape(-1)]),
         np.concatenate([sig.reshape(-1), sigc.reshape(-1)]),
         np.concatenate([exp.reshape(-1), ec.reshape(-1)]), ndots)
-    d = formats.round_to(formats.get("fp32"), neg, lsb_exp, mag, sticky, "rne", formats.Overflow.IEEE)
+    d = formats.round_to(formats.get("fp32"), neg, lsb_exp, mag, sticky, "rne",
+                         formats.Overflow.IEEE)
     # An exact zero: -0 only when every product and C is a -0.
     prod_zero = sig == 0
     all_neg_zero = ((sign == 1) & prod_zero).all(axis=1).reshape(-1)
