@@ -29,8 +29,11 @@ $(VENV)/.stamp-test: pyproject.toml $(VENV)/.stamp-base
 demo: $(VENV)/.stamp-demo
 	$(PY) -m mxsim verify --vectors 20000 --out build/mxsim-verify
 
+# The floors and size limits of docs/architecture.md first (a few seconds), then the suite.
 test: $(VENV)/.stamp-test
 	$(PY) -m mxsim.versions --diff $(LOCK)
+	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/ruff check --quiet .
 	$(PY) -m pytest
 
 # The newest release of every dependency (torch stays at pyproject's pin, the CPU build):
