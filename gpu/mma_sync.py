@@ -151,7 +151,8 @@ class MmaSync:
     summary = ("PTX mma.sync.aligned.m16n8k32 FP8 (f32/f16 accumulate), chained over K; "
                "emulated by the compiler on sm_90")
     instruction = "mma.sync.aligned.m16n8k32.row.col.{f32,f16}.{e4m3,e5m2}.{e4m3,e5m2}.{f32,f16}"
-    preset = None
+    #: Measured on the H200 (docs/gpu.md); gpu.validate confirms it on every run.
+    preset = "hopper-mma-sync"
 
     def unavailable_reason(self) -> str | None:
         return unavailable_reason()

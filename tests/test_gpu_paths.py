@@ -73,11 +73,14 @@ def _live(name):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name,k", [("wgmma", 32), ("cublas-fast", 256)])
-def test_gpu_paths_live_match_their_presets(name, k):
+@pytest.mark.parametrize("name,k,opts", [
+    ("wgmma", 32, {}), ("cublas-fast", 256, {}), ("mma-sync", 128, {"c_format": "fp16"}),
+    ("triton-dot-scaled", 128, {"scale_format": "e8m0", "block": 32}),
+])
+def test_gpu_paths_live_match_their_presets(name, k, opts):
     path = _live(name)
     vs = vectors.generate("specials", a_format="e5m2", b_format="e4m3", m=64, n=64, k=k,
-                          with_c=False, seed=k)
+                          with_c=bool(opts.get("c_format")), seed=k, **opts)
     res = path.run(vs)
     spec = presets.get(path.preset).spec_for(res)
     np.testing.assert_array_equal(res.d, fast.dot(spec, res))
@@ -93,7 +96,7 @@ def test_gpu_paths_live_match_their_presets(name, k):
                     scale_granularity="row")),
 ])
 def test_gpu_paths_live_run_and_record_provenance(name, opts):
-    """Paths without a preset yet: they run, repeat bit for bit, and record where they ran."""
+    """Every path runs, repeats bit for bit, and records where it ran."""
     path = _live(name)
     vs = vectors.generate("normal", m=64, n=64, k=128, seed=5, **opts)
     first, second = path.run(vs), path.run(vs)
