@@ -38,7 +38,8 @@ def test_rtl_verilator_x_initial_unique(tmp_path, unit, a, b, lanes, stages):
     assert result.dots == vs.num_dots and result.beats == 3 * vs.num_dots
     # Only the reset initialises the registers in this build.
     text = (tmp_path / "build" / "mx_dot.v").read_text()
-    assert re.search(r"reg \[31:0\] fb_code\s*;", text) and "fb_code = " not in text
+    assert re.search(r"reg \[31:0\] status__feedback\s*;", text)
+    assert not re.search(r"reg \[31:0\] status__feedback\s*=", text)
 
 
 @pytest.mark.skipif(not icarus_available(), reason="Icarus Verilog is not installed here")
