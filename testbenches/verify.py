@@ -17,8 +17,6 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
-
 from mxsim import vectors
 from mxsim.microarch import MicroArch
 from mxsim.progress import Progress, Step, wanted
@@ -133,22 +131,9 @@ class Report:
 
 def minimal_set(vs: VectorSet, dots: list[int]) -> VectorSet:
     """The dot products ``dots`` (flat indices in batch, row, column order) of ``vs`` as a
-    vector set of their own: batch entry ``i`` is one 1 x 1 dot product."""
-    nb = int(np.prod(vs.batch_shape, dtype=np.int64))
-    m, n = vs.m, vs.n
-    idx = [(d // (m * n), (d // n) % m, d % n) for d in dots]
-    a = np.stack([vs.a.reshape(nb, m, -1)[t, i][None] for t, i, _ in idx])
-    b = np.stack([vs.b.reshape(nb, vs.k, n)[t, :, j][:, None] for t, _, j in idx])
-    c = (np.stack([vs.c.reshape(nb, m, n)[t, i, j][None, None] for t, i, j in idx])
-         if vs.c is not None else None)
-    sa = sb = None
-    if vs.a_scale is not None:
-        sa = np.stack([vs.a_scale.reshape(nb, m, -1)[t, i][None] for t, i, _ in idx])
-        sb = np.stack([vs.b_scale.reshape(nb, -1, n)[t, :, j][:, None] for t, _, j in idx])
-    return VectorSet(a=a, b=b, a_format=vs.a_format, b_format=vs.b_format, c=c, a_scale=sa,
-                     b_scale=sb, scale_format=vs.scale_format, block=vs.block,
-                     c_format=vs.c_format, producer="mxsim verify (failing dot products)",
-                     extra={"dots": [int(d) for d in dots]})
+    vector set of their own: batch entry ``i`` is one 1 x 1 dot product (its C, scales and
+    tensor scale kept; no result)."""
+    return vs.take_dots(dots).replace(d=None, producer="mxsim verify (failing dot products)")
 
 
 def failing_dots(mismatches: list[Mismatch], beats_per_dot: int) -> list[int]:

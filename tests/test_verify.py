@@ -8,7 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from mxsim import cycle, presets, vectors
+from mxsim import cycle, presets, units, vectors
+from mxsim.engine import fast
 from mxsim.microarch import MicroArch
 
 pytestmark = [pytest.mark.rtl]
@@ -230,6 +231,17 @@ def test_minimal_set():
     assert sub.num_dots == 3 and sub.a.shape == (3, 1, 64) and sub.b.shape == (3, 64, 1)
     assert np.array_equal(sub.a[1, 0], vs.a[1]) and np.array_equal(sub.b[1][:, 0], vs.b[:, 3])
     assert sub.c[2, 0, 0] == vs.c[2, 3] and sub.b_scale[2, 1, 0] == vs.b_scale[1, 3]
+    assert sub.d is None and sub.extra["dots"] == [0, 7, 11]
+
+
+def test_minimal_set_keeps_the_nvfp4_tensor_scale():
+    """A shrunk NVFP4 set is the same computation: its per-tensor scale comes along."""
+    vs = vectors.generate("normal", a_format="e2m1", b_format="e2m1", m=2, n=2, k=32,
+                          scale_format="ue4m3", block=16, tensor_scale=0.375, seed=3)
+    sub = minimal_set(vs, [3])
+    assert sub.tensor_scale == vs.tensor_scale == np.float32(0.375)
+    spec = units.get("exact").spec_for(vs)
+    assert fast.dot(spec, sub)[0, 0, 0] == fast.dot(spec, vs)[1, 1]
 
 
 @pytest.mark.parametrize("args, message", [
