@@ -158,7 +158,7 @@ class PortMap:
         hs = self.handshake
         for key in ("in_valid", "in_ready", "out_valid", "out_ready", "start", "done"):
             if getattr(hs, key) is not None:
-                yield _Use(getattr(hs, key), f"handshake.{key}", hs.line, key in
+                yield _Use(getattr(hs, key), f"handshake.{key}", hs.line_of(key), key in
                            ("in_valid", "out_ready", "start"), exact=1)
         for part, what in ((self.clock, "clock.port"), (self.reset, "reset.port")):
             if part is not None:

@@ -302,7 +302,7 @@ def decode_results(pm: PortMap, raw) -> Results:
     exp = (_signed(ebits, ew) if res.exponent_signed else ebits.astype(np.int64)) - res.offset
     e_min = (-(1 << (ew - 1)) if res.exponent_signed else 0) - res.offset
     nan = np.zeros(len(mant), bool) if res.nan is None else \
-        _field_bits(pm, raw, res.nan)[0].astype(bool)
+        _field_bits(pm, raw, res.nan, 1)[0].astype(bool)
     return Results("fixed", mant=mant.astype(np.int64), exp=exp, nan=nan, precision=precision,
                    e_min=e_min)
 

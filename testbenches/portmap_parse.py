@@ -253,7 +253,7 @@ class _Reader:
         if layout != "packed":
             self.refuse(path, ("lsb", "stride", "order"), f"by layout {layout!r}")
         port = self.string(path + ("port",))
-        what, line = _dotted(path), self.line(path)
+        what, line = _dotted(path), self.line(path + ("port",))
         if layout == "ports":
             try:
                 names = {port.format(i=i) for i in (0, 1)}
@@ -291,9 +291,9 @@ def parse(path: Path) -> dict[str, Any]:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise MapError(f"{path}:0: the port map does not exist; check the path") from None
+        raise MapError(f"{path}: the port map does not exist; check the path") from None
     except OSError as exc:
-        raise MapError(f"{path}:0: cannot read the port map ({exc.strerror}); check the "
+        raise MapError(f"{path}: cannot read the port map ({exc.strerror}); check the "
                        f"path") from None
     try:
         text = raw.decode("utf-8")
@@ -330,7 +330,7 @@ def _syntax(path: Path, text: str, exc: tomllib.TOMLDecodeError) -> str:
     if found:
         line, reason = found.group(1), msg[:found.start()].strip()
     else:
-        line, reason = ("0", msg) if not text.strip() else (str(text.count("\n") + 1), msg)
+        line, reason = "1", msg
     return f"{path}:{line}: TOML syntax error: {reason}; fix the line"
 
 
@@ -384,7 +384,7 @@ def _handshake(r: _Reader) -> Handshake:
             args[key] = r.port(p + (key,))
             r.use(args[key], None, None, f"handshake.{key}", r.line(p + (key,)),
                   driven=key in ("in_valid", "out_ready", "start"))
-    return Handshake(kind, line=r.line(p), **args)
+    return Handshake(kind, line=r.line(p), lines={k: r.line(p + (k,)) for k in args}, **args)
 
 
 def _clock_reset(r: _Reader, hs: Handshake) -> tuple[Clock | None, Reset | None]:
@@ -395,7 +395,7 @@ def _clock_reset(r: _Reader, hs: Handshake) -> tuple[Clock | None, Reset | None]
                                       f"clock); remove it")
         return None, None
     r.table(("clock",), ("port",), required=True)
-    clock = Clock(r.port(("clock", "port")), r.line(("clock",)))
+    clock = Clock(r.port(("clock", "port")), r.line(("clock", "port")))
     r.use(clock.port, None, None, "clock.port", clock.line, driven=True)
     reset = None
     if "reset" in r.data:
@@ -403,7 +403,7 @@ def _clock_reset(r: _Reader, hs: Handshake) -> tuple[Clock | None, Reset | None]
         r.table(p, ("port", "active", "sync", "cycles"))
         reset = Reset(r.port(p + ("port",)), r.choice(p + ("active",), ("high", "low"), "high"),
                       r.boolean(p + ("sync",), True),
-                      r.integer(p + ("cycles",), 3, least=1, most=1 << 16), r.line(p))
+                      r.integer(p + ("cycles",), 3, least=1, most=1 << 16), r.line(p + ("port",)))
         r.use(reset.port, None, None, "reset.port", reset.line, driven=True)
     return clock, reset
 
@@ -416,7 +416,7 @@ def _instruction(r: _Reader) -> dict[str, Any]:
     r.table(f, ("by", "name", "values"))
     by = r.choice(f + ("by",), ("fixed", "parameter", "port"), "fixed") if f[0] in r.data \
         else "fixed"
-    out: dict[str, Any] = {"k": k, "format_select": None, "instruction_line": r.line(p)}
+    out: dict[str, Any] = {"k": k, "format_select": None, "instruction_line": r.line(p + ("k",))}
     if by == "fixed":
         r.refuse(f, ("name", "values"), "by format by = 'fixed' (give a_format and b_format "
                                         "in [instruction])")
@@ -447,7 +447,7 @@ def _instruction(r: _Reader) -> dict[str, Any]:
     if by == "port":
         r.use(name, None, None, "format.name", r.line(f + ("name",)), driven=True)
     out.update(a_format=None, b_format=None, element_formats=tuple(values),
-               format_select=FormatSelect(by, name, dict(values), r.line(f)))
+               format_select=FormatSelect(by, name, dict(values), r.line(f + ("name",))))
     return out
 
 

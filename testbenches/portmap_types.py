@@ -90,6 +90,15 @@ class Handshake:
     interval: int = 1
     latency_is: str = "exact"
     line: int = 1
+    lines: Mapping[str, int] = None  # type: ignore[assignment]   #: each key's map line
+
+    def __post_init__(self) -> None:
+        if self.lines is None:
+            object.__setattr__(self, "lines", {})
+
+    def line_of(self, key: str) -> int:
+        """The map line of ``key`` (the table's when not written)."""
+        return self.lines.get(key, self.line)
 
     def inputs(self) -> list[str]:
         """The handshake ports the testbench drives."""

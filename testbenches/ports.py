@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,7 +59,9 @@ def verilator_flags(pm: PortMap, spec: UnitSpec | None = None) -> list[str]:
 def design_ports(pm: PortMap, work_dir: Path, spec: UnitSpec | None = None) -> dict[str, Port]:
     """Every port of ``pm``'s top module, in declaration order, by name.
 
-    Runs Verilator ``--json-only`` in ``work_dir`` (its log is ``work_dir/ports.log``).
+    Runs Verilator ``--json-only`` in a temporary folder; nothing is written to ``work_dir``
+    unless the design does not elaborate, when Verilator's log is kept as
+    ``work_dir/ports.log``. ``spec`` sets a format-select parameter.
 
     Raises
     ------
@@ -69,22 +72,22 @@ def design_ports(pm: PortMap, work_dir: Path, spec: UnitSpec | None = None) -> d
     MxsimError
         When Verilator is not installed.
     """
-    work_dir = Path(work_dir)
-    work_dir.mkdir(parents=True, exist_ok=True)
-    out, log = work_dir / "design.json", work_dir / "ports.log"
-    out.unlink(missing_ok=True)
-    cmd = [str(verilator_root() / "bin" / "verilator"), "--json-only", "-Wno-fatal",
-           "--Mdir", str(work_dir / "json"), "--json-only-output", str(out)]
+    cmd = [str(verilator_root() / "bin" / "verilator"), "--json-only", "-Wno-fatal"]
     cmd += verilator_flags(pm, spec)
-    proc = subprocess.run(cmd, env=verilator_env(), capture_output=True, text=True,
-                          cwd=work_dir)
+    with tempfile.TemporaryDirectory(prefix="mxsim-ports-") as tmp:
+        out = Path(tmp) / "design.json"
+        cmd[3:3] = ["--Mdir", tmp, "--json-only-output", str(out)]
+        proc = subprocess.run(cmd, env=verilator_env(), capture_output=True, text=True,
+                              cwd=tmp)
+        if proc.returncode == 0 and out.is_file():
+            return _ports(pm, json.loads(out.read_text()))
+    log = Path(work_dir) / "ports.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(proc.stdout + proc.stderr)
-    if proc.returncode != 0 or not out.is_file():
-        first = next((ln.strip() for ln in (proc.stderr + proc.stdout).splitlines()
-                      if ln.startswith("%Error")), f"exit status {proc.returncode}")
-        raise MapError(f"{pm.path}:{pm.design.line}: Verilator cannot elaborate the design "
-                       f"({first}); fix the sources or [design], the log is {log}")
-    return _ports(pm, json.loads(out.read_text()))
+    first = next((ln.strip() for ln in (proc.stderr + proc.stdout).splitlines()
+                  if ln.startswith("%Error")), f"exit status {proc.returncode}")
+    raise MapError(f"{pm.path}:{pm.design.line}: Verilator cannot elaborate the design "
+                   f"({first}); fix the sources or [design], the log is {log}")
 
 
 def _index(node: Any, into: dict[str, dict]) -> None:
@@ -147,8 +150,8 @@ def _ports(pm: PortMap, tree: dict) -> dict[str, Port]:
     nodes: dict[str, dict] = {}
     _index(tree, nodes)
     modules = [m for m in tree.get("modulesp", []) if m.get("type") == "MODULE"]
-    top = next((m for m in modules if m.get("origName") == pm.design.top), None) or next(
-        (m for m in modules if m.get("level") == 1), None)
+    named = [m for m in modules if m.get("verilogName", m.get("origName")) == pm.design.top]
+    top = (named or [m for m in modules if m.get("level") == 1] or [None])[0]
     if top is None:
         raise MapError(f"{pm.path}:{pm.design.line}: Verilator found no top module "
                        f"{pm.design.top!r}; check design.top")
@@ -157,7 +160,7 @@ def _ports(pm: PortMap, tree: dict) -> dict[str, Port]:
     for var in top.get("stmtsp", []):
         if var.get("type") != "VAR" or not var.get("isPrimaryIO"):
             continue
-        name = var.get("origName") or var["name"]
+        name = var.get("verilogName") or var["name"]
         dtype = nodes.get(var.get("dtypep"), {})
         dims, low = [], 0
         try:
