@@ -19,12 +19,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from mxsim import formats
+from mxsim.spec import UnitSpec
+from mxsim.vectors import VectorSet
 
+from .backend import Mismatch
 from .portmap_codec import Beats, Results, compare_results, decode_results, pack_instructions
 from .portmap_parse import FORMAT_BITS, parse
 from .portmap_types import (
@@ -40,13 +43,7 @@ from .portmap_types import (
     Result,
     Scales,
 )
-
-if TYPE_CHECKING:
-    from mxsim.spec import UnitSpec
-    from mxsim.vectors import VectorSet
-
-    from .backend import Mismatch
-    from .ports import Port
+from .ports import Port
 
 __all__ = ["MapError", "PortMap", "Beats", "Results", "load", "Design", "Clock", "Reset",
            "Handshake", "FormatSelect", "Field", "Lanes", "Scales", "Accumulator", "Result"]

@@ -13,21 +13,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from mxsim.formats import Format
+from mxsim.vectors import VectorSet
 
 from .backend import VALUE_LIMIT, Mismatch, MismatchKind
 from .portmap_parse import FORMAT_BITS
-from .portmap_types import Field, Lanes, MapError
-
-if TYPE_CHECKING:
-    from mxsim.vectors import VectorSet
-
-    from .portmap import PortMap
+from .portmap_types import Field, Lanes, MapError, MapLike
 
 __all__ = ["Beats", "Results", "pack_instructions", "decode_results", "compare_results", "WORD"]
 
@@ -123,7 +118,7 @@ def _words(bits: int) -> int:
 class _Packer:
     """The port arrays of one pack, allocated as fields are placed."""
 
-    def __init__(self, pm: PortMap, n: int):
+    def __init__(self, pm: MapLike, n: int):
         self.pm, self.n = pm, n
         self.ports: dict[str, npt.NDArray[np.uint32]] = {}
         self.tops: dict[str, int] = {}
@@ -159,7 +154,7 @@ class _Packer:
                 _put(self.words(name), codes[:, i], 0, lanes.width)
 
 
-def _fit(pm: PortMap, vs: VectorSet) -> int:
+def _fit(pm: MapLike, vs: VectorSet) -> int:
     """Instructions per dot product of ``vs``; MapError when ``vs`` does not fit the map."""
     acc, sc = pm.accumulator, pm.scales
 
@@ -197,7 +192,7 @@ def _fit(pm: PortMap, vs: VectorSet) -> int:
     return vs.k // pm.k
 
 
-def pack_instructions(pm: PortMap, vs: VectorSet) -> Beats:
+def pack_instructions(pm: MapLike, vs: VectorSet) -> Beats:
     """Every instruction of ``vs`` as port words (see :class:`Beats`); ``vs`` checked to fit."""
     per_dot = _fit(pm, vs)
     k = pm.k
@@ -258,7 +253,7 @@ def _get(words: npt.NDArray[np.uint32], lsb: int, width: int) -> npt.NDArray[np.
     return out
 
 
-def _field_bits(pm: PortMap, raw, f: Field, width: int | None = None) -> tuple:
+def _field_bits(pm: MapLike, raw, f: Field, width: int | None = None) -> tuple:
     """The bits of field ``f`` in ``raw`` and the field's width."""
     if f.port not in raw:
         raise ValueError(f"Results must hold port {f.port!r} ({f.what}), not only "
@@ -283,7 +278,7 @@ def _signed(bits: npt.NDArray[np.uint64], width: int) -> npt.NDArray[np.int64]:
     return value - (((value >> (width - 1)) & 1) << width)
 
 
-def decode_results(pm: PortMap, raw) -> Results:
+def decode_results(pm: MapLike, raw) -> Results:
     """The results in ``raw`` (result port -> ``(n, words)`` uint32), decoded exactly."""
     res = pm.result
     if res.field is not None:
@@ -354,7 +349,7 @@ def _ulps(results: Results, got: Fraction, want: Fraction) -> str:
     return f"{amount} ulps (ulp 2^{e} of the design's {results.precision}-bit mantissa)"
 
 
-def compare_results(pm: PortMap, results: Results, want: npt.NDArray, fmt: Format,
+def compare_results(pm: MapLike, results: Results, want: npt.NDArray, fmt: Format,
                     ) -> list[Mismatch]:
     """See :meth:`PortMap.compare`."""
     kind = MismatchKind.VALUE

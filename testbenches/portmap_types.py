@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from mxsim.errors import MxsimError
 
 __all__ = ["MapError", "Design", "Clock", "Reset", "Handshake", "FormatSelect", "Field",
            "Lanes", "Scales", "Accumulator", "Result", "HANDSHAKE_KINDS", "LAYOUTS", "ORDERS",
-           "SCALE_FORMATS", "ACC_KINDS", "FP_ENCODINGS", "RESULT_ENCODINGS"]
+           "SCALE_FORMATS", "ACC_KINDS", "FP_ENCODINGS", "RESULT_ENCODINGS", "MapLike"]
 
 HANDSHAKE_KINDS = ("valid-ready", "start-done", "pipeline", "combinational")
 LAYOUTS = ("packed", "array", "ports")
@@ -227,3 +228,30 @@ class Result:
         """Every field the result is read from."""
         parts = (self.field, self.mantissa, self.exponent, self.nan)
         return [f for f in parts if f is not None]
+
+
+class MapLike(Protocol):
+    """What packing, decoding and reading the design's ports need of a
+    :class:`~testbenches.portmap.PortMap` (a protocol, so that those modules need not import
+    the one that uses them)."""
+    path: Path
+    design: Design
+    k: int
+    a_format: str | None
+    b_format: str | None
+    format_select: FormatSelect | None
+    a: Lanes
+    b: Lanes
+    scales: Scales
+    accumulator: Accumulator
+    result: Result
+    instruction_line: int
+    ports: dict[str, Any]
+
+    def element_formats(self) -> tuple[str, ...]: ...
+
+    def data_fields(self) -> list[Field | Lanes]: ...
+
+    def data_ports(self) -> list[str]: ...
+
+    def parameters(self, spec: Any = None) -> dict[str, int | str]: ...

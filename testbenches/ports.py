@@ -15,15 +15,12 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .portmap_types import MapError
+from mxsim.spec import UnitSpec
+
+from .portmap_types import MapError, MapLike
 from .toolchain import verilator_env, verilator_root
-
-if TYPE_CHECKING:
-    from mxsim.spec import UnitSpec
-
-    from .portmap import PortMap
 
 __all__ = ["Port", "design_ports", "verilator_flags"]
 
@@ -46,7 +43,7 @@ class Port:
     low: int = 0
 
 
-def verilator_flags(pm: PortMap, spec: UnitSpec | None = None) -> list[str]:
+def verilator_flags(pm: MapLike, spec: UnitSpec | None = None) -> list[str]:
     """Verilator's options for the map's design: include folders, defines, parameters (with
     the format-select parameter of ``spec``) and the top module, then the sources."""
     flags = [f"-I{d}" for d in pm.design.include_dirs]
@@ -56,7 +53,7 @@ def verilator_flags(pm: PortMap, spec: UnitSpec | None = None) -> list[str]:
     return flags + ["--top-module", pm.design.top] + [str(s) for s in pm.design.sources]
 
 
-def design_ports(pm: PortMap, work_dir: Path, spec: UnitSpec | None = None) -> dict[str, Port]:
+def design_ports(pm: MapLike, work_dir: Path, spec: UnitSpec | None = None) -> dict[str, Port]:
     """Every port of ``pm``'s top module, in declaration order, by name.
 
     Runs Verilator ``--json-only`` in a temporary folder; nothing is written to ``work_dir``
@@ -146,7 +143,7 @@ class _Widths:
         raise ValueError(node.get("type"))
 
 
-def _ports(pm: PortMap, tree: dict) -> dict[str, Port]:
+def _ports(pm: MapLike, tree: dict) -> dict[str, Port]:
     nodes: dict[str, dict] = {}
     _index(tree, nodes)
     modules = [m for m in tree.get("modulesp", []) if m.get("type") == "MODULE"]
