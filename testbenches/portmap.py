@@ -256,9 +256,10 @@ class PortMap:
                     f"at least {use.least}")
             if (port.width != use.exact if use.exact is not None else
                     port.width < use.least or (use.most is not None and port.width > use.most)):
+                fix = "format.values" if use.what == "format.name" else "give bits"
                 raise self._fail(use.line, f"{use.what}: port {use.port!r} has {port.width} "
-                                           f"bits; the map needs {rule}; fix the port or give "
-                                           f"bits")
+                                           f"bit{'s' if port.width > 1 else ''}; the map needs "
+                                           f"{rule}; fix the port or {fix}")
 
     # -- the unit spec ---------------------------------------------------------------------
 

@@ -426,7 +426,7 @@ def _instruction(r: _Reader) -> dict[str, Any]:
         return out
     r.refuse(p, ("a_format", "b_format"), f"when [format] selects the format by {by}")
     name = r.string(f + ("name",), ident=True)
-    values = r.get(f + ("values",))
+    values = r.need(f + ("values",))
     if not isinstance(values, dict) or not values:
         raise r.fail(f + ("values",), f"format.values must map element formats to the {by} "
                                       f"values that select them, e.g. {{ e4m3 = 1 }}, not "
