@@ -28,7 +28,14 @@ from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
 from .backend import Mismatch
-from .portmap_codec import Beats, Results, compare_results, decode_results, pack_instructions
+from .portmap_codec import (
+    Beats,
+    Results,
+    compare_results,
+    decode_results,
+    pack_instructions,
+    port_words,
+)
 from .portmap_parse import FORMAT_BITS, parse
 from .portmap_types import (
     Accumulator,
@@ -45,8 +52,9 @@ from .portmap_types import (
 )
 from .ports import Port
 
-__all__ = ["MapError", "PortMap", "Beats", "Results", "load", "Design", "Clock", "Reset",
-           "Handshake", "FormatSelect", "Field", "Lanes", "Scales", "Accumulator", "Result"]
+__all__ = ["MapError", "PortMap", "Beats", "Results", "load", "port_words", "Design", "Clock",
+           "Reset", "Handshake", "FormatSelect", "Field", "Lanes", "Scales", "Accumulator",
+           "Result"]
 
 
 @dataclass(frozen=True)

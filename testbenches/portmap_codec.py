@@ -24,7 +24,8 @@ from .backend import VALUE_LIMIT, Mismatch, MismatchKind
 from .portmap_parse import FORMAT_BITS
 from .portmap_types import Field, Lanes, MapError, MapLike
 
-__all__ = ["Beats", "Results", "pack_instructions", "decode_results", "compare_results", "WORD"]
+__all__ = ["Beats", "Results", "pack_instructions", "decode_results", "compare_results",
+           "port_words", "WORD"]
 
 WORD = 32
 _MASK32 = np.uint64(0xFFFFFFFF)
@@ -48,6 +49,17 @@ class Beats:
     @property
     def instructions(self) -> int:
         return len(self.last)
+
+    def ints(self, port: str) -> list:
+        """The values of ``port`` as Python ints, one per instruction (an unpacked array port:
+        a list of its elements' per instruction), for simulators that assign integers."""
+        words = np.ascontiguousarray(self.ports[port], "<u4")
+        flat = words.reshape(-1, words.shape[-1])
+        values = [int.from_bytes(row.tobytes(), "little") for row in flat]
+        if words.ndim == 3:
+            n = words.shape[1]
+            return [values[i:i + n] for i in range(0, len(values), n)]
+        return values
 
 
 @dataclass
@@ -80,8 +92,8 @@ class Results:
     def fp32_codes(self) -> npt.NDArray[np.uint32]:
         """Each result as an FP32 code, for traces and coverage (never compared): exact
         when FP32 represents the value (every FP16/BF16 value; a fixed-point value whose
-        mantissa fits 24 bits and whose exponent is in range), else rounded to nearest even
-        (NaN: 0x7FC00000)."""
+        mantissa fits 24 bits and whose exponent is in range), else a nearby FP32 value
+        (rounded through float64; ±Inf beyond FP32's range). NaN is 0x7FC00000."""
         if self.encoding == "fp32":
             return self.codes.astype(np.uint32)
         if self.encoding == "bf16":
@@ -235,6 +247,15 @@ def pack_instructions(pm: MapLike, vs: VectorSet) -> Beats:
 
 
 # -- decoding -----------------------------------------------------------------------------
+
+
+def port_words(values: list[int], width: int) -> npt.NDArray[np.uint32]:
+    """Integers read from a ``width``-bit port (as a simulator gives them) as the
+    ``(n, words)`` uint32 words, least significant first, that :meth:`PortMap.decode` reads."""
+    nwords = _words(width)
+    raw = b"".join(int(v).to_bytes(4 * nwords, "little") for v in values)
+    return np.frombuffer(raw, "<u4").reshape(len(values), nwords).astype(np.uint32)
+
 
 
 def _get(words: npt.NDArray[np.uint32], lsb: int, width: int) -> npt.NDArray[np.uint64]:
