@@ -26,9 +26,9 @@ DUT_PORTS = ("clk, rst_n, in_valid, in_ready, out_valid, out_ready, rs1, rs2, rs
 
 
 @pytest.fixture(scope="module")
-def dut_ports() -> dict[str, Port]:
+def dut_ports(tmp_path_factory) -> dict[str, Port]:
     """dut.sv's ports, read once for the module."""
-    return design_ports(load(MAPS / "good.toml"), MAPS)
+    return design_ports(load(MAPS / "good.toml"), tmp_path_factory.mktemp("ports"))
 
 
 def _cli_has_rtl() -> bool:

@@ -14,9 +14,9 @@ from testbenches.ports import Port, design_ports
 
 
 @pytest.fixture(scope="module")
-def dut_ports() -> dict[str, Port]:
+def dut_ports(tmp_path_factory) -> dict[str, Port]:
     """dut.sv's ports, read once for the module."""
-    return design_ports(load(MAPS / "good.toml"), MAPS)
+    return design_ports(load(MAPS / "good.toml"), tmp_path_factory.mktemp("ports"))
 
 
 # -- packing -----------------------------------------------------------------------------
