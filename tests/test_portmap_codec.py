@@ -256,3 +256,20 @@ def test_value_mismatches_are_listed_up_to_the_limit(fixed_map):
     assert [m.dot for m in got[:-1]] == list(range(20)) and got[-1].note == "... 25 in all"
 
 
+
+
+def test_simulator_integers_round_trip(dut_ports):
+    from testbenches.portmap import port_words
+    pm = load(MAPS / "fixed.toml")
+    pm.check_ports(dut_ports)
+    vs = vectors.generate("uniform", m=1, n=2, k=32, scale_format="e8m0", block=16,
+                          with_c=False, seed=9)
+    beats = pm.pack(replace(MXFP8_K32, block=16), vs)
+    assert beats.ints("a_arr") == [vs.a[0].tolist()] * 2
+    rs3 = beats.ints("rs3")
+    assert port_words(rs3, 64).tolist() == beats.ports["rs3"].tolist()
+    wide = [(1 << 70) + 5, 3]
+    assert port_words(wide, 71).tolist() == [[5, 0, 64], [3, 0, 0]]
+    decoded = pm.decode({"out_mant": port_words([0xC000], 16), "out_exp": port_words([127], 8),
+                         "out_nan": port_words([0], 1)})
+    assert (decoded.mant.tolist(), decoded.exp.tolist()) == ([-16384], [-14])
