@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from .. import formats
 from ..formats import Overflow, Rounding
-from ..spec import Align, CMode, Product, UnitSpec, ZeroSign
+from ..spec import Align, CMode, Product, Reduce, Specials, UnitSpec, ZeroSign
 from ..vectors import VectorSet
 
 # Plumbing only (which vectors and which unit run before the FP32 scales), no arithmetic.
@@ -144,6 +144,21 @@ class _Val:
             return cls("inf", neg=v < 0)
         return cls("num", Fraction(v), math.copysign(1.0, v) < 0)
 
+    @classmethod
+    def of_bits(cls, fmt: formats.Format, code: int) -> _Val:
+        """The number the bits of ``code`` spell, NaN and Inf codes included."""
+        sign, e, sig = (int(x[0]) for x in fmt.fields(np.array([code], fmt.code_dtype)))
+        q = sig * Fraction(2) ** (e - fmt.man_bits)
+        return cls("num", -q if sign else q, bool(sign))
+
+
+def _input(spec: UnitSpec, fmt: formats.Format, code: int) -> _Val:
+    """An input code (element, scale or C) as the unit reads it: with ``specials="none"``
+    the number its bits spell, else as the format defines it."""
+    if spec.specials is Specials.NONE:
+        return _Val.of_bits(fmt, code)
+    return _Val.of_code(fmt, code)
+
 
 def _round_value(q: Fraction, fmt: formats.Format, rounding: Rounding,
                  overflow: Overflow) -> _Val:
@@ -244,14 +259,17 @@ def _product(spec: UnitSpec, vs: VectorSet, bt: tuple, i: int, j: int, kk: int,
         blk = kk // vs.block
         for code in (int(vs.a_scale[bt + (i, blk)]), int(vs.b_scale[bt + (blk, j)])):
             code &= fs.value_mask                   # UE4M3's sign bit is ignored
-            factors.append(_Val.of_code(fs, code))
+            factors.append(_input(spec, fs, code))
             e += int(fs.fields(code).e)
     return _mul_vals(factors), e
 
 
 def _upcast_val(spec: UnitSpec, fmt: formats.Format, code: int) -> _Val:
     """An element as the unit reads it: with ``upcast_specials="finite"``, the top exponent
-    binade of an IEEE-style format holds numbers, not Inf and NaN."""
+    binade of an IEEE-style format holds numbers, not Inf and NaN; with ``specials="none"``
+    every code is the number its bits spell."""
+    if spec.specials is Specials.NONE:
+        return _Val.of_bits(fmt, code)
     bits = fmt.bits - 1 - fmt.man_bits if fmt.kind == "float" else 0
     top = (code >> fmt.man_bits) & ((1 << bits) - 1) == (1 << bits) - 1 if bits else False
     if spec.upcast_specials == "finite" and fmt.kind == "float" \
@@ -314,9 +332,9 @@ def _terms(spec: UnitSpec, vs: VectorSet, bt, i, j, idx) -> list[tuple[_Val, int
         sa = int(vs.a_scale[bt + (i, blk)]) & fs.value_mask
         sb = int(vs.b_scale[bt + (blk, j)]) & fs.value_mask
         e = int(fs.fields(sa).e) + int(fs.fields(sb).e)
-        scale = _mul_vals([_Val.of_code(fs, sa), _Val.of_code(fs, sb)])
+        scale = _mul_vals([_input(spec, fs, sa), _input(spec, fs, sb)])
         if special is not None:
-            out.append((special, e))
+            out.append((_mul_vals([special, scale]), e))     # Inf times a zero scale: NaN
             continue
         if scale.kind == "nan":
             out.append((scale, e))
@@ -354,6 +372,17 @@ def _step_ref(spec: UnitSpec, terms: list[tuple[_Val, int]], acc: _Val | None,
                                                    total < 0)
         return _Val("num", Fraction(0), neg)
     return r
+
+
+def _tree_ref(spec: UnitSpec, terms: list[tuple[_Val, int]]) -> _Val:
+    """A reduction tree: the terms added pairwise, ((t0 + t1) + (t2 + t3)) + ..., each node
+    rounded once to acc_format; a lone term is rounded once, as t0 + 0."""
+    acc_fmt = formats.get(spec.acc_format)
+    nodes = [v for v, _ in terms] + ([_Val("num")] if len(terms) == 1 else [])
+    while len(nodes) > 1:
+        nodes = [_add_ref(x, y, acc_fmt, spec.acc_rounding, spec.overflow, spec.zero_sign)
+                 for x, y in zip(nodes[::2], nodes[1::2], strict=True)]
+    return nodes[0]
 
 
 def _add_ref(x: _Val, y: _Val, out: formats.Format, rounding: Rounding, overflow: Overflow,
@@ -448,7 +477,7 @@ def dot(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
     for index in np.ndindex(*vs.batch_shape, vs.m, vs.n):
         *bt, i, j = index
         bt = tuple(bt)
-        c = _Val.of_code(d_fmt, int(vs.c[index])) if vs.c is not None else _Val("num")
+        c = _input(spec, d_fmt, int(vs.c[index])) if vs.c is not None else _Val("num")
         d, total = c, None
         if spec.promote_every is not None:
             d, total = _Val("num"), c
@@ -458,7 +487,10 @@ def dot(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
                                  spec.zero_sign)
                 d = _Val("num")
             acc, acc_in = (None if spec.c_mode is CMode.AFTER else d), d_fmt
-            for step in spec.steps():
+            if spec.reduce is Reduce.TREE:
+                idx = list(range(inst * spec.k, (inst + 1) * spec.k))
+                acc = _tree_ref(spec, _terms(spec, vs, bt, i, j, idx))
+            for step in spec.steps() if spec.reduce is Reduce.CHAIN else ():
                 idx = [inst * spec.k + s for s in step]
                 acc_e = _acc_exponent(spec, acc_in, acc) if acc is not None else None
                 acc = _step_ref(spec, _terms(spec, vs, bt, i, j, idx), acc, acc_e)
