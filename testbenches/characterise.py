@@ -61,13 +61,20 @@ def characterise(pm, a_format: str, b_format: str, out_dir: str | Path, *, seed:
     """``(observed, fit)``: the probe suite of the design's formats run through it
     (:func:`observe`; a design that takes no C gets C = +0) and the fit of its outputs."""
     from mxsim.fit import fit
-    from mxsim.probe import probe_for
+    from mxsim.probe import MX_ELEMENTS, probe_suite
 
     from .foreign import ForeignBackend
     from .foreign_bulk import ForeignBulkBackend
 
     backend = ForeignBulkBackend(pm) if bulk else ForeignBackend(pm)
-    vs = probe_for(a_format, b_format, scale_format=pm.scale_format, k=pm.k, seed=seed)
+    kinds = {fmt: kind for kind, fmt in MX_ELEMENTS.items()}
+    if a_format != b_format or a_format not in kinds or pm.scales.format == "none":
+        raise MxsimError(f"{pm.path}: fit --rtl probes MX units ({', '.join(kinds)} x the "
+                         f"same, with block scales), not {a_format} x {b_format} with "
+                         f"scales {pm.scales.format}")
+    block = pm.scales.block if pm.scales.per == "block" else pm.k
+    vs = probe_suite(kinds[a_format], k=pm.k, seed=seed, block=block,
+                     scale_format=pm.scales.format)
     if not backend.takes_c:
         vs = vs.replace(c=np.zeros_like(vs.c))
     observed = observe(pm, vs, out_dir, backend=backend)

@@ -16,7 +16,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from ..probe import probe_suite
 
     check_output(args.output)
-    vs = probe_suite(args.kind, k=args.k, seed=args.seed)
+    vs = probe_suite(args.kind, k=args.k, seed=args.seed, block=args.block,
+                     scale_format=args.scale_format)
     vectors.save(vs, args.output)
     emit(args, f"wrote {args.output}: probe suite {args.kind}, {vs.num_dots} dot products "
                f"(families {', '.join(vs.extra['families'])})",

@@ -226,9 +226,17 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
 
     pr = add("probe", fitting.cmd_probe, "write a probe suite: vectors that separate a unit's "
                                  "hypotheses")
-    pr.add_argument("--kind", default="fp8", help="probe kind (default: %(default)s)")
+    pr.add_argument("--kind", default="fp8",
+                    help="probe kind: fp8 (e5m2 x e4m3), mxfp8 or mxint8 (block-scaled) "
+                         "(default: %(default)s)")
     pr.add_argument("-k", type=int, default=32,
-                    help="reduction length, a multiple of 4 (default: %(default)s)")
+                    help="reduction length, a multiple of 4 (of 8 for the MX kinds) "
+                         "(default: %(default)s)")
+    pr.add_argument("--block", type=int, default=None,
+                    help="MX kinds: elements per scale, 8, 16 or 32 (default: the largest "
+                         "dividing k)")
+    pr.add_argument("--scale-format", default=None,
+                    help="MX kinds: e8m0 (default) or ue4m3")
     pr.add_argument("--seed", type=int_range(0), default=0,
                     help="random seed (default: %(default)s)")
     pr.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
