@@ -85,10 +85,14 @@ class Results:
         self.first = self.handles[0]
         self.cycles: list[int] = []
         self.values: list[list[int]] = [[] for _ in names]
+        self._first_values = self.values[0]
+        self._rest = list(zip(self.handles[1:], self.values[1:], strict=True))
 
-    def take(self, c: int) -> None:
+    def take(self, c: int, first: int) -> None:
+        """Keep the result of cycle ``c``; ``first``: the first port's value, read already."""
         self.cycles.append(c)
-        for h, vals in zip(self.handles, self.values, strict=True):
+        self._first_values.append(first)
+        for h, vals in self._rest:
             vals.append(int(h.value))
 
     def write(self, path: str) -> None:
@@ -143,18 +147,17 @@ async def valid_ready(dut, plan, cols, gaps, ready, ends, res: Results, rec: Rec
             ordy.value = r_was = r
         await settled
         i_r, o_v = int(ir.value), int(ov.value)
-        p = int(first.value) & M32 if o_v else 0
-        f = offering | (i_r << 1) | (o_v << 2) | (r << 3)
+        v = int(first.value) if o_v else 0
+        flags.append(offering | (i_r << 1) | (o_v << 2) | (r << 3))
+        payload.append(v & M32)
         if offering and i_r:
             n += 1
             offering = False
             last = c
         if o_v and r:
-            res.take(c)
+            res.take(c, v)
             n_res += 1
             last = c
-        flags.append(f)
-        payload.append(p)
         c += 1
         if c - last > idle:
             break
@@ -185,13 +188,13 @@ async def pipeline(dut, plan, cols, gaps, ends, res: Results, rec: Record) -> in
         read = bool(due) and due[0][0] == c
         end = read and due[0][1]
         o_v = int(ov.value) if ov is not None else int(end)
-        p = int(first.value) & M32 if o_v or end else 0
+        v = int(first.value) if o_v or end else 0
         if end:
-            res.take(c)
+            res.take(c, v)
         if read:
             due.popleft()
         rec.flags.append(offering | ((c >= ok) << 1) | (o_v << 2) | cycle.OUT_READY)
-        rec.payload.append(p if o_v else 0)
+        rec.payload.append(v & M32 if o_v else 0)
         if issue:
             n, offering, ok = n + 1, False, c + interval
         c += 1
@@ -220,13 +223,13 @@ async def start_done(dut, plan, cols, gaps, ends, res: Results, rec: Record) -> 
             start.value = pulse = issue
         await settled
         d = int(done.value)
-        p = int(first.value) & M32 if d else 0
+        v = int(first.value) if d else 0
         if d and busy:
             if ends[n - (0 if issue else 1)]:
-                res.take(c)
+                res.take(c, v)
             busy = False
         rec.flags.append(offering | (ready << 1) | (d << 2) | cycle.OUT_READY)
-        rec.payload.append(p)
+        rec.payload.append(v & M32)
         if issue:
             n, offering = n + 1, False
         c += 1
@@ -244,11 +247,11 @@ async def combinational(dut, cols, ends, res: Results, rec: Record) -> int:
         for h, vals in cols:
             h.value = vals[n]
         await settle
-        p = int(first.value) & M32
+        v = int(first.value)
         if end:
-            res.take(n)
+            res.take(n, v)
         rec.flags.append(cycle.IN_VALID | cycle.IN_READY | cycle.OUT_VALID | cycle.OUT_READY)
-        rec.payload.append(p)
+        rec.payload.append(v & M32)
     return len(ends)
 
 
