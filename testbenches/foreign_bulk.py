@@ -14,6 +14,7 @@ Registers start random (``Verilated::randReset(2)``), so only the reset gives th
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -149,23 +150,23 @@ class ForeignBulkBackend:
         out = (Path(out_dir) / f"foreign-bulk-{self.plan.top}-"
                                f"{design_key(self.pm, parameters, 'bulk')}").resolve()
         out.mkdir(parents=True, exist_ok=True)
-        check_ports(self.pm, out)
+        check_ports(self.pm, out, spec)
         self._inputs = [p for p in self.pm.data_ports() if p not in self.plan.handshake_ports()]
         text = harness_text(self.plan, self._inputs)
-        harness = out / "harness.cpp"
-        exe = out / "obj" / f"V{self.plan.top}"
-        if exe.exists() and harness.exists() and harness.read_text() == text:
-            self._exe = exe                      # built from these sources and harness already
-            return
-        shutil.rmtree(out / "obj", ignore_errors=True)
-        harness.write_text(text)
-        self._exe = _verilate(self.pm, parameters, out, harness)
+        # One Verilated model per design; one executable per harness (maps of one design
+        # differ in their harness only: make recompiles the harness alone).
+        exe = out / f"V{self.plan.top}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+        if not exe.exists():
+            harness = out / "harness.cpp"
+            harness.write_text(text)
+            shutil.copy(_verilate(self.pm, parameters, out, harness), exe)
+        self._exe = exe
 
     def run(self, vs: VectorSet, stimulus: Stimulus, *, name: str = "run") -> ForeignRun:
         if self._exe is None or self._spec is None:
             raise RuntimeError("ForeignBulkBackend.run needs a build() first")
         beats = self.pm.pack(self._spec, vs)
-        work = self._exe.parent.parent
+        work = self._exe.parent
         stim, trace_path, results_path = (work / f"{name}.stim", work / f"{name}_trace.bin",
                                           work / f"{name}_results.bin")
         self._write_stimulus(stim, beats, stimulus)
