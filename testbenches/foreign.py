@@ -275,6 +275,11 @@ class ForeignBackend:
     def build_seconds(self) -> float | None:
         return BUILD_SECONDS.get(self.sim)
 
+    @property
+    def build_dir(self) -> Path | None:
+        """The folder of the last build (a cocotb build of the design; None before one)."""
+        return self._dir
+
     def build(self, spec: UnitSpec, microarch: MicroArch | None, out_dir: Path, *,
               fault: str | None = None) -> None:
         if fault is not None:

