@@ -37,7 +37,7 @@ from mxsim.vectors import VectorSet
 from . import timing
 from .backend import Mismatch, MismatchKind, Run, Stimulus
 
-__all__ = ["Plan", "plan_of", "ForeignBackend", "ForeignRun", "read_results", "write_results",
+__all__ = ["Plan", "plan_of", "MapDesign", "ForeignBackend", "ForeignRun", "read_results", "write_results",
            "finish", "Recorded", "design_key", "RESULTS_MAGIC"]
 
 RESULTS_MAGIC = 0x3152584D
@@ -251,7 +251,34 @@ def _restore(saved: dict[str, str]) -> None:
 BUILD_SECONDS = {"verilator": 120}
 
 
-class ForeignBackend:
+class MapDesign:
+    """What :func:`testbenches.verify.verify` asks of a backend about the design behind its
+    port map ``pm`` (the :class:`testbenches.backend.Backend` attributes): its name (the
+    map's file name), whether it chains instructions (first/last/clear controls), whether it
+    takes C, and whether it has a valid/ready output handshake."""
+    pm: Any
+
+    @property
+    def design(self) -> str:
+        return Path(self.pm.path).stem
+
+    @property
+    def max_blocks(self) -> int | None:
+        acc = self.pm.accumulator
+        chains = acc.kind == "internal" or acc.first is not None or acc.last is not None
+        return None if chains else 1
+
+    @property
+    def takes_c(self) -> bool:
+        return self.pm.accumulator.c is not None
+
+    @property
+    def backpressure(self) -> bool:
+        hs = self.pm.handshake
+        return hs.kind == "valid-ready" and hs.out_ready is not None
+
+
+class ForeignBackend(MapDesign):
     """The generic cocotb test (:mod:`testbenches.foreign_tb`) on a port map's design, as a
     :class:`testbenches.backend.Backend` (see the module docstring). ``build`` checks the map
     against the spec and the design's ports, then builds in a folder named by the design's

@@ -34,6 +34,7 @@ from .backend import Stimulus
 from .foreign import (
     VERILATOR_ARGS,
     ForeignRun,
+    MapDesign,
     Plan,
     Recorded,
     check_ports,
@@ -128,7 +129,7 @@ def _verilate(pm: Any, parameters: dict, out: Path, harness: Path) -> Path:
     return exe
 
 
-class ForeignBulkBackend:
+class ForeignBulkBackend(MapDesign):
     """The generated bulk C++ harness on a port map's design, as a
     :class:`testbenches.backend.Backend` (see the module docstring). It writes no
     waveforms."""
