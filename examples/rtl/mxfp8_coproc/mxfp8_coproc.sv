@@ -86,7 +86,7 @@ module mxfp8_coproc #(
         logic signed [EW-1:0] idx;
         idx = '0;
         for (int i = 0; i < WR; i++) if (x[i]) idx = EW'(i);
-        return idx;
+        msb_index = idx;
     endfunction
 
     // -------------------------------------------------------------------------------------
