@@ -347,7 +347,7 @@ class UnitSpec:
                            "* k == 128")
 
     def _check_scale_block(self) -> None:
-        """FP32 scales need exact sums or an epilogue; block scales a block of 8, 16 or 32."""
+        """FP32 scales need exact sums or an epilogue; block scales a block of 16 or 32."""
         fail = self._fail
         if self.scale_format == "fp32":
             # FP32 scales (per tensor, row-wise, 128-blocks) are applied outside the tensor
@@ -359,8 +359,8 @@ class UnitSpec:
                 raise fail(f"block must be null or 128 for fp32 scales, not {self.block!r}")
         elif (self.scale_format is None) != (self.block is None):
             raise fail("scale_format and block go together (both set or both null)")
-        elif self.block is not None and self.block not in (8, 16, 32):
-            raise fail(f"block must be 8, 16 or 32, not {self.block!r}")
+        elif self.block is not None and self.block not in (16, 32):
+            raise fail(f"block must be 16 or 32, not {self.block!r}")
 
     def _check_instruction(self) -> None:
         """k, frac_bits and e_zero are in range; k is a multiple of the block."""
