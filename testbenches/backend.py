@@ -128,6 +128,16 @@ class Backend(Protocol):
     what: str
     #: How long a first build usually takes, in seconds (None: not measured).
     build_seconds: float | None
+    #: The design's name in file names and reports (None: mxsim's generated unit, named by
+    #: :func:`design_tag`).
+    design: str | None
+    #: Instructions one dot product may chain (None: any number; 1: the design has no
+    #: accumulator that carries a dot product from one instruction to the next).
+    max_blocks: int | None
+    #: Whether C reaches the design (False: the stimulus's C is +0).
+    takes_c: bool
+    #: Whether the design has a valid/ready output handshake (coverage's back-pressure bins).
+    backpressure: bool
 
     def build(self, spec: UnitSpec, microarch: MicroArch, out_dir: Path, *,
               fault: str | None = None) -> None:
@@ -235,6 +245,7 @@ class AmaranthBackend:
     mode = "Amaranth simulator"
     what = "the unit for Amaranth's simulator"
     build_seconds = None
+    design, max_blocks, takes_c, backpressure = None, None, True, True
 
     def __init__(self, *, vcd_dir: Path | None = None):
         self._vcd_dir = vcd_dir

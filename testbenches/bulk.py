@@ -113,6 +113,7 @@ class BulkBackend:
     mode = "bulk C++ harness"
     what = "the bulk C++ harness with Verilator"
     build_seconds = BUILD_SECONDS
+    design, max_blocks, takes_c, backpressure = None, None, True, True
 
     def __init__(self) -> None:
         self._exe: Path | None = None

@@ -377,9 +377,12 @@ def block_results(spec: UnitSpec, vs: VectorSet) -> npt.NDArray[np.uint32]:
     return np.stack(out, axis=1)
 
 
-def measure(spec: UnitSpec, vs: VectorSet, trace: cycle.Trace | None, lanes: int) -> Coverage:
+def measure(spec: UnitSpec, vs: VectorSet, trace: cycle.Trace | None, lanes: int, *,
+            backpressure: bool = True) -> Coverage:
     """Every coverpoint of one run. Without a ``trace`` the handshake coverpoint
-    (``backpressure``) is not measured, and the coverage says so: it is a hole."""
+    (``backpressure``) is not measured, and the coverage says so: it is a hole. With
+    ``backpressure=False`` (a design without a valid/ready output handshake) it is not a
+    coverpoint at all."""
     cov = Coverage()
     fa, fb = formats.get(spec.a_format), formats.get(spec.b_format)
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))
@@ -406,9 +409,9 @@ def measure(spec: UnitSpec, vs: VectorSet, trace: cycle.Trace | None, lanes: int
     if (fa.has_inf or fb.has_inf or fa.has_nan or fb.has_nan) and spec.specials == "ieee":
         cov.hits["special_case"] = _special_cases(fa, fb, a, b)
     cov.hits["output_class"] = _output_classes(spec, vs, blk)
-    if trace is not None:
+    if trace is not None and backpressure:
         cov.hits["backpressure"] = _backpressure(trace, back_to_back=lanes >= spec.k)
-    cov.expected = set(cov.hits) | {"backpressure"}
+    cov.expected = set(cov.hits) | ({"backpressure"} if backpressure else set())
     return cov
 
 

@@ -186,6 +186,7 @@ class CocotbBackend:
     """The cocotb testbench (``testbenches.mx_dot_tb``) on Verilator or Icarus, as a
     :class:`testbenches.backend.Backend`: built by :func:`build`, run by :func:`test`."""
     mode = "cocotb"
+    design, max_blocks, takes_c, backpressure = None, None, True, True
 
     def __init__(self, sim: str = "verilator", *, waves: bool = False):
         self.sim, self.waves = sim, waves

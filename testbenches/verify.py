@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+
 from mxsim import vectors
 from mxsim.microarch import MicroArch
 from mxsim.progress import Progress, Step, wanted
@@ -154,16 +156,22 @@ def backend_for(sim: str = "verilator", *, bulk: bool = False, waves: bool = Fal
     return runner.CocotbBackend(sim, waves=waves)
 
 
-def _chunks(spec: UnitSpec, dots: int, chunk: int, seed: int, replay: VectorSet | None):
-    """``(index, vector set, stimulus)`` of every chunk (see the module docstring)."""
+def _chunks(spec: UnitSpec, dots: int, chunk: int, seed: int, replay: VectorSet | None,
+            backend: Backend):
+    """``(index, vector set, stimulus)`` of every chunk (see the module docstring); a
+    backend whose design chains no instructions gets one block per dot product, and one that
+    takes no C a C of +0."""
     if replay is not None:
         valid_p, ready_p = PRESSURE[1]
         yield 0, replay, Stimulus.random(seed * 100003, valid_p=valid_p, ready_p=ready_p)
         return
     i, done = 0, 0
+    most = backend.max_blocks or 3
     while done < dots:
         s = seed * 100003 + i
-        vs = coverage.stimulus(spec, min(chunk, dots - done), blocks=1 + i % 3, seed=s)
+        vs = coverage.stimulus(spec, min(chunk, dots - done), blocks=1 + i % most, seed=s)
+        if not backend.takes_c:
+            vs = vs.replace(c=np.zeros_like(vs.c) if vs.c is not None else None)
         valid_p, ready_p = PRESSURE[i % len(PRESSURE)]
         yield i, vs, Stimulus.random(s, valid_p=valid_p, ready_p=ready_p)
         done += vs.num_dots
@@ -175,18 +183,21 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
            out_dir: str | Path = "mxsim-verify", bulk: bool = False,
            progress: bool | None = None, replay: VectorSet | None = None,
            waves: bool = False, fault: str | None = None, keep_failing: bool = True,
-           backend: Backend | None = None) -> Report:
+           backend: Backend | None = None, replay_command: str | None = None) -> Report:
     """Verify the RTL of ``spec`` built as ``microarch``, a design the RTL builds (as
     :func:`mxsim.design.resolve_design` resolves and checks it; see the module docstring).
 
     The backend is ``backend``, or the one ``sim``, ``bulk`` and ``waves`` name
     (:func:`backend_for`). ``fault`` builds a mutant instead (testbenches.mutants);
-    ``keep_failing=False`` skips writing the failing set and its waveform."""
+    ``keep_failing=False`` skips writing the failing set and its waveform. A foreign design
+    (a backend with a ``design`` name) is named by it in file names, and its replay line is
+    ``replay_command`` (the command that names the design) with ``--replay FILE --waves``."""
     backend = backend or backend_for(sim, bulk=bulk, waves=waves)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rep = Report(unit_name or spec.name, sim, backend.mode)
-    tag = design_tag(spec, microarch, fault)
+    tag = (f"{backend.design}-{spec.digest()}" if backend.design
+           else design_tag(spec, microarch, fault))
     t0 = time.perf_counter()
     show = wanted(progress)
     # Shown only when the build outlasts a second: a build reused from out_dir says nothing.
@@ -194,17 +205,18 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
         backend.build(spec, microarch, out, fault=fault)
     bar = Progress(dots if replay is None else replay.num_dots, show, label="verify")
     bar.update(0)
-    for i, vs, stimulus in _chunks(spec, dots, chunk, seed, replay):
+    for i, vs, stimulus in _chunks(spec, dots, chunk, seed, replay, backend):
         run = backend.run(vs, stimulus, name=f"chunk{i}")
         rep.add(run)
-        rep.coverage.merge(coverage.measure(spec, vs, run.trace, microarch.lanes))
+        rep.coverage.merge(coverage.measure(spec, vs, run.trace, microarch.lanes,
+                                            backpressure=backend.backpressure))
         if run.mismatches:
             rep.mismatches += [replace(m, chunk=i) for m in run.mismatches]
             if keep_failing:
                 failing = failing_dots(run.mismatches, vs.k // spec.k)
                 fail_set = minimal_set(vs, failing or list(range(min(4, vs.num_dots))))
                 _keep(rep, fail_set, stimulus, out / f"failing-{tag}-chunk{i}.npz", backend,
-                      spec, microarch, fault, bar, show)
+                      spec, microarch, fault, bar, show, replay_command)
             break
         bar.update(rep.dots)
     bar.close()
@@ -215,14 +227,15 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
 
 def _keep(rep: Report, fail_set: VectorSet, stimulus: Stimulus, path: Path, backend: Backend,
           spec: UnitSpec, microarch: MicroArch, fault: str | None, bar: Progress,
-          show: bool) -> None:
+          show: bool, replay_command: str | None) -> None:
     """Write the failing set, the command that replays it, and (where the backend can write
     one) its waveform from a rerun."""
     vectors.save(fail_set, path)
     rep.failing = str(path)
-    rep.replay = (f"mxsim verify --unit {rep.unit} --a-format {spec.a_format} --b-format "
+    rep.replay = (replay_command or
+                  f"mxsim verify --unit {rep.unit} --a-format {spec.a_format} --b-format "
                   f"{spec.b_format} --lanes {microarch.lanes} --stages {microarch.stages} "
-                  f"--sim {rep.sim} --replay {path} --waves")
+                  f"--sim {rep.sim}") + f" --replay {path} --waves"
     waves = backend.with_waves()
     if waves is not None:
         bar.close()

@@ -305,6 +305,7 @@ class _ModelBackend:
     """The Backend protocol with the cycle model as the design (no simulator): what a foreign
     RTL backend plugs into."""
     mode, what, build_seconds = "cycle model", "nothing", None
+    design, max_blocks, takes_c, backpressure = None, None, True, True
 
     def __init__(self, flip_dot=None):
         self.flip_dot, self.built, self.runs = flip_dot, [], []

@@ -7,7 +7,7 @@ import argparse
 from .. import vectors
 from ..errors import MxsimError
 from ..output import check_output, write_text
-from .common import emit
+from .common import emit, out_dir
 
 __all__ = ["cmd_probe", "cmd_fit"]
 
@@ -24,16 +24,44 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fit_rtl(args: argparse.Namespace):
+    """The probe suite through the design behind ``--rtl`` and the fit of its outputs (the
+    observed set is written to ``--out``)."""
+    from testbenches.characterise import characterise
+
+    from .rtl import foreign_map, map_formats
+
+    if args.inputs is not None:
+        raise MxsimError("fit --rtl runs its own probe suite through the design: give no "
+                         "IN.npz / GPU_OUT.npz with it")
+    work = out_dir(args.out)
+    pm = foreign_map(args.rtl, work / "ports")
+    if args.k is not None and args.k != pm.k:
+        raise MxsimError(f"-k {args.k} differs from the port map's k = {pm.k}; leave -k out")
+    a, b = map_formats(pm, args.a_format, args.b_format)
+    observed, result = characterise(pm, a, b, work, seed=args.seed, bulk=not args.cocotb)
+    vectors.save(observed, work / "observed.npz")
+    return result, f"{pm.path}: {observed.num_dots} probe dot products through the design " \
+                   f"(observed outputs in {work / 'observed.npz'})\n"
+
+
 def cmd_fit(args: argparse.Namespace) -> int:
     from ..fit import fit
 
     check_output(args.output)
-    inputs = vectors.load(args.inputs, allow_large=args.allow_large)
-    observed = vectors.load(args.observed, allow_large=args.allow_large)
-    if not inputs.inputs_equal(observed):
-        raise MxsimError(f"{args.observed} holds results of other inputs than {args.inputs}")
-    result = fit(observed, k=args.k)
-    text = result.report()
+    if args.rtl is not None:
+        result, head = _fit_rtl(args)
+    else:
+        if args.inputs is None or args.observed is None:
+            raise MxsimError("fit needs IN.npz and GPU_OUT.npz (the vectors and their "
+                             "results), or --rtl MAP.toml to probe your RTL")
+        inputs = vectors.load(args.inputs, allow_large=args.allow_large)
+        observed = vectors.load(args.observed, allow_large=args.allow_large)
+        if not inputs.inputs_equal(observed):
+            raise MxsimError(f"{args.observed} holds results of other inputs than "
+                             f"{args.inputs}")
+        result, head = fit(observed, k=args.k or 32), ""
+    text = head + result.report()
     if result.exact:
         write_text(args.output, result.spec.dumps("toml"))
         text += f"\nwrote {args.output}"

@@ -53,10 +53,17 @@ def quantize_parser(sub: Any) -> None:
     qp.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
-def add_rtl_unit_args(sp: argparse.ArgumentParser, unit: str, note: str, stages: int) -> None:
-    sp.add_argument("--unit", default=unit,
-                    help=f"preset name or spec file (default: %(default)s{note})")
-    sp.add_argument("--a-format", default="e4m3", help="A's element format (default: e4m3)")
+def add_rtl_unit_args(sp: argparse.ArgumentParser, unit: str, note: str, stages: int,
+                      rtl_map: bool = False) -> None:
+    if rtl_map:
+        sp.add_argument("--rtl", default=None, metavar="MAP.toml",
+                        help="verify your own RTL, described by a port map (docs/foreign-rtl.md)"
+                             "; --unit then names the spec it must reproduce")
+    sp.add_argument("--unit", default=None if rtl_map else unit,
+                    help=f"preset name or spec file (default: {unit}{note}"
+                         f"{'; required with --rtl' if rtl_map else ''})")
+    sp.add_argument("--a-format", default=None,
+                    help="A's element format (default: e4m3, or the port map's)")
     sp.add_argument("--b-format", default=None, help="B's element format (default: A's)")
     sp.add_argument("--lanes", type=int, default=None,
                     help="products per cycle (default: the unit's k)")
@@ -113,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
 
     ve = add("verify", rtl.cmd_verify, "simulate a unit's RTL and check it against the model "
                                    "bit and cycle exactly, with coverage")
-    add_rtl_unit_args(ve, "blackwell-mxf8f6f4", ", MXFP8", stages=2)
+    add_rtl_unit_args(ve, "blackwell-mxf8f6f4", ", MXFP8", stages=2, rtl_map=True)
     ve.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
                     help="simulator (default: %(default)s)")
     ve.add_argument("--vectors", type=int, default=20000,
@@ -226,10 +233,23 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
                     help="random seed (default: %(default)s)")
     pr.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
     fi = add("fit", fitting.cmd_fit, "find the simplest unit spec that reproduces observed outputs")
-    fi.add_argument("inputs", metavar="IN.npz", help="the vectors that were run")
-    fi.add_argument("observed", metavar="GPU_OUT.npz", help="their results (same inputs)")
-    fi.add_argument("-k", type=int_range(1), default=32,
-                    help="instruction K (default: %(default)s)")
+    fi.add_argument("inputs", metavar="IN.npz", nargs="?", help="the vectors that were run")
+    fi.add_argument("observed", metavar="GPU_OUT.npz", nargs="?",
+                    help="their results (same inputs)")
+    fi.add_argument("--rtl", default=None, metavar="MAP.toml",
+                    help="instead: run the probe suite through your RTL, described by a port "
+                         "map (docs/foreign-rtl.md), and fit its outputs")
+    fi.add_argument("--a-format", default=None,
+                    help="with --rtl: A's element format, where the design selects one")
+    fi.add_argument("--b-format", default=None, help="with --rtl: B's element format")
+    fi.add_argument("--seed", type=int_range(0), default=0,
+                    help="with --rtl: probe-suite seed (default: %(default)s)")
+    fi.add_argument("--cocotb", action="store_true",
+                    help="with --rtl: run the probes through cocotb, not the bulk C++ harness")
+    fi.add_argument("--out", default="mxsim-fit", metavar="DIR",
+                    help="with --rtl: builds and the observed outputs (default: %(default)s)")
+    fi.add_argument("-k", type=int_range(1), default=None,
+                    help="instruction K (default: 32, or the port map's)")
     fi.add_argument("-o", "--output", required=True, metavar="FITTED.toml",
                     help="where to write the spec (only when it explains every output)")
     add_allow_large(fi)

@@ -15,7 +15,7 @@ from ..errors import MxsimError
 from ..output import check_output, write_text
 from .common import emit, engine_path, out_dir
 
-__all__ = ["rtl_unit", "cmd_rtl", "cmd_verify", "cmd_demo"]
+__all__ = ["rtl_unit", "foreign_map", "map_formats", "cmd_rtl", "cmd_verify", "cmd_demo"]
 
 
 def rtl_unit(args: argparse.Namespace):
@@ -23,9 +23,69 @@ def rtl_unit(args: argparse.Namespace):
     before anything is elaborated."""
     from ..design import resolve_design
     unit = units.get(args.unit)
-    spec, ua = resolve_design(unit, args.a_format, args.b_format, lanes=args.lanes,
+    spec, ua = resolve_design(unit, args.a_format or "e4m3", args.b_format, lanes=args.lanes,
                               stages=args.stages)
     return unit, spec, ua
+
+
+def foreign_map(path: str, work: str | Path):
+    """The port map at ``path``, checked key by key and against the design's own ports (read
+    by Verilator into ``work``) before anything is simulated."""
+    try:
+        from testbenches import portmap, ports
+    except ImportError:
+        raise MxsimError("foreign RTL needs the rtl extra (pip install -e '.[rtl]', or run "
+                         "`make demo`)") from None
+    pm = portmap.load(path)
+    pm.check_ports(ports.design_ports(pm, Path(work)))
+    return pm
+
+
+def map_formats(pm, a_format: str | None, b_format: str | None) -> tuple[str, str]:
+    """The element formats a run of the design ``pm`` uses: the map's fixed ones, or the
+    ones ``--a-format``/``--b-format`` choose among the values of its format select."""
+    a = a_format or pm.a_format
+    if a is None:
+        raise MxsimError(f"{pm.path}: the design's element format is selected by "
+                         f"{pm.format_select.by} {pm.format_select.name!r}; choose one with "
+                         f"--a-format ({', '.join(pm.format_select.values)})")
+    return a, b_format or (pm.b_format if a_format is None and pm.b_format else a)
+
+
+def _verify_foreign(args: argparse.Namespace) -> int:
+    """``verify --rtl``: a design behind a port map, against the unit spec ``--unit`` names."""
+    from ..microarch import MicroArch
+    if args.unit is None:
+        raise MxsimError("verify --rtl needs --unit NAME or --unit SPEC.toml: the unit spec the "
+                         "design must reproduce (mxsim units lists the presets)")
+    if args.vectors < 1:
+        raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
+    out = out_dir(args.out)
+    pm = foreign_map(args.rtl, out / "ports")
+    a, b = map_formats(pm, args.a_format, args.b_format)
+    unit_name = args.unit
+    spec = units.get(unit_name).spec_for_formats(a, b)
+    pm.check_spec(spec)
+    replay = vectors.load(args.replay, allow_large=args.allow_large) if args.replay else None
+    if replay is not None:
+        spec.check_vectors(replay)
+    from testbenches.foreign import ForeignBackend
+    from testbenches.foreign_bulk import ForeignBulkBackend
+    from testbenches.verify import verify
+    backend = ForeignBulkBackend(pm) if args.bulk else ForeignBackend(pm, sim=args.sim,
+                                                                      waves=args.waves)
+    command = (f"mxsim verify --rtl {args.rtl} --unit {unit_name} --a-format {spec.a_format} "
+               f"--b-format {spec.b_format} --sim {args.sim}")
+    rep = verify(spec, MicroArch(lanes=spec.k, stages=1), unit_name=unit_name, sim=args.sim,
+                 dots=args.vectors, seed=args.seed, chunk=args.chunk, out_dir=out,
+                 replay=replay, progress=None if not args.json else False, backend=backend,
+                 replay_command=command)
+    path = engine_path(spec)
+    lines = [rep.format(), f"  design      {pm.path} (top {pm.design.top})",
+             f"  model       fast engine: {path['note']}"]
+    emit(args, "\n".join(lines),
+         {**rep.to_dict(), "engine_path": path, "map": str(pm.path)})
+    return 0 if rep.passed else 1
 
 
 def cmd_rtl(args: argparse.Namespace) -> int:
@@ -90,6 +150,9 @@ def cmd_rtl(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     """RTL against the model through cocotb (or the bulk harness): exit 0 only on zero
     mismatches."""
+    if args.rtl is not None:
+        return _verify_foreign(args)
+    args.unit = args.unit or "blackwell-mxf8f6f4"
     unit, spec, ua = rtl_unit(args)
     if args.vectors < 1:
         raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")

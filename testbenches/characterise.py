@@ -1,0 +1,74 @@
+"""Characterise a design behind a port map: its outputs on a probe suite, and the unit spec
+that explains them (``mxsim fit --rtl``).
+
+:func:`observe` runs a vector set through the design, as the GPU runners run one through a
+tensor core, and returns it with the design's results as ``d``: nothing is checked against a
+model, because the model is what is being looked for. :func:`characterise` does that on the
+probe suite of the design's formats (:func:`mxsim.probe.probe_suite`) and fits a spec
+(:func:`mxsim.fit.fit`): either the simplest spec that reproduces every output, or "cannot be
+explained" with the closest spec, the outputs it misses and their ulps.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from mxsim.errors import MxsimError
+from mxsim.microarch import MicroArch
+from mxsim.spec import UnitSpec
+from mxsim.vectors import VectorSet
+
+from .backend import Backend, Stimulus
+
+__all__ = ["carrier_spec", "observe", "characterise"]
+
+
+def carrier_spec(pm, vs: VectorSet) -> UnitSpec:
+    """A spec that only carries the shape of ``vs``'s instructions to the design (formats,
+    scales, k): the backends pack inputs by it. Its numerics (exact) are never compared."""
+    return UnitSpec(name=f"{pm.design.top} (inputs only)", a_format=vs.a_format,
+                    b_format=vs.b_format, scale_format=vs.scale_format, block=vs.block,
+                    k=pm.k, frac_bits=None, acc_format="fp32", acc_rounding="rne")
+
+
+def observe(pm, vs: VectorSet, out_dir: str | Path, *, bulk: bool = True,
+            backend: Backend | None = None) -> VectorSet:
+    """``vs`` with the design's result of every dot product as ``d`` (FP32 codes of the
+    decoded results), run at full rate (no gaps, no back-pressure). The bulk C++ harness
+    runs it unless ``bulk=False`` (the cocotb testbench) or ``backend`` is given."""
+    from .foreign import ForeignBackend
+    from .foreign_bulk import ForeignBulkBackend
+
+    spec = carrier_spec(pm, vs)
+    if not backend:
+        backend = ForeignBulkBackend(pm) if bulk else ForeignBackend(pm)
+    backend.build(spec, MicroArch(lanes=spec.k, stages=1), Path(out_dir))
+    run = backend.run(vs, Stimulus.random(0), name="observe")
+    got = run.outputs
+    if len(got) != vs.num_dots:
+        raise MxsimError(f"{pm.path}: the design gave {len(got)} of {vs.num_dots} results "
+                         f"(check the map's handshake and latency with mxsim verify --rtl)")
+    shape = (*vs.batch_shape, vs.m, vs.n)
+    return vs.with_result(np.asarray(got, np.uint32).reshape(shape),
+                          producer=f"{pm.design.top} (RTL, {backend.mode})",
+                          rtl_map=str(pm.path))
+
+
+def characterise(pm, a_format: str, b_format: str, out_dir: str | Path, *, seed: int = 0,
+                 bulk: bool = True, progress=None):
+    """``(observed, fit)``: the probe suite of the design's formats run through it
+    (:func:`observe`; a design that takes no C gets C = +0) and the fit of its outputs."""
+    from mxsim.fit import fit
+    from mxsim.probe import probe_for
+
+    from .foreign import ForeignBackend
+    from .foreign_bulk import ForeignBulkBackend
+
+    backend = ForeignBulkBackend(pm) if bulk else ForeignBackend(pm)
+    vs = probe_for(a_format, b_format, scale_format=pm.scale_format, k=pm.k, seed=seed)
+    if not backend.takes_c:
+        vs = vs.replace(c=np.zeros_like(vs.c))
+    observed = observe(pm, vs, out_dir, backend=backend)
+    return observed, fit(observed, k=pm.k, progress=progress)
