@@ -12,13 +12,14 @@
 // spell (S.1111.111 is +-480), an E8M0 scale of 0xFF is 2**128, a C with exponent field 255
 // is 2**128 * 1.m, and a result beyond FLT_MAX saturates to +-FLT_MAX. A zero result is +0.
 //
-// The exact sum without a far/near split: the product sum S and C are each normalised (C is
-// left as it is: a subnormal C keeps its leading zeros), the one with the larger exponent is
-// placed at the top of a window of SW + G bits and the other is shifted right into it, the
-// bits that fall out OR-ed into its LSB (a jam bit). Bits only fall out when the shift is at
-// least G + 1 >= 2, and then the result keeps its leading one within one place of the top, so
-// the window holds its 24 bits, the round bit and more; the jam bit lies below all of them and
-// only stands for "something non-zero down there", which is all nearest-even needs.
+// The exact sum without a far/near split: the product sum S is normalised and C's 24-bit
+// significand is placed as it is (a subnormal C keeps its leading zeros); the one with the
+// larger exponent sits at the top of a window of SW + G bits and the other is shifted right
+// into it, the bits that fall out OR-ed into its LSB (a jam bit). Bits only fall out when the
+// shift is at least G + 1 = 3, and then the result keeps its leading one within one place of
+// the top, so the window holds its 24 bits, the round bit and more; the jam bit lies below all
+// of them and only stands for "something non-zero down there", which is all nearest-even
+// needs.
 //
 // Pipeline (a valid/ready stream; each stage holds one instruction and moves on when the next
 // stage is free, so a stalled output stops only the stages behind a full one):
