@@ -20,6 +20,7 @@ import numpy.typing as npt
 from mxsim import cycle, formats, vectors
 from mxsim.engine import fast
 from mxsim.engine.terms import product_terms
+from mxsim.formats import Overflow
 from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
@@ -289,6 +290,34 @@ def _subnormal_c(d: Draft) -> None:
         d.c[i] = sub | (d.rng.integers(0, 2, size=d.c[i].shape, dtype=np.uint32) << 31)
 
 
+def _zero_c_cancels(d: Draft) -> None:
+    """Exact units (frac_bits null) with one block per dot, C an input: half the cancellation
+    entries, whose products sum to exactly 0, get C = +-0, so the result is an exact zero from
+    non-zero terms (a chained block would reach it from the previous result; one block needs
+    the C). Units mxsim's RTL generator builds always truncate: their stimuli are unchanged."""
+    if d.blocks != 1 or d.spec.frac_bits is not None:
+        return
+    for i in d.entries("cancellation")[::2]:
+        d.c[i] = d.rng.integers(0, 2, size=d.c[i].shape, dtype=np.uint32) << 31
+
+
+def _top_codes(d: Draft) -> None:
+    """Units without specials (specials "none"): half the "max" entries take the all-ones
+    magnitude (E4M3 S.1111.111, E5M2's Inf/NaN codes), the largest number such a unit reads,
+    at every lane, and the nan-scale entries the E8M0 scale 0xFF (2**128 there) at every
+    other row and column (the class bins name these codes by the formats' IEEE reading)."""
+    if d.spec.specials != "none":
+        return
+    for i in d.entries("max")[::2]:
+        for codes, f in ((d.a, d.fa), (d.b, d.fb)):
+            if f.kind == "float":
+                codes[i] |= np.uint8((1 << (f.bits - 1)) - 1)
+    if d.spec.scale_format == "e8m0" and d.a_scale is not None and d.b_scale is not None:
+        for i in d.entries("nan-scale"):
+            d.a_scale[i, ::2, :] = 0xFF
+            d.b_scale[i, :, ::2] = 0xFF
+
+
 #: The block-level constructions the generator families do not make, by name, in the order
 #: :func:`stimulus` applies them (they share one seeded generator, so the order is part of
 #: the stimulus).
@@ -301,6 +330,8 @@ CONSTRUCTIONS: dict[str, Callable[[Draft], None]] = {
     "sparse-under-c": _sparse_under_c,
     "one-binade-overflow": _one_binade_overflow,
     "subnormal-c": _subnormal_c,
+    "zero-c-cancels": _zero_c_cancels,
+    "top-codes": _top_codes,
 }
 
 
@@ -309,7 +340,9 @@ def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0) -> Ve
     generator family, then every construction of :data:`CONSTRUCTIONS` on the suite's
     entries (blocks that cancel inside themselves, same-sign blocks, INT8 -128 x -128 blocks,
     Inf x 0 and +Inf - Inf blocks, C just below a power of two (round carries), sparse blocks
-    under a dominant C, one-binade overflows and FP32-subnormal C values)."""
+    under a dominant C, one-binade overflows and FP32-subnormal C values; for exact units a
+    zero C under exactly cancelling products, for units without specials the all-ones
+    codes)."""
     fams = [f for f in vectors.FAMILIES
             if spec.scale_format is not None or f not in ("nan-scale", "scale-extremes")]
     side = 16 if dots >= 20000 else 4           # big sets: fewer, larger batch entries
@@ -361,8 +394,9 @@ def measure(spec: UnitSpec, vs: VectorSet, trace: cycle.Trace | None, lanes: int
     if spec.scale_format is not None:
         cov.hits["scale_class"] = _scale_classes(spec.scale_format, vs)
     blk = _Blocks.of(spec, vs)
-    cov.hits["spread"] = _bins(blk.lost, {"0": (0, 0), "1-3": (1, 3), "4-15": (4, 15),
-                                          "16+": (16, None)})
+    if spec.frac_bits is not None:     # an exact sum truncates nothing
+        cov.hits["spread"] = _bins(blk.lost, {"0": (0, 0), "1-3": (1, 3), "4-15": (4, 15),
+                                              "16+": (16, None)})
     fin = blk.finite_nz
     cov.hits["cancellation"] = {**_bins(blk.drop[fin], {"none": (None, 0), "partial": (1, 7),
                                                         "deep": (8, None)}),
@@ -372,9 +406,9 @@ def measure(spec: UnitSpec, vs: VectorSet, trace: cycle.Trace | None, lanes: int
         cov.hits["round_carry"] = {"yes": _round_carries(spec, vs, blk)}
     cov.hits["carry_out"] = {"no": int((fin & (blk.er < blk.big + 2)).sum()),
                              "yes": int((fin & (blk.er >= blk.big + 2)).sum())}
-    if fa.has_inf or fb.has_inf or fa.has_nan or fb.has_nan:
+    if (fa.has_inf or fb.has_inf or fa.has_nan or fb.has_nan) and spec.specials == "ieee":
         cov.hits["special_case"] = _special_cases(fa, fb, a, b)
-    cov.hits["output_class"] = _output_classes(spec, blk)
+    cov.hits["output_class"] = _output_classes(spec, vs, blk)
     if trace is not None and backpressure:
         cov.hits["backpressure"] = _backpressure(trace, back_to_back=lanes >= spec.k)
     cov.expected = set(cov.hits) | ({"backpressure"} if backpressure else set())
@@ -441,7 +475,8 @@ class _Blocks:
         nz = ~terms.zero
         e = np.where(nz, terms.exp, spec.e_zero)
         big = np.maximum(e.max(axis=-1), ec)
-        lost = (nz & (big[..., None] - e > spec.frac_bits + 2)).sum(axis=-1)
+        lost = (np.zeros(big.shape, np.int64) if spec.frac_bits is None      # exact: none
+                else (nz & (big[..., None] - e > spec.frac_bits + 2)).sum(axis=-1))
         _, er, _ = f32.fields(res)
         return cls(res, f32.classify(res), er.astype(np.int64), c_in, big, lost,
                    nz.any(axis=-1) | (sigc != 0), terms.special.any(axis=-1))
@@ -491,20 +526,33 @@ def _special_cases(fa: formats.Format, fb: formats.Format, a: npt.NDArray, b: np
     return out
 
 
-def _output_classes(spec: UnitSpec, blk: _Blocks) -> dict[str, int]:
+def _output_classes(spec: UnitSpec, vs: VectorSet, blk: _Blocks) -> dict[str, int]:
     """Class of each block's result; overflow: Inf from finite operands and C (only E8M0
-    scales can overflow FP32: unscaled or UE4M3-scaled, at most 448**4 * 2**16)."""
+    scales can overflow FP32: unscaled or UE4M3-scaled, at most 448**4 * 2**16), or for a
+    saturating unit a result that would be Inf without saturation. A unit without specials
+    (``specials = "none"``) has no NaN bin, and no Inf bin when it saturates."""
     f32 = formats.get("fp32")
     c_cls = f32.classify(blk.c_in)
     c_special = (c_cls == formats.Class.NAN) | (c_cls == formats.Class.INF)
     inf = blk.cls == formats.Class.INF
+    over = inf
+    if spec.overflow is Overflow.SATURATE:
+        unsat = block_results(spec.replace(overflow="inf"), vs).reshape(blk.res.shape)
+        over = f32.classify(unsat) == formats.Class.INF
+    special = blk.special
+    if spec.specials == "none":     # every code is a number: overflow is overflow
+        special = c_special = np.zeros_like(inf)
     out = {"zero": int((blk.cls == formats.Class.ZERO).sum()),
            "subnormal": int((blk.cls == formats.Class.SUBNORMAL).sum()),
            "normal": int((blk.cls == formats.Class.NORMAL).sum()),
-           "overflow": int((inf & ~blk.special & ~c_special).sum()),
+           "overflow": int((over & ~special & ~c_special).sum()),
            "inf": int(inf.sum()), "nan": int((blk.cls == formats.Class.NAN).sum())}
     if spec.scale_format != "e8m0":
         del out["overflow"]
+    if spec.specials == "none":
+        del out["nan"]
+        if spec.overflow is Overflow.SATURATE:
+            del out["inf"]
     return out
 
 
