@@ -102,9 +102,10 @@ module block_dot (
 
     // x + y rounded once to e8m14 (to nearest even, or toward zero when truncate), saturating
     // at +-(2**15 - 1) * 2**113. Exact: the smaller operand is aligned with its shifted-out bits
-    // ORed into a sticky LSB, which changes no rounding because both operands are normalised
-    // (a shift of 2 or more leaves the sum's leading one within one bit of the larger operand's,
-    // 30 bits above the rounding point) and the field keeps G = 3 bits below them.
+    // ORed into a sticky LSB. That changes no rounding: only shifts beyond G lose bits, and as
+    // both operands are normalised, after a shift of 2 or more the sum's leading one is at field
+    // bit 42 or above, its round bit at 27 or above, so every rounding boundary is a multiple
+    // of 2**27, while the jammed sum is odd and within one unit of the exact one.
     function automatic num_t add_round(input num_t x_in, input num_t y_in, input logic truncate);
         /* verilator no_inline_task */
         num_t x, y, r;
