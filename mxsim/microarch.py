@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from .errors import MxsimError
 from .formats import ELEMENT_FORMATS
-from .spec import Align, CMode, Product, UnitSpec, ZeroSign
+from .spec import Align, CMode, Product, Reduce, Specials, UnitSpec, ZeroSign
 
 __all__ = ["MicroArch", "MicroArchError", "check_rtl", "RTL_FORMATS", "MAX_STAGES",
            "RTL_EXP_WIDTH", "RTL_MAX_K"]
@@ -87,6 +87,9 @@ def check_rtl(spec: UnitSpec, ua: MicroArch | None = None) -> None:
         if getattr(spec, name) not in RTL_FORMATS:
             raise fail(f"{name} {getattr(spec, name)!r} is not decoded in RTL (choose one of "
                        f"{', '.join(RTL_FORMATS)})")
+    if spec.reduce is not Reduce.CHAIN:
+        raise fail("the RTL builds fused steps, not a reduction tree of rounding adders "
+                   "(reduce tree)")
     if spec.k is None or spec.frac_bits is None:
         raise fail("the RTL builds truncated fused sums; the exact unit (k or frac_bits null) "
                    "has no fixed width")
@@ -121,6 +124,7 @@ def check_rtl(spec: UnitSpec, ua: MicroArch | None = None) -> None:
         (not (spec.acc_format == "fp32" or spec.acc_format.startswith("e8m")),
          f"acc_format {spec.acc_format} (FP32 or E8Mn)"),
         (spec.zero_sign is not ZeroSign.POSITIVE, "IEEE zero signs (zero_sign)"),
+        (spec.specials is not Specials.IEEE, "inputs without NaN/Inf (specials none)"),
         (spec.promote_every is not None, "promotion (promote_every)"),
         (spec.epilogue is not None, "FP32-scale epilogues"),
         (spec.nan_code is not None and spec.nan_code != 0x7FFFFFFF, "a NaN code other than "

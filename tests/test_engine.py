@@ -263,7 +263,7 @@ def _specs(draw):
     upcast = None
     if group is None:
         upcast = draw(st.sampled_from([None, None, "fp16", "bf16", "fp32"]))
-        if upcast is not None and not all(spec._holds(formats.get(upcast), f)
+        if upcast is not None and not all(spec.widths.holds(formats.get(upcast), f)
                                           for f in (a_format, b_format)):
             upcast = None
     # Triton's emulation rules: E8M0 scales folded into the upcast operands, and E5M2's

@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from .. import formats
 from ..formats import Overflow, Rounding
-from ..spec import Align, CMode, Product, UnitSpec, ZeroSign
+from ..spec import Align, CMode, Product, Specials, UnitSpec, ZeroSign
 from ..vectors import VectorSet
 
 # Plumbing only (which vectors and which unit run before the FP32 scales), no arithmetic.
@@ -144,6 +144,21 @@ class _Val:
             return cls("inf", neg=v < 0)
         return cls("num", Fraction(v), math.copysign(1.0, v) < 0)
 
+    @classmethod
+    def of_bits(cls, fmt: formats.Format, code: int) -> _Val:
+        """The number the bits of ``code`` spell, NaN and Inf codes included."""
+        sign, e, sig = (int(x[0]) for x in fmt.fields(np.array([code], fmt.code_dtype)))
+        q = sig * Fraction(2) ** (e - fmt.man_bits)
+        return cls("num", -q if sign else q, bool(sign))
+
+
+def _input(spec: UnitSpec, fmt: formats.Format, code: int) -> _Val:
+    """An input code (element, scale or C) as the unit reads it: with ``specials="none"``
+    the number its bits spell, else as the format defines it."""
+    if spec.specials is Specials.NONE:
+        return _Val.of_bits(fmt, code)
+    return _Val.of_code(fmt, code)
+
 
 def _round_value(q: Fraction, fmt: formats.Format, rounding: Rounding,
                  overflow: Overflow) -> _Val:
@@ -244,14 +259,17 @@ def _product(spec: UnitSpec, vs: VectorSet, bt: tuple, i: int, j: int, kk: int,
         blk = kk // vs.block
         for code in (int(vs.a_scale[bt + (i, blk)]), int(vs.b_scale[bt + (blk, j)])):
             code &= fs.value_mask                   # UE4M3's sign bit is ignored
-            factors.append(_Val.of_code(fs, code))
+            factors.append(_input(spec, fs, code))
             e += int(fs.fields(code).e)
     return _mul_vals(factors), e
 
 
 def _upcast_val(spec: UnitSpec, fmt: formats.Format, code: int) -> _Val:
     """An element as the unit reads it: with ``upcast_specials="finite"``, the top exponent
-    binade of an IEEE-style format holds numbers, not Inf and NaN."""
+    binade of an IEEE-style format holds numbers, not Inf and NaN; with ``specials="none"``
+    every code is the number its bits spell."""
+    if spec.specials is Specials.NONE:
+        return _Val.of_bits(fmt, code)
     bits = fmt.bits - 1 - fmt.man_bits if fmt.kind == "float" else 0
     top = (code >> fmt.man_bits) & ((1 << bits) - 1) == (1 << bits) - 1 if bits else False
     if spec.upcast_specials == "finite" and fmt.kind == "float" \
@@ -314,7 +332,7 @@ def _terms(spec: UnitSpec, vs: VectorSet, bt, i, j, idx) -> list[tuple[_Val, int
         sa = int(vs.a_scale[bt + (i, blk)]) & fs.value_mask
         sb = int(vs.b_scale[bt + (blk, j)]) & fs.value_mask
         e = int(fs.fields(sa).e) + int(fs.fields(sb).e)
-        scale = _mul_vals([_Val.of_code(fs, sa), _Val.of_code(fs, sb)])
+        scale = _mul_vals([_input(spec, fs, sa), _input(spec, fs, sb)])
         if special is not None:
             out.append((special, e))
             continue
@@ -448,7 +466,7 @@ def dot(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
     for index in np.ndindex(*vs.batch_shape, vs.m, vs.n):
         *bt, i, j = index
         bt = tuple(bt)
-        c = _Val.of_code(d_fmt, int(vs.c[index])) if vs.c is not None else _Val("num")
+        c = _input(spec, d_fmt, int(vs.c[index])) if vs.c is not None else _Val("num")
         d, total = c, None
         if spec.promote_every is not None:
             d, total = _Val("num"), c

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import formats
-from ..spec import Product, UnitSpec
+from ..spec import Product, Specials, UnitSpec
 from ..vectors import VectorSet
 
 __all__ = ["ProductTerms", "product_terms"]
@@ -34,7 +34,8 @@ class ProductTerms:
     zero
         A factor (element or scale) is zero.
     special
-        A factor is Inf or NaN (a NaN scale included).
+        A factor is Inf or NaN (a NaN scale included); never, for a unit with
+        ``specials = "none"``, which reads those codes as numbers.
     e_zero
         The exponent a zero term aligns at (``UnitSpec.e_zero``).
     """
@@ -70,16 +71,18 @@ def product_terms(spec: UnitSpec, vs: VectorSet) -> ProductTerms:
                          f"not {vs.k}")
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))
     shape = (nb, vs.m, vs.k // spec.k, spec.k)           # A's codes by block; B's transposed
-    a = _Factor.of(formats.get(vs.a_format), vs.a.reshape(nb, vs.m, vs.k).reshape(shape))
+    finite = spec.specials is Specials.NONE
+    a = _Factor.of(formats.get(vs.a_format), vs.a.reshape(nb, vs.m, vs.k).reshape(shape),
+                   finite)
     b = _Factor.of(formats.get(vs.b_format), np.swapaxes(vs.b.reshape(nb, vs.k, vs.n), 1, 2)
-                   .reshape((nb, vs.n) + shape[2:]))
+                   .reshape((nb, vs.n) + shape[2:]), finite)
     factors = [(a, b)]
     if vs.scale_format is not None:
         fs = formats.get(vs.scale_format)
         sa = np.repeat(vs.a_scale.reshape(nb, vs.m, -1), vs.block, axis=-1)
         sb = np.repeat(np.swapaxes(vs.b_scale.reshape(nb, -1, vs.n), 1, 2), vs.block, axis=-1)
-        factors.append((_Factor.of(fs, sa.reshape(shape)),
-                        _Factor.of(fs, sb.reshape((nb, vs.n) + shape[2:]))))
+        factors.append((_Factor.of(fs, sa.reshape(shape), finite),
+                        _Factor.of(fs, sb.reshape((nb, vs.n) + shape[2:]), finite)))
     normalized = spec.product is Product.NORMALIZED
     exp, zero, special, sig = 0, False, False, 1
     for fa, fb in factors:            # outer products over (M, N): (batch, M, N, blocks, k)
@@ -106,9 +109,9 @@ class _Factor:
     special: npt.NDArray[np.bool_]
 
     @classmethod
-    def of(cls, fmt: formats.Format, codes: npt.NDArray) -> _Factor:
+    def of(cls, fmt: formats.Format, codes: npt.NDArray, finite: bool) -> _Factor:
         _, e, sig = fmt.fields(codes)
         kind = fmt.classify(codes)
-        special = (kind == formats.Class.NAN) | (kind == formats.Class.INF)
+        special = ((kind == formats.Class.NAN) | (kind == formats.Class.INF)) & (not finite)
         e = e.astype(np.int64)
         return cls(e, e - fmt.man_bits, sig.astype(np.int64), (sig == 0) & ~special, special)

@@ -41,12 +41,12 @@ from .interop import from_ml_dtypes, from_torch, to_ml_dtypes, to_torch
 from .layout import FormatLayout
 from .packing import pack_fp4, pack_fp6, unpack_fp4, unpack_fp6
 from .policy import DEFAULT_SR_BITS, Class, Fields, Overflow, Rounding, Specials, choice
-from .registry import ELEMENT_FORMATS, FORMATS, get, names
+from .registry import ELEMENT_FORMATS, FORMATS, SCALE_BLOCKS, get, names
 from .rounding import bit_length, draw_random_bits, round_to
 
 __all__ = [
     "choice", "Rounding", "Overflow", "Specials", "Class", "Format", "FormatLayout", "Fields",
-    "get", "names", "FORMATS", "ELEMENT_FORMATS",
+    "get", "names", "FORMATS", "ELEMENT_FORMATS", "SCALE_BLOCKS",
     "round_to", "DEFAULT_SR_BITS", "bit_length", "draw_random_bits",
     "pack_fp4", "unpack_fp4", "pack_fp6", "unpack_fp6",
     "to_ml_dtypes", "from_ml_dtypes", "to_torch", "from_torch",

@@ -11,7 +11,7 @@ from ..errors import FormatError
 from .format import Format
 from .policy import Specials
 
-__all__ = ["FORMATS", "ELEMENT_FORMATS", "names", "get"]
+__all__ = ["FORMATS", "ELEMENT_FORMATS", "SCALE_BLOCKS", "names", "get"]
 
 
 FORMATS: dict[str, Format] = {f.name: f for f in [
@@ -45,6 +45,9 @@ FORMATS: dict[str, Format] = {f.name: f for f in [
 
 #: The MX element formats (OCP MX v1.0 and MXINT8), in table order.
 ELEMENT_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
+#: Elements per E8M0/UE4M3 block scale: OCP MX's 32, NVFP4's 16, and 8 (MX units whose
+#: instruction holds 8 elements and one scale per operand, e.g. RISC-V MX coprocessors).
+SCALE_BLOCKS = (8, 16, 32)
 
 _ALIASES = {
     "fp8_e4m3": "e4m3", "float8_e4m3fn": "e4m3", "fp8_e5m2": "e5m2", "float8_e5m2": "e5m2",

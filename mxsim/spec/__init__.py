@@ -43,6 +43,18 @@ FP32 result as cuBLASLt does: ``alpha`` gives ``fl(fl(sa*sb)*D) + 0`` (so a zero
 the main loop, as cuBLASLt does on sm_90: each 128-K chain (promotion from +0) gives a partial
 P, and the FP32 running total (C, or +0) becomes ``fma(P, fl(sa*sb), total)``, one rounding to
 nearest even with IEEE zero signs.
+
+With ``specials="none"`` the unit knows no NaN or Inf inputs: every code of A, B, the block
+scales and C is the finite number its bits spell (E4M3 S.1111.111 is ±480, E5M2's Inf/NaN
+codes one more binade, an E8M0 scale 0xFF is 2**128, an FP32 C with exponent field 255 is
+2**128·1.m); results beyond the largest finite value still follow ``overflow``, and a value
+the unit computed (a step's result, the D passed on as the next instruction's C) keeps its
+meaning. With ``reduce="tree"`` an instruction is one GST-FDPA reduction tree instead of fused
+steps: its exact group terms (each ``group`` products summed exactly, times the scales) are
+added pairwise in a balanced binary tree in index order, ``((t0 + t1) + (t2 + t3)) + ...``,
+each node rounded once to ``acc_format`` with ``acc_rounding`` and ``overflow`` (zero signs by
+``zero_sign``; NaN and Inf by IEEE 754); C is added after (``c_mode="after"``). It needs
+``frac_bits`` null (the terms are exact) and k / group a power of two.
 """
 
 from __future__ import annotations
@@ -59,19 +71,20 @@ from typing import Any
 from .. import formats
 from ..errors import MxsimError
 from ..formats import ELEMENT_FORMATS, Overflow, Rounding
-from .policies import Align, CMode, Epilogue, Product, UpcastSpecials, ZeroSign
+from . import widths
+from .policies import Align, CMode, Epilogue, Product, Reduce, Specials, UpcastSpecials, ZeroSign
+from .widths import MAX_GROUP_BITS, MAX_STEP_SUM_BITS, group_sum_bits, step_sum_bits
 
-__all__ = ["Align", "Product", "CMode", "ZeroSign", "UpcastSpecials", "Epilogue", "UnitSpec",
-           "SpecError",
-           "from_dict", "load", "group_sum_bits", "ELEMENT_FORMATS", "OUTPUT_FORMATS"]
+__all__ = ["Align", "Product", "CMode", "ZeroSign", "UpcastSpecials", "Epilogue", "Specials",
+           "Reduce", "UnitSpec", "SpecError", "from_dict", "load", "group_sum_bits",
+           "step_sum_bits", "MAX_GROUP_BITS", "MAX_STEP_SUM_BITS", "ELEMENT_FORMATS",
+           "OUTPUT_FORMATS", "SCALE_BLOCKS"]
 
 OUTPUT_FORMATS = ("fp32", "fp16", "bf16")
 MAX_FRAC_BITS = 40        # keeps room in an int64 step sum for k terms (see step_sum_bits)
 #: The widest instruction: a fused step of every index at once beyond any hardware's (k = 16 to
 #: 256); bounds the memory of schedules, steps and RTL.
 MAX_K = 1 << 16
-#: A step's aligned sum, in units of its LSB, must stay below 2**63 (the engines sum in int64).
-MAX_STEP_SUM_BITS = 63
 #: e_zero beyond +-E_ZERO_LIMIT changes no result: every non-zero term's exponent (products
 #: with E8M0 scales, upcast or not; C; accumulators) lies within about [-300, 300], so a lower
 #: e_zero is below all of them, and with a higher one every non-zero term of a step lies below
@@ -82,68 +95,6 @@ NULLABLE = ("scale_format", "block", "k", "schedule", "frac_bits", "upcast", "gr
             "nan_code", "promote_every", "epilogue")
 #: Integer fields (bool is not an integer here; numpy integers are taken as ints).
 _INT_FIELDS = ("block", "k", "frac_bits", "group", "e_zero", "nan_code", "promote_every")
-MAX_GROUP_BITS = 54       # a group sum times two UE4M3 significands must stay below 2**63
-
-
-def _holds(up: formats.Format, name: str) -> bool:
-    """True when format ``up`` represents every finite value of element format ``name``."""
-    import numpy as np
-    f = formats.get(name)
-    values = f.decode(f.finite_codes())
-    return bool(np.array_equal(up.decode(up.encode(values, "rne", saturate=False)), values))
-
-
-def _holds_top_binade(up: formats.Format, name: str) -> bool:
-    """True when ``up`` holds, exactly, the numbers an IEEE-style format's Inf/NaN codes spell
-    when read as one more binade (True for formats without such codes)."""
-    import numpy as np
-    f = formats.get(name)
-    if f.kind != "float" or f.specials is not formats.Specials.IEEE:
-        return True
-    top = np.ldexp(1.0 + np.arange(1 << f.man_bits) / (1 << f.man_bits), f.emax + 1)
-    return bool(np.array_equal(up.decode(up.encode(top, "rne", saturate=False)), top))
-
-
-def _lsb_min(f: formats.Format) -> int:
-    """Exponent of the smallest step of an element format (its subnormal LSB)."""
-    return f.emin - f.man_bits if f.kind == "float" else -f.man_bits
-
-
-def step_sum_bits(spec: UnitSpec) -> int:
-    """Bits (sign excluded) that the largest aligned sum of one truncated step can need.
-
-    Every term is rounded to a multiple of the step's LSB ``2**(E - frac_bits)``; a product
-    is at most ``2**(e + 2)`` above its alignment exponent ``e <= E`` (``2**(e + 1)``
-    normalised, times ``2**2`` for two UE4M3 scale significands; a GST group term by its
-    exact group sum), the accumulator term below ``2**(E + 1)``, and ``rz-jam`` halves the
-    LSB. The engines sum a step in int64, so this must stay at most ``MAX_STEP_SUM_BITS``.
-    """
-    if spec.frac_bits is None:
-        raise ValueError("an exact step (frac_bits null) is not aligned")
-    ue4m3 = 2 if spec.scale_format == "ue4m3" else 0
-    longest = max(len(step) for step in spec.steps())
-    if spec.group is not None:
-        fa, fb = formats.get(spec.a_format), formats.get(spec.b_format)
-        above = (group_sum_bits(spec.a_format, spec.b_format, spec.group) - 1
-                 + _lsb_min(fa) + _lsb_min(fb) + ue4m3)
-        terms = longest // spec.group
-    else:
-        above = (1 if spec.product is Product.NORMALIZED else 2) + ue4m3
-        terms = longest
-    jam = 1 if spec.align is Align.RZ_JAM else 0
-    biggest = terms * 2 ** (spec.frac_bits + max(above, 1) + jam) \
-        + 2 ** (spec.frac_bits + 1 + jam)
-    return biggest.bit_length()
-
-
-def group_sum_bits(a_format: str, b_format: str, group: int) -> int:
-    """Bits of the exact fixed-point sum of ``group`` products (GST-FDPA), sign included."""
-    bits = 1 + (group - 1).bit_length()
-    for name in (a_format, b_format):
-        f = formats.get(name)
-        span = 0 if f.kind == "int" else f.emax - f.emin
-        bits += span + f.man_bits + 1 + (1 if f.kind == "int" else 0)
-    return bits
 
 
 class SpecError(MxsimError, ValueError):
@@ -173,8 +124,11 @@ _LATE_ENUMS: dict[str, type[enum.Enum]] = {"upcast_specials": UpcastSpecials,
 _ENUMS: dict[str, type[enum.Enum]] = {
     "align": Align, "product": Product, "c_mode": CMode, "zero_sign": ZeroSign,
     "acc_rounding": Rounding, "c_rounding": Rounding, "promote_rounding": Rounding,
-    "overflow": Overflow,
+    "overflow": Overflow, "specials": Specials, "reduce": Reduce,
 }
+#: Fields added after specs were first published: written (to_dict, dumps, digest) only when
+#: they differ from their default, so every earlier spec keeps its text and its digest.
+_LATER_FIELDS = {"specials": Specials.IEEE, "reduce": Reduce.CHAIN}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,7 +148,9 @@ class UnitSpec:
     upcast: str | None = None          #: operands converted (exactly) to this format first
     fold_scales: bool = False          #: E8M0 scales multiplied into the upcast operands
     upcast_specials: UpcastSpecials = UpcastSpecials.IEEE   #: FINITE: E5M2 Inf/NaN as numbers
+    specials: Specials = Specials.IEEE   #: NONE: every input code is a finite number
     group: int | None = None           #: GST-FDPA group size G
+    reduce: Reduce = Reduce.CHAIN      #: TREE: group terms added in a tree of roundings
     c_mode: CMode = CMode.STEP
     c_rounding: Rounding = Rounding.RNE
     acc_format: str = "e8m13"
@@ -221,6 +177,8 @@ class UnitSpec:
         self._check_instruction()
         self._check_schedule()
         self._check_group()
+        self._check_reduce()
+        self._check_specials()
         self._check_sums()
 
     def _normalise(self) -> None:
@@ -284,7 +242,7 @@ class UnitSpec:
             except MxsimError:
                 up = None
             lossless = up is not None and up.kind == "float" and all(
-                _holds(up, name) for name in (self.a_format, self.b_format))
+                widths.holds(up, name) for name in (self.a_format, self.b_format))
             if not lossless:
                 raise fail(f"upcast must be a float format holding every {self.a_format} and "
                            f"{self.b_format} value exactly, not {self.upcast!r}")
@@ -301,7 +259,7 @@ class UnitSpec:
         if self.upcast_specials is not UpcastSpecials.IEEE:
             if self.upcast is None:
                 raise fail("upcast_specials describes the operand upcast: it needs upcast")
-            if not all(_holds_top_binade(formats.get(self.upcast), name)
+            if not all(widths.holds_top_binade(formats.get(self.upcast), name)
                        for name in (self.a_format, self.b_format)):
                 raise fail(f"upcast_specials 'finite' reads Inf/NaN codes as numbers up to "
                            f"2**(emax+2); {self.upcast} cannot hold them (use bf16 or fp32)")
@@ -347,7 +305,7 @@ class UnitSpec:
                            "* k == 128")
 
     def _check_scale_block(self) -> None:
-        """FP32 scales need exact sums or an epilogue; block scales a block of 16 or 32."""
+        """FP32 scales need exact sums or an epilogue; block scales a block of 8, 16 or 32."""
         fail = self._fail
         if self.scale_format == "fp32":
             # FP32 scales (per tensor, row-wise, 128-blocks) are applied outside the tensor
@@ -359,8 +317,8 @@ class UnitSpec:
                 raise fail(f"block must be null or 128 for fp32 scales, not {self.block!r}")
         elif (self.scale_format is None) != (self.block is None):
             raise fail("scale_format and block go together (both set or both null)")
-        elif self.block is not None and self.block not in (16, 32):
-            raise fail(f"block must be 16 or 32, not {self.block!r}")
+        elif self.block is not None and self.block not in formats.SCALE_BLOCKS:
+            raise fail(f"block must be 8, 16 or 32, not {self.block!r}")
 
     def _check_instruction(self) -> None:
         """k, frac_bits and e_zero are in range; k is a multiple of the block."""
@@ -418,6 +376,44 @@ class UnitSpec:
                         step[i + 1] != step[i] + 1 for i in range(len(step) - 1)):
                     raise fail(f"with group {self.group}, every step must be a contiguous "
                                f"run of whole groups")
+
+    def _check_reduce(self) -> None:
+        """A reduction tree adds the exact GST group terms of one whole instruction."""
+        fail = self._fail
+        if self.reduce is not Reduce.TREE:
+            return
+        if self.group is None:
+            raise fail("reduce tree adds GST-FDPA group terms: it needs group and scales")
+        if self.k is None or self.frac_bits is not None:
+            raise fail("reduce tree adds exact group terms: it needs an instruction k and "
+                       "frac_bits null")
+        if len(self.steps()) > 1:
+            raise fail("reduce tree is one tree per instruction: schedule must be null (one "
+                       "step)")
+        terms = self.k // self.group
+        if terms & (terms - 1):
+            raise fail(f"reduce tree is a balanced binary tree: k / group must be a power of "
+                       f"two, not {self.k} / {self.group} = {terms}")
+        if self.c_mode is not CMode.AFTER:
+            raise fail("reduce tree adds C to the tree's result: c_mode must be after")
+
+    def _check_specials(self) -> None:
+        """A unit without NaN/Inf reads its inputs' codes as numbers it can hold."""
+        fail = self._fail
+        if self.specials is not Specials.NONE:
+            return
+        if self.exact or self.scale_format == "fp32":
+            raise fail("specials none reads element, E8M0/UE4M3 scale and C codes as numbers "
+                       "in a unit with an instruction k; the exact unit and fp32 scales "
+                       "follow IEEE 754")
+        if self.fold_scales:
+            raise fail("fold_scales reads an E8M0 scale 0xFF as NaN (a bf16-building "
+                       "emulation); specials none cannot go with it")
+        if self.upcast is not None and not all(
+                widths.holds_every_code(formats.get(self.upcast), name)
+                for name in (self.a_format, self.b_format)):
+            raise fail(f"specials none reads Inf/NaN codes as numbers up to 2**(emax+2); "
+                       f"upcast {self.upcast} cannot hold them (use bf16 or fp32)")
 
     def _check_sums(self) -> None:
         """A step sum fits int64; promotion and the NaN code fit the output."""
@@ -498,10 +494,15 @@ class UnitSpec:
     # -- serialisation ----------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data (enums as their names, the schedule as lists), TOML/JSON ready."""
+        """Plain data (enums as their names, the schedule as lists), TOML/JSON ready.
+
+        ``specials`` and ``reduce`` are left out where they hold their default (``ieee``,
+        ``chain``): a spec from before they existed keeps its text and its digest."""
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.name in _LATER_FIELDS and value is _LATER_FIELDS[f.name]:
+                continue
             if isinstance(value, enum.Enum):
                 value = value.value
             elif f.name == "schedule" and value is not None:
@@ -529,7 +530,8 @@ class UnitSpec:
         return "\n".join(lines) + "\n"
 
     def digest(self) -> str:
-        """A short hash of every field (16 hex digits): the same spec, the same digest."""
+        """A short hash of every field of :meth:`to_dict` (16 hex digits): the same spec, the
+        same digest."""
         import hashlib
         text = json.dumps(self.to_dict(), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["Align", "Product", "CMode", "ZeroSign", "UpcastSpecials", "Epilogue"]
+__all__ = ["Align", "Product", "CMode", "ZeroSign", "UpcastSpecials", "Epilogue", "Specials",
+           "Reduce"]
 
 
 class Align(enum.Enum):
@@ -57,3 +58,26 @@ class Epilogue(enum.StrEnum):
     ALPHA = "alpha"            #: per tensor: fl(fl(sa*sb)*acc) + 0
     COL_ROW = "col-row"        #: row-wise: fl(fl(acc*sb)*sa)
     BLOCK_FMA = "block-fma"    #: per 128-K block: total = fma(partial, fl(sa*sb), total)
+
+
+class Specials(enum.StrEnum):
+    """Whether the unit knows NaN and Inf codes in its inputs.
+
+    A ``str`` enum: it equals its TOML spelling (``spec.specials == "none"``).
+    """
+    IEEE = "ieee"          #: NaN and Inf codes as the formats define them (OCP MX, IEEE 754)
+    #: no NaN or Inf inputs: every code of A, B, the scales and C is the finite number its
+    #: bits spell (E4M3 S.1111.111 is 480, E5M2's Inf/NaN codes one more binade, an E8M0
+    #: scale 0xFF 2**128, an FP32 C with exponent field 255 2**128 * 1.m)
+    NONE = "none"
+
+
+class Reduce(enum.StrEnum):
+    """How an instruction's terms are added.
+
+    A ``str`` enum: it equals its TOML spelling (``spec.reduce == "tree"``).
+    """
+    CHAIN = "chain"        #: fused steps, each one aligned sum rounded once (MMA-Sim's model)
+    #: GST-FDPA group terms added pairwise in a balanced binary tree in index order, each
+    #: node ``x + y`` rounded once to ``acc_format``
+    TREE = "tree"

@@ -239,8 +239,8 @@ def _block(family: str, scale_format: str | None, block: int | None,
         block = implied
     elif scale_format is not None and block is None:
         block = 16 if scale_format == "ue4m3" else 32
-    if scale_format in ("e8m0", "ue4m3") and block not in (16, 32):
-        raise VectorFileError(f"Block must be 16 or 32 for {scale_format} scales, "
+    if scale_format in ("e8m0", "ue4m3") and block not in formats.SCALE_BLOCKS:
+        raise VectorFileError(f"Block must be 8, 16 or 32 for {scale_format} scales, "
                               f"not {block!r}")
     return block
 

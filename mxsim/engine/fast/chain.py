@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ... import formats
-from ...spec import CMode, UnitSpec, ZeroSign
+from ...spec import CMode, Specials, UnitSpec, ZeroSign
 from ...vectors import VectorSet
 from ..exactsum import exact_sums
 from .operands import Operand, Operands, special_codes
@@ -22,16 +22,18 @@ __all__ = ["add_round", "chain_dot", "convert"]
 
 def add_round(out: formats.Format, x: npt.NDArray, fx: formats.Format, y: npt.NDArray,
               fy: formats.Format, rounding, overflow, zero_sign: ZeroSign) -> npt.NDArray:
-    """``x + y`` (codes of two formats) exact, rounded once to ``out``."""
-    ox, oy = Operand.of(fx, x), Operand.of(fy, y)
-    n = x.size
+    """``x + y`` (codes of two formats, or Operands already read) exact, rounded once to
+    ``out``."""
+    ox, oy = Operand.read(fx, x), Operand.read(fy, y)
+    shape = ox.sig.shape
+    n = ox.sig.size
     dots = np.concatenate([np.arange(n), np.arange(n)])
     neg, mag, lsb_exp, sticky, zero = exact_sums(
         dots, np.concatenate([ox.sign.ravel(), oy.sign.ravel()]).astype(np.uint8),
         np.concatenate([ox.sig.ravel(), oy.sig.ravel()]).astype(np.uint64),
         np.concatenate([ox.lsb.ravel(), oy.lsb.ravel()]), n)
-    codes = formats.round_to(out, neg, lsb_exp, mag, sticky, rounding, overflow).reshape(x.shape)
-    zero = zero.reshape(x.shape)
+    codes = formats.round_to(out, neg, lsb_exp, mag, sticky, rounding, overflow).reshape(shape)
+    zero = zero.reshape(shape)
     mask = (1 << out.sign_shift) - 1
     if zero_sign is ZeroSign.POSITIVE:
         codes = np.where((codes & mask) == 0, codes & mask, codes)
@@ -78,6 +80,8 @@ def chain_dot(spec: UnitSpec, vs: VectorSet, kernel: bool = True) -> npt.NDArray
         # ZERO stands for an accumulator known to be +0 everywhere (no C), which needs no
         # decoding.
         d = ZERO if vs.c is None else vs.c.reshape(nb, m, n)[bi]
+        if spec.specials is Specials.NONE and d is not ZERO:
+            d = Operand.of(d_fmt, d, finite=True)      # C's codes are numbers, Inf/NaN too
         d = codes_of(_chain_entry(spec, ops, bi, vs.k, d, kernel), d_fmt, m, n)
         out[bi] = by_rows(lambda x, d_fmt=d_fmt: np.where(
             d_fmt.classify(x) == formats.Class.NAN, spec.d_nan, x).astype(d_fmt.code_dtype), d)

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ... import formats
-from ...spec import UnitSpec
+from ...spec import Specials, UnitSpec
 from ...vectors import VectorSet
 
 __all__ = ["Operand", "Operands", "special_codes"]
@@ -32,16 +32,24 @@ class Operand:
     inf: npt.NDArray[np.bool_]
 
     @classmethod
-    def of(cls, fmt: formats.Format, codes: npt.NDArray) -> Operand:
-        """The fields of ``codes`` of ``fmt`` (exact; no rounding)."""
+    def of(cls, fmt: formats.Format, codes: npt.NDArray, finite: bool = False) -> Operand:
+        """The fields of ``codes`` of ``fmt`` (exact; no rounding); ``finite``: NaN and Inf
+        codes are the numbers their bits spell (a unit with ``specials = "none"``)."""
         sign, e, sig = fmt.fields(codes)
         cls_ = fmt.classify(codes)
-        nan = cls_ == formats.Class.NAN
-        inf = cls_ == formats.Class.INF
+        nan = (cls_ == formats.Class.NAN) & (not finite)
+        inf = (cls_ == formats.Class.INF) & (not finite)
         sig = np.where(nan | inf, 0, sig).astype(np.int64)
         e = e.astype(np.int64)
         zero = (sig == 0) & ~nan & ~inf
         return cls(sign.astype(np.int64), sig, e - fmt.man_bits, e, zero, nan, inf)
+
+    @classmethod
+    def read(cls, fmt: formats.Format, x: Operand | npt.NDArray) -> Operand:
+        """``x`` when it is already an Operand (a C read as the spec says), else the fields of
+        codes ``x`` of ``fmt`` (a value the unit computed: NaN and Inf codes keep their
+        meaning)."""
+        return x if isinstance(x, Operand) else cls.of(fmt, x)
 
     def take(self, index) -> Operand:
         """The operand's fields indexed by ``index``."""
@@ -64,6 +72,7 @@ class Operands:
     def of(cls, spec: UnitSpec, vs: VectorSet) -> Operands:
         """A and B (batch, M, K)/(batch, K, N) and their scales repeated to every element."""
         fa, fb = formats.get(vs.a_format), formats.get(vs.b_format)
+        finite = spec.specials is Specials.NONE
         nb = int(np.prod(vs.batch_shape, dtype=np.int64))
         a_codes, b_codes = vs.a.reshape(nb, vs.m, vs.k), vs.b.reshape(nb, vs.k, vs.n)
         folded = False
@@ -72,8 +81,9 @@ class Operands:
             # the block scales folded in, where the spec says so), whose fields then give the
             # alignment exponents.
             up = formats.get(spec.upcast)
-            va = _upcast_values(fa, a_codes, spec.upcast_specials)
-            vb = _upcast_values(fb, b_codes, spec.upcast_specials)
+            how = "all" if finite else spec.upcast_specials
+            va = _upcast_values(fa, a_codes, how)
+            vb = _upcast_values(fb, b_codes, how)
             if spec.fold_scales:
                 blk = vs.block
                 with np.errstate(invalid="ignore"):      # Inf * a zero scale is NaN
@@ -84,14 +94,16 @@ class Operands:
             a_codes = up.encode(va, "rne", saturate=False)
             b_codes = up.encode(vb, "rne", saturate=False)
             fa = fb = up
-        a = Operand.of(fa, a_codes)
-        b = Operand.of(fb, b_codes)
+        a = Operand.of(fa, a_codes, finite)
+        b = Operand.of(fb, b_codes, finite)
         sa = sb = None
         if vs.scale_format is not None and not folded:
             fs = formats.get(vs.scale_format)
             blk = vs.block
-            sa = Operand.of(fs, np.repeat(vs.a_scale.reshape(nb, vs.m, -1), blk, axis=-1))
-            sb = Operand.of(fs, np.repeat(vs.b_scale.reshape(nb, -1, vs.n), blk, axis=-2))
+            sa = Operand.of(fs, np.repeat(vs.a_scale.reshape(nb, vs.m, -1), blk, axis=-1),
+                            finite)
+            sb = Operand.of(fs, np.repeat(vs.b_scale.reshape(nb, -1, vs.n), blk, axis=-2),
+                            finite)
             sa.sign[...] = 0          # UE4M3's sign bit is ignored, E8M0 has none
             sb.sign[...] = 0
         specials = bool(a.nan.any() or a.inf.any() or b.nan.any() or b.inf.any()
@@ -106,7 +118,12 @@ def _lsb_min(fmt: formats.Format) -> int:
 
 def _upcast_values(fmt: formats.Format, codes: npt.NDArray, specials: str) -> npt.NDArray:
     """Element values as an upcast reads them: exactly, or (``specials="finite"``) with an
-    IEEE-style format's Inf/NaN codes read as ``±2**(emax+1) * (1 + m / 2**man_bits)``."""
+    IEEE-style format's Inf/NaN codes read as ``±2**(emax+1) * (1 + m / 2**man_bits)``, or
+    (``specials="all"``) every code as the number its fields spell."""
+    if specials == "all":
+        sign, e, sig = fmt.fields(codes)
+        values = np.ldexp(sig.astype(np.float64), e.astype(np.int64) - fmt.man_bits)
+        return np.where(sign == 1, -values, values)
     values = fmt.decode(codes)
     if specials == "finite" and fmt.kind == "float" and fmt.specials is formats.Specials.IEEE:
         top = fmt.exp(codes) == (1 << fmt.exp_bits) - 1

@@ -36,8 +36,9 @@ class _Zero:
 ZERO = _Zero()
 
 
-def codes_of(d, fmt: formats.Format, m: int, n: int) -> npt.NDArray:
-    """The (m, n) codes of accumulator ``d`` (``ZERO`` becomes +0 codes of ``fmt``)."""
+def codes_of(d, fmt: formats.Format, m: int, n: int) -> npt.NDArray | Operand:
+    """The (m, n) codes of accumulator ``d`` (``ZERO`` becomes +0 codes of ``fmt``; a C
+    already read as an :class:`Operand` stays one)."""
     return np.zeros((m, n), fmt.code_dtype) if d is ZERO else d
 
 
@@ -62,11 +63,12 @@ def step(spec: UnitSpec, ops: Operands, a: Operand, b: Operand, sa: Operand | No
     """One fused step of rows ``a`` (r, g) against columns ``b`` (g, N); acc_format codes.
 
     ``acc_codes`` are the accumulator's codes in ``acc_in`` (None: no accumulator; ``ZERO``:
-    +0 everywhere). ``b_side`` is B prepared for the compiled kernel (None: use numpy).
+    +0 everywhere; an :class:`Operand`: a C already read). ``b_side`` is B prepared for the
+    compiled kernel (None: use numpy).
     """
     acc_fmt = formats.get(spec.acc_format)
     zero_acc = acc_codes is ZERO
-    acc = None if acc_codes is None or zero_acc else Operand.of(acc_in, acc_codes)
+    acc = None if acc_codes is None or zero_acc else Operand.read(acc_in, acc_codes)
     if b_side is not None:
         q, step_lsb, flags = _kernels.step_sums(
             a, sa, b_side, acc, spec.frac_bits, spec.align.value,
@@ -169,7 +171,8 @@ def step_all_rows(spec: UnitSpec, ops: Operands, bi: int, idx: npt.NDArray,
         rows = slice(r0, min(m, r0 + rows_per))
         a = ops.a.take(bi).take((rows, idx))
         sa = None if ops.sa is None else ops.sa.take(bi).take((rows, idx))
-        acc_rows = acc if acc is None or acc is ZERO else acc[rows]
+        acc_rows = acc if acc is None or acc is ZERO else (
+            acc.take(rows) if isinstance(acc, Operand) else acc[rows])
         out[rows] = step(spec, ops, a, b, sa, sb, acc_rows, acc_in, b_side)
 
     starts = range(0, m, rows_per)
