@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from .. import formats
 from ..formats import Overflow, Rounding
-from ..spec import Align, CMode, Product, Specials, UnitSpec, ZeroSign
+from ..spec import Align, CMode, Product, Reduce, Specials, UnitSpec, ZeroSign
 from ..vectors import VectorSet
 
 # Plumbing only (which vectors and which unit run before the FP32 scales), no arithmetic.
@@ -334,7 +334,7 @@ def _terms(spec: UnitSpec, vs: VectorSet, bt, i, j, idx) -> list[tuple[_Val, int
         e = int(fs.fields(sa).e) + int(fs.fields(sb).e)
         scale = _mul_vals([_input(spec, fs, sa), _input(spec, fs, sb)])
         if special is not None:
-            out.append((special, e))
+            out.append((_mul_vals([special, scale]), e))     # Inf times a zero scale: NaN
             continue
         if scale.kind == "nan":
             out.append((scale, e))
@@ -372,6 +372,17 @@ def _step_ref(spec: UnitSpec, terms: list[tuple[_Val, int]], acc: _Val | None,
                                                    total < 0)
         return _Val("num", Fraction(0), neg)
     return r
+
+
+def _tree_ref(spec: UnitSpec, terms: list[tuple[_Val, int]]) -> _Val:
+    """A reduction tree: the terms added pairwise, ((t0 + t1) + (t2 + t3)) + ..., each node
+    rounded once to acc_format; a lone term is rounded once, as t0 + 0."""
+    acc_fmt = formats.get(spec.acc_format)
+    nodes = [v for v, _ in terms] + ([_Val("num")] if len(terms) == 1 else [])
+    while len(nodes) > 1:
+        nodes = [_add_ref(x, y, acc_fmt, spec.acc_rounding, spec.overflow, spec.zero_sign)
+                 for x, y in zip(nodes[::2], nodes[1::2], strict=True)]
+    return nodes[0]
 
 
 def _add_ref(x: _Val, y: _Val, out: formats.Format, rounding: Rounding, overflow: Overflow,
@@ -476,7 +487,10 @@ def dot(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
                                  spec.zero_sign)
                 d = _Val("num")
             acc, acc_in = (None if spec.c_mode is CMode.AFTER else d), d_fmt
-            for step in spec.steps():
+            if spec.reduce is Reduce.TREE:
+                idx = list(range(inst * spec.k, (inst + 1) * spec.k))
+                acc = _tree_ref(spec, _terms(spec, vs, bt, i, j, idx))
+            for step in spec.steps() if spec.reduce is Reduce.CHAIN else ():
                 idx = [inst * spec.k + s for s in step]
                 acc_e = _acc_exponent(spec, acc_in, acc) if acc is not None else None
                 acc = _step_ref(spec, _terms(spec, vs, bt, i, j, idx), acc, acc_e)

@@ -1,7 +1,8 @@
 """The general unit's chain: fused steps per instruction, instructions chained along K.
 
 :func:`chain_dot` computes a unit without an FP32-scale epilogue: each instruction's steps
-accumulate (C first or after, as the spec says), D of one instruction is C of the next, with
+accumulate (C first or after, as the spec says; a ``reduce = "tree"`` unit's instruction is
+its reduction tree, C after), D of one instruction is C of the next, with
 promotion into a separate total every ``promote_every`` instructions where the spec says so.
 """
 
@@ -11,59 +12,14 @@ import numpy as np
 import numpy.typing as npt
 
 from ... import formats
-from ...spec import CMode, Specials, UnitSpec, ZeroSign
+from ...spec import CMode, Reduce, Specials, UnitSpec
 from ...vectors import VectorSet
-from ..exactsum import exact_sums
-from .operands import Operand, Operands, special_codes
+from .adders import add_round, convert
+from .operands import Operand, Operands
 from .step import ZERO, by_rows, codes_of, step_all_rows
+from .tree import tree_all_rows
 
-__all__ = ["add_round", "chain_dot", "convert"]
-
-
-def add_round(out: formats.Format, x: npt.NDArray, fx: formats.Format, y: npt.NDArray,
-              fy: formats.Format, rounding, overflow, zero_sign: ZeroSign) -> npt.NDArray:
-    """``x + y`` (codes of two formats, or Operands already read) exact, rounded once to
-    ``out``."""
-    ox, oy = Operand.read(fx, x), Operand.read(fy, y)
-    shape = ox.sig.shape
-    n = ox.sig.size
-    dots = np.concatenate([np.arange(n), np.arange(n)])
-    neg, mag, lsb_exp, sticky, zero = exact_sums(
-        dots, np.concatenate([ox.sign.ravel(), oy.sign.ravel()]).astype(np.uint8),
-        np.concatenate([ox.sig.ravel(), oy.sig.ravel()]).astype(np.uint64),
-        np.concatenate([ox.lsb.ravel(), oy.lsb.ravel()]), n)
-    codes = formats.round_to(out, neg, lsb_exp, mag, sticky, rounding, overflow).reshape(shape)
-    zero = zero.reshape(shape)
-    mask = (1 << out.sign_shift) - 1
-    if zero_sign is ZeroSign.POSITIVE:
-        codes = np.where((codes & mask) == 0, codes & mask, codes)
-    else:
-        both_neg = ox.zero & oy.zero & (ox.sign == 1) & (oy.sign == 1)
-        codes = np.where(zero, np.where(both_neg, 1 << out.sign_shift, 0), codes)
-    nan = ox.nan | oy.nan
-    pinf = ox.inf & (ox.sign == 0) | oy.inf & (oy.sign == 0)
-    ninf = ox.inf & (ox.sign == 1) | oy.inf & (oy.sign == 1)
-    return special_codes(out, nan, pinf, ninf, codes)
-
-
-def convert(out: formats.Format, codes: npt.NDArray, fmt: formats.Format, rounding,
-            overflow) -> npt.NDArray:
-    """Codes of ``fmt`` rounded to ``out`` (exact when ``out`` holds every value of ``fmt``)."""
-    if out.name == fmt.name:
-        return codes
-    if (out.exp_bits, out.bias, out.specials) == (fmt.exp_bits, fmt.bias, fmt.specials) \
-            and out.man_bits >= fmt.man_bits and fmt.kind == out.kind == "float":
-        # A narrower mantissa in the same exponent range (E8M13 in FP32): every value, Inf and
-        # NaN maps over exactly by moving the fields.
-        dt = out.code_dtype.type
-        c = codes.astype(out.code_dtype, copy=False)
-        sign = c >> dt(fmt.sign_shift)
-        mag = c & dt((1 << fmt.sign_shift) - 1)
-        return (sign << dt(out.sign_shift)) | (mag << dt(out.man_bits - fmt.man_bits))
-    op = Operand.of(fmt, codes)
-    res = formats.round_to(out, op.sign, op.lsb, op.sig.astype(np.uint64), False, rounding,
-                           overflow)
-    return special_codes(out, op.nan, op.inf & (op.sign == 0), op.inf & (op.sign == 1), res)
+__all__ = ["chain_dot"]
 
 
 def chain_dot(spec: UnitSpec, vs: VectorSet, kernel: bool = True) -> npt.NDArray:
@@ -103,7 +59,9 @@ def _chain_entry(spec: UnitSpec, ops: Operands, bi: int, k: int, d, kernel: bool
                               spec.overflow, spec.zero_sign)
             d = ZERO
         acc, acc_in = (None if spec.c_mode is CMode.AFTER else d), d_fmt
-        for step in steps:
+        if spec.reduce is Reduce.TREE:
+            acc = tree_all_rows(spec, ops, bi, inst * spec.k + steps[0])
+        for step in steps if spec.reduce is Reduce.CHAIN else ():
             acc = step_all_rows(spec, ops, bi, inst * spec.k + step, acc, acc_in, kernel)
             acc_in = acc_fmt
         if spec.c_mode is CMode.AFTER:
