@@ -192,10 +192,8 @@ def finish(pm: Any, plan: Plan, spec: UnitSpec, vs: VectorSet, beats: Any,
     from mxsim.engine import fast
     want = fast.dot(spec, vs).reshape(-1)
     trace, raw = rec.trace, rec.raw
-    first = raw[plan.results[0]]
-    trace.results = (first[:, 0] if first.shape[1] else np.zeros(len(first), np.uint32)
-                     ).astype(np.uint32).tolist()
     results = pm.decode(raw)
+    trace.results = results.fp32_codes().tolist()
     mismatches: list[Mismatch] = list(pm.compare(results, want, d_format=spec.d_format))
     taken, instructions = int((trace.in_valid & trace.in_ready).sum()), instructions_of(beats)
     if taken != instructions:
@@ -218,6 +216,12 @@ def stimulus_arrays(plan: Plan, beats: Any, stimulus: Stimulus) -> dict[str, npt
         if port not in plan.handshake_ports():
             out[f"in:{port}"] = np.ascontiguousarray(words, np.uint32)
     return out
+
+
+def array_lows(pm: Any, beats: Any) -> dict[str, npt.NDArray]:
+    """``low:PORT``: the lowest index of each unpacked array port (lane i is index low + i)."""
+    return {f"low:{port}": np.int64(getattr(pm.ports.get(port), "low", 0))
+            for port, words in beats.ports.items() if words.ndim == 3}
 
 
 def instructions_of(beats: Any) -> int:
@@ -271,6 +275,11 @@ class ForeignBackend:
     def build_seconds(self) -> float | None:
         return BUILD_SECONDS.get(self.sim)
 
+    @property
+    def build_dir(self) -> Path | None:
+        """The folder of the last build (a cocotb build of the design; None before one)."""
+        return self._dir
+
     def build(self, spec: UnitSpec, microarch: MicroArch | None, out_dir: Path, *,
               fault: str | None = None) -> None:
         if fault is not None:
@@ -283,7 +292,7 @@ class ForeignBackend:
         key = design_key(self.pm, parameters, self.sim, str(self.waves), str(x_initial))
         out = (Path(out_dir) / f"foreign-{self.sim}-{self.plan.top}-{key}").resolve()
         out.mkdir(parents=True, exist_ok=True)
-        check_ports(self.pm, out)
+        check_ports(self.pm, out, spec)
         if (out / ".built").exists() and (out / ".built").read_text() == key:
             self._dir = out
             return
@@ -324,7 +333,7 @@ class ForeignBackend:
         tb = out / f"{name}.npz"
         plan = {**self.plan.__dict__, "idle": self.plan.idle_limit}
         np.savez(tb, plan=np.array(json.dumps(plan)), seed=np.int64(stimulus.seed),
-                 **stimulus_arrays(self.plan, beats, stimulus))
+                 **stimulus_arrays(self.plan, beats, stimulus), **array_lows(self.pm, beats))
         paths = {"MXSIM_FTB": tb, "MXSIM_FTB_TRACE": out / f"{name}_trace.bin",
                  "MXSIM_FTB_RESULTS": out / f"{name}_results.bin",
                  "MXSIM_FTB_OUT": out / f"{name}_out.json"}
@@ -367,10 +376,11 @@ class ForeignBackend:
         return None if self.waves else ForeignBackend(self.pm, sim=self.sim, waves=True)
 
 
-def check_ports(pm: Any, work_dir: Path) -> None:
-    """Refuse a map whose ports the design lacks or whose widths differ (``MapError``)."""
+def check_ports(pm: Any, work_dir: Path, spec: UnitSpec) -> None:
+    """Refuse a map whose ports the design (elaborated for ``spec``) lacks or whose widths
+    differ (``MapError``); after it the map knows the design's port widths."""
     from .ports import design_ports
-    pm.check_ports(design_ports(pm, work_dir))
+    pm.check_ports(design_ports(pm, work_dir, spec))
 
 
 def _waveform(out: Path) -> str:

@@ -14,6 +14,7 @@ Registers start random (``Verilated::randReset(2)``), so only the reset gives th
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -99,13 +100,19 @@ def harness_text(plan: Plan, inputs: list[str]) -> str:
     return TEMPLATE.read_text().replace("// @GENERATED@", "\n".join(lines))
 
 
+def _cflags() -> list[str]:
+    """C++ optimisation: -O2, unless ``MAKEFLAGS`` sets Verilator's ``OPT_FAST`` (quicker
+    builds for short runs, e.g. ``OPT_FAST=-O0 OPT_SLOW=-O0 OPT_GLOBAL=-O0``)."""
+    return [] if "OPT_FAST" in os.environ.get("MAKEFLAGS", "") else ["-CFLAGS", "-O2"]
+
+
 def _verilate(pm: Any, parameters: dict, out: Path, harness: Path) -> Path:
     from .toolchain import verilator_env, verilator_root
     d = pm.design
     base = Path(pm.path).resolve().parent
     cmd = [str(verilator_root() / "bin" / "verilator"), "--cc", "--exe", "--build", "-O3",
            "--top-module", d.top, "--x-assign", "unique", "--x-initial", "unique",
-           *VERILATOR_ARGS, "-j", str(os.cpu_count() or 2), "-CFLAGS", "-O2",
+           *VERILATOR_ARGS, "-j", str(os.cpu_count() or 2), *_cflags(),
            "--Mdir", str(out / "obj")]
     cmd += [f"-I{(base / p).resolve()}" for p in d.include_dirs]
     cmd += [f"-D{k}={v}" for k, v in d.defines.items()]
@@ -138,6 +145,11 @@ class ForeignBulkBackend:
     def what(self) -> str:
         return f"{self.plan.top} with the bulk C++ harness (Verilator)"
 
+    @property
+    def executable(self) -> Path | None:
+        """The harness the last build made (one per design and harness; None before one)."""
+        return self._exe
+
     def build(self, spec: UnitSpec, microarch: MicroArch | None, out_dir: Path, *,
               fault: str | None = None) -> None:
         if fault is not None:
@@ -149,23 +161,23 @@ class ForeignBulkBackend:
         out = (Path(out_dir) / f"foreign-bulk-{self.plan.top}-"
                                f"{design_key(self.pm, parameters, 'bulk')}").resolve()
         out.mkdir(parents=True, exist_ok=True)
-        check_ports(self.pm, out)
+        check_ports(self.pm, out, spec)
         self._inputs = [p for p in self.pm.data_ports() if p not in self.plan.handshake_ports()]
         text = harness_text(self.plan, self._inputs)
-        harness = out / "harness.cpp"
-        exe = out / "obj" / f"V{self.plan.top}"
-        if exe.exists() and harness.exists() and harness.read_text() == text:
-            self._exe = exe                      # built from these sources and harness already
-            return
-        shutil.rmtree(out / "obj", ignore_errors=True)
-        harness.write_text(text)
-        self._exe = _verilate(self.pm, parameters, out, harness)
+        # One Verilated model per design; one executable per harness (maps of one design
+        # differ in their harness only: make recompiles the harness alone).
+        exe = out / f"V{self.plan.top}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+        if not exe.exists():
+            harness = out / "harness.cpp"
+            harness.write_text(text)
+            shutil.copy(_verilate(self.pm, parameters, out, harness), exe)
+        self._exe = exe
 
     def run(self, vs: VectorSet, stimulus: Stimulus, *, name: str = "run") -> ForeignRun:
         if self._exe is None or self._spec is None:
             raise RuntimeError("ForeignBulkBackend.run needs a build() first")
         beats = self.pm.pack(self._spec, vs)
-        work = self._exe.parent.parent
+        work = self._exe.parent
         stim, trace_path, results_path = (work / f"{name}.stim", work / f"{name}_trace.bin",
                                           work / f"{name}_results.bin")
         self._write_stimulus(stim, beats, stimulus)

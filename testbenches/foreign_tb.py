@@ -68,8 +68,9 @@ def columns(dut, data) -> tuple[list, list]:
             continue
         words = data[key]
         handle = getattr(dut, key[3:])
+        low = int(data[f"low:{key[3:]}"]) if f"low:{key[3:]}" in data.files else 0
         parts = ([(handle, words)] if words.ndim == 2 else
-                 [(handle[e], words[:, e]) for e in range(words.shape[1])])
+                 [(handle[low + e], words[:, e]) for e in range(words.shape[1])])
         for h, w in parts:
             same = len(w) == 0 or bool((w == w[0]).all())
             (fixed if same else moving).append((h, ints(w[:1] if same else w)))

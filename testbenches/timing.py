@@ -110,8 +110,9 @@ def _valid_ready(d: Declared, trace: cycle.Trace, found: _Found) -> None:
     for j in range(len(outs), len(ends)):
         i = int(ends[j])
         found.add(rule1, int(ins[i]), i, f"instruction {i} (input handshake at cycle "
-                                         f"{int(ins[i])}) gave no result in the "
-                                         f"{trace.cycles} cycles run")
+                                         f"{int(ins[i])}) has no result: {len(outs)} results "
+                                         f"left for {len(ends)} in the {trace.cycles} cycles "
+                                         f"run (matched in order)")
     _hold(trace, ends, outs, found)
     _latency(d, trace, ins, ends, outs, found)
     _interval(d, trace, ins, found)
