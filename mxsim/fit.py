@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from . import formats
 from .engine import fast
 from .errors import MxsimError, UnitError
 from .spec import SpecError, UnitSpec
@@ -72,11 +73,17 @@ DEFAULT_SEARCH: dict[str, list[Any]] = {
     "acc_rounding": ["rz", "rne", "rd", "ru"],
     "e_zero": [-133, -21, -139, -127, -149, -200],
     "c_rounding": ["rne", "rz"],
+    # Foreign MX units: NaN/Inf handling and overflow (searched only where the data can show
+    # them, see _prune), GST groups and reduction trees.
+    "specials": ["ieee", "none"],
+    "overflow": ["inf", "saturate", "ieee"],
+    "group": [None, 32, 16, 8],
+    "reduce": ["chain", "tree"],
 }
 
 #: Order of the coordinate sweeps: the parameters that move the most bits first.
 _ORDER = ["schedule", "frac_bits", "acc_format", "acc_rounding", "align", "c_mode", "product",
-          "upcast", "e_zero", "c_rounding"]
+          "upcast", "e_zero", "c_rounding", "specials", "overflow", "group", "reduce"]
 
 
 @dataclass
@@ -91,6 +98,11 @@ class Fit:
     #: parameter -> its other values that reproduce exactly the outputs the fitted spec does
     #: (the others as fitted): what the data cannot separate from the fitted value.
     unseparated: dict[str, list[str]] = field(default_factory=dict)
+    #: the first outputs the fitted spec misses: index, observed and fitted codes, ulps and
+    #: a summary of the dot's inputs (see :func:`miss_summaries`)
+    misses: list[dict[str, Any]] = field(default_factory=list)
+    #: how far the misses are, in ulps of d_format: bin label -> count (see :func:`ulp_bins`)
+    ulps: dict[str, int] = field(default_factory=dict)
 
     @property
     def exact(self) -> bool:
@@ -117,7 +129,25 @@ class Fit:
                          "reproduces the same outputs)")
         if not self.exact:
             lines.append(f"  first outputs no candidate reproduces: {self.unexplained[:10]}")
+            lines += self._misses_report()
         return "\n".join(lines)
+
+    def _misses_report(self) -> list[str]:
+        """The closest spec, its misses and their ulp histogram."""
+        d_format = self.spec.d_format
+        lines = [f"closest spec: {_spec_line(self.spec)}",
+                 f"its {self.total - self.equal} misses, in ulps of {d_format} "
+                 f"(|observed - fitted|; 0: the sign of a zero):"]
+        width = max(self.ulps.values(), default=1)
+        for label, count in self.ulps.items():
+            bar = "#" * max(1, round(40 * count / width)) if count else ""
+            lines.append(f"  {label:>13} ulps {count:8}  {bar}")
+        lines.append("first misses:")
+        for m in self.misses:
+            lines.append(f"  dot {m['index']}{' [' + m['family'] + ']' if m['family'] else ''}"
+                         f": observed {m['observed']}, fitted {m['fitted']}, {m['ulps']} ulps;"
+                         f" {m['inputs']}")
+        return lines
 
 
 def _value_name(param: str, spec: UnitSpec) -> str:
@@ -136,6 +166,10 @@ def _candidate(spec: UnitSpec, param: str, value: Any) -> UnitSpec | None:
             return replace(spec, schedule=value)
         if param == "frac_bits" and value is None:
             return replace(spec, frac_bits=None)
+        if param == "reduce" and value == "tree" and spec.reduce != "tree":
+            # A tree adds exact group terms, C after: one joint move.
+            return replace(spec, reduce="tree", group=spec.group or spec.block, frac_bits=None,
+                           schedule=None, c_mode="after")
         return replace(spec, **{param: value})
     except (SpecError, ValueError):
         return None                      # a combination the spec space does not allow
@@ -152,26 +186,158 @@ def fit(observed: VectorSet, *, k: int, start: UnitSpec | None = None,
     ``d`` or its K is not a multiple of ``k``.
     """
     _check_fit_args(observed, k)
-    search = dict(DEFAULT_SEARCH if search is None else search)
+    start = start or _default_start(observed, k)
+    search = _prune(dict(DEFAULT_SEARCH), observed, start) if search is None else dict(search)
     search.setdefault("schedule", list(schedules(k).values()))
     s = _Search(observed, search)
     best: UnitSpec | None = None
-    for spec in _starts(s, start or _default_start(observed, k)):
+    for spec in _starts(s, start):
         spec = s.climb(spec, sweeps, progress)
         if best is None or s.score(spec) > s.score(best):
             best = spec
         if s.score(best) == s.target.size:
             break
     assert best is not None
+    if s.score(best) < s.target.size:
+        # Nothing explains every output: the closest spec is the best of every one scored.
+        best = max(s.cache, key=lambda c: (s.score(c), -s.complexity_of(c)))
     evidence, unseparated = s.evidence(best, k)
     ok = s.cache[best] if best in s.cache else np.zeros(s.target.shape, bool)
     final_equal = s.score(best)                # checked against every observed output
     bad = [tuple(int(i) for i in np.unravel_index(j, observed.d.shape))
            for j in np.flatnonzero(~ok)[:20]]
+    misses, ulps = [], {}
+    if final_equal < s.target.size:
+        fitted = _outputs(best, observed)
+        misses = miss_summaries(observed, fitted, bad[:5])
+        ulps = ulp_bins(observed.d_format, observed.d.reshape(-1)[~ok], fitted.reshape(-1)[~ok])
     return Fit(spec=replace(best, name="fitted", provenance=f"mxsim fit on {s.target.size} "
                                                              f"outputs ({observed.producer})"),
                total=int(s.target.size), equal=final_equal, evidence=evidence,
-               unexplained=bad, evaluated=len(s.cache), unseparated=unseparated)
+               unexplained=bad, evaluated=len(s.cache), unseparated=unseparated,
+               misses=misses, ulps=ulps)
+
+
+def _outputs(spec: UnitSpec, observed: VectorSet) -> np.ndarray:
+    """``spec``'s outputs on the observed inputs (NaN codes where it cannot run them)."""
+    try:
+        return fast.dot(spec, observed)
+    except (MxsimError, ValueError):
+        return np.full(observed.d.shape, formats.get(observed.d_format).code_of_nan,
+                       observed.d.dtype)
+
+
+#: Bins of the ulp histogram: (label, smallest, largest) distances in d_format's codes.
+_ULP_BINS = [("0", 0, 0), ("1", 1, 1), ("2", 2, 2), ("3-4", 3, 4), ("5-16", 5, 16),
+             ("17-256", 17, 256), ("257-2^16", 257, 1 << 16), ("2^16-2^24", (1 << 16) + 1,
+                                                               1 << 24),
+             (">2^24", (1 << 24) + 1, 1 << 62)]
+
+
+def ulp_bins(d_format: str, observed: np.ndarray, fitted: np.ndarray) -> dict[str, int]:
+    """How many pairs of codes of ``d_format`` lie how many ulps apart, by bin.
+
+    The distance counts the representable values between them (±0 are one value, so +0
+    against -0 is 0 ulps; the largest finite value and Inf are 1 apart); a pair where one side
+    is NaN and the other is not counts under ``NaN``."""
+    fmt = formats.get(d_format)
+
+    def key(codes: np.ndarray) -> np.ndarray:
+        c = codes.astype(np.int64)
+        mag = c & ((1 << fmt.sign_shift) - 1)
+        return np.where(c >> fmt.sign_shift, -mag, mag)
+
+    nan_o = fmt.classify(observed) == formats.Class.NAN
+    nan_f = fmt.classify(fitted) == formats.Class.NAN
+    dist = np.abs(key(observed) - key(fitted))
+    live = ~(nan_o | nan_f)
+    out = {label: int(((dist >= lo) & (dist <= hi) & live).sum()) for label, lo, hi in _ULP_BINS}
+    out["NaN"] = int((nan_o != nan_f).sum())
+    return out
+
+
+def miss_summaries(observed: VectorSet, fitted: np.ndarray,
+                   indices: list[tuple[int, ...]]) -> list[dict[str, Any]]:
+    """One line of facts per missed output: its index and family, the observed and fitted
+    codes (with values), their distance in ulps and what the dot's inputs hold."""
+    fmt = formats.get(observed.d_format)
+    families = observed.extra.get("families") if observed.batch_shape else None
+    out = []
+    for idx in indices:
+        o, f = int(observed.d[idx]), int(fitted[idx])
+        ulps = ulp_bins(observed.d_format, np.array([o], observed.d.dtype),
+                        np.array([f], observed.d.dtype))
+        out.append({"index": idx,
+                    "family": families[idx[0]] if families and len(idx) == 3 else "",
+                    "observed": f"{o:#x} ({_value(fmt, o)})",
+                    "fitted": f"{f:#x} ({_value(fmt, f)})",
+                    "ulps": next(label for label, n in ulps.items() if n),
+                    "inputs": _inputs_summary(observed, idx)})
+    return out
+
+
+def _value(fmt: formats.Format, code: int) -> str:
+    return f"{float(fmt.decode(np.array([code], fmt.code_dtype))[0]):.9g}"
+
+
+def _inputs_summary(vs: VectorSet, idx: tuple[int, ...]) -> str:
+    """What dot ``idx``'s inputs hold: non-zero and NaN/Inf element codes, scale codes, C."""
+    *bt, i, j = idx
+    bt = tuple(bt)
+    parts = []
+    for name, codes in (("A", vs.a[bt + (i,)]), ("B", vs.b[bt + (slice(None), j)])):
+        f = formats.get(vs.a_format if name == "A" else vs.b_format)
+        cls = f.classify(codes)
+        special = int(((cls == formats.Class.NAN) | (cls == formats.Class.INF)).sum())
+        parts.append(f"{name} {int((f.decode(codes) != 0).sum())} of {codes.size} non-zero"
+                     + (f", {special} NaN/Inf codes" if special else ""))
+    if vs.scale_format in ("e8m0", "ue4m3"):
+        sa, sb = vs.a_scale[bt + (i,)], vs.b_scale[bt + (slice(None), j)]
+        parts.append("scales A " + " ".join(f"{int(x):02x}" for x in sa[:8])
+                     + ", B " + " ".join(f"{int(x):02x}" for x in sb[:8]))
+    if vs.c is not None:
+        c = int(vs.c[idx])
+        parts.append(f"C {c:#x} ({_value(formats.get(vs.c_format), c)})")
+    return "; ".join(parts)
+
+
+def _spec_line(spec: UnitSpec) -> str:
+    """The fitted fields of a spec, on one line."""
+    names = ("k", "block", "group", "reduce", "frac_bits", "align", "product", "upcast",
+             "c_mode", "acc_format", "acc_rounding", "overflow", "specials", "e_zero",
+             "c_rounding", "d_format")
+    sched = _value_name("schedule", spec) if spec.k else "none"
+    return f"schedule {sched}, " + ", ".join(
+        f"{n} {'none' if getattr(spec, n) is None else _value_name(n, spec)}" for n in names)
+
+
+def _prune(search: dict[str, list[Any]], observed: VectorSet,
+           start: UnitSpec) -> dict[str, list[Any]]:
+    """The default search without the parameters these data cannot show: ``specials`` where no
+    input code is NaN or Inf, ``overflow`` where the starting spec's outputs are the same
+    under each rule, and GST ``group``/``reduce`` without E8M0/UE4M3 block scales."""
+    def has_special(fmt_name: str, codes: np.ndarray | None) -> bool:
+        if codes is None:
+            return False
+        cls = formats.get(fmt_name).classify(codes)
+        return bool(((cls == formats.Class.NAN) | (cls == formats.Class.INF)).any())
+
+    block_scales = observed.scale_format in ("e8m0", "ue4m3")
+    if not (has_special(observed.a_format, observed.a)
+            or has_special(observed.b_format, observed.b)
+            or has_special(observed.c_format, observed.c)
+            or (block_scales and (has_special(observed.scale_format, observed.a_scale)
+                                  or has_special(observed.scale_format, observed.b_scale)))):
+        search.pop("specials", None)
+    if "overflow" in search:
+        outs = {_outputs(replace(start, overflow=o), observed).tobytes()
+                for o in search["overflow"]}
+        if len(outs) == 1:
+            search.pop("overflow")
+    if not block_scales:
+        search.pop("group", None)
+        search.pop("reduce", None)
+    return search
 
 
 def _check_fit_args(observed: VectorSet, k: Any) -> None:
@@ -233,6 +399,10 @@ class _Search:
         current = spec.schedule if param == "schedule" else getattr(spec, param)
         current = getattr(current, "value", current)
         return values.index(current) if current in values else len(values)
+
+    def complexity_of(self, spec: UnitSpec) -> int:
+        """The sum of ``spec``'s complexities over the searched parameters."""
+        return sum(self.complexity(param, spec) for param in self.search)
 
     def climb(self, spec: UnitSpec, sweeps: int,
               progress: Callable[[str], None] | None) -> UnitSpec:
