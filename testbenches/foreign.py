@@ -37,8 +37,9 @@ from mxsim.vectors import VectorSet
 from . import timing
 from .backend import Mismatch, MismatchKind, Run, Stimulus
 
-__all__ = ["Plan", "plan_of", "MapDesign", "ForeignBackend", "ForeignRun", "read_results", "write_results",
-           "finish", "Recorded", "design_key", "RESULTS_MAGIC"]
+__all__ = ["Plan", "plan_of", "MapDesign", "ForeignBackend", "ForeignRun", "read_results",
+           "write_results", "finish", "Recorded", "design_key", "stimulus_arrays", "array_lows",
+           "check_ports", "RESULTS_MAGIC"]
 
 RESULTS_MAGIC = 0x3152584D
 SIMULATORS = ("verilator", "icarus")
@@ -195,7 +196,7 @@ def finish(pm: Any, plan: Plan, spec: UnitSpec, vs: VectorSet, beats: Any,
     results = pm.decode(raw)
     trace.results = results.fp32_codes().tolist()
     mismatches: list[Mismatch] = list(pm.compare(results, want, d_format=spec.d_format))
-    taken, instructions = int((trace.in_valid & trace.in_ready).sum()), instructions_of(beats)
+    taken, instructions = int((trace.in_valid & trace.in_ready).sum()), beats.instructions
     if taken != instructions:
         mismatches.append(Mismatch(MismatchKind.CYCLE, note=f"{taken} of {instructions} "
                                                             f"instructions taken in "
@@ -222,10 +223,6 @@ def array_lows(pm: Any, beats: Any) -> dict[str, npt.NDArray]:
     """``low:PORT``: the lowest index of each unpacked array port (lane i is index low + i)."""
     return {f"low:{port}": np.int64(getattr(pm.ports.get(port), "low", 0))
             for port, words in beats.ports.items() if words.ndim == 3}
-
-
-def instructions_of(beats: Any) -> int:
-    return len(next(iter(beats.ports.values()))) if beats.ports else 0
 
 
 # ---- the cocotb backend -----------------------------------------------------------------

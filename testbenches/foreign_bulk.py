@@ -40,7 +40,6 @@ from .foreign import (
     check_ports,
     design_key,
     finish,
-    instructions_of,
     plan_of,
     read_results,
     stimulus_arrays,
@@ -205,7 +204,7 @@ class ForeignBulkBackend(MapDesign):
         if [k[3:] for k in arrays if k.startswith("in:")] != self._inputs:
             raise MxsimError(f"the port map packs ports {list(beats.ports)}, the harness was "
                              f"built for {self._inputs}; rebuild")
-        n = instructions_of(beats)
+        n = beats.instructions
         words = [int(np.prod(a.shape[1:])) for a in ports]
         plan = self.plan
         head = [STIMULUS_MAGIC, n, len(ports), len(arrays["gaps"]), len(arrays["ready"]),

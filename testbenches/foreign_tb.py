@@ -3,11 +3,11 @@
 :class:`testbenches.foreign.ForeignBackend` prepares everything before the simulator starts
 and names it in ``MXSIM_FTB`` (an .npz): the :class:`~testbenches.foreign.Plan` (ports,
 handshake, latency), every driven port's words per instruction (``in:PORT``; array ports one
-more axis, their elements), the valid-gap and ready patterns and the instructions per dot
-product. The test resets the design, drives the map's handshake with the protocol of
-:class:`mxsim.cycle.TraceRecorder` (instruction n is offered from the first cycle at or after
-the previous input handshake whose gap bit is 1, and held until taken; ``out_ready`` from the
-ready pattern):
+more axis, their elements, and their lowest index ``low:PORT``), the valid-gap and ready
+patterns and the instructions per dot product. The test resets the design, drives the map's
+handshake with the protocol of :class:`mxsim.cycle.TraceRecorder` (instruction n is offered
+from the first cycle at or after the previous input handshake whose gap bit is 1, and held
+until taken; ``out_ready`` from the ready pattern):
 
 valid-ready
     offer, take on ``in_valid & in_ready``; a result is read on ``out_valid & out_ready``.

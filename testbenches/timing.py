@@ -13,6 +13,11 @@ valid-ready
     then when ``out_ready`` was high on every cycle from that handshake on; (4) two input
     handshakes are at least ``interval`` cycles apart, and with ``out_ready`` high from a
     handshake on and an input offered ``interval`` cycles later, ``in_ready`` is high then.
+    With an internal accumulator (several instructions per dot product) an instruction that
+    continues a dot product may wait inside the design for the one before it (mxsim's own
+    unit waits for its previous result, its C): "exactly then" applies only to results of
+    one-instruction dot products, and ``in_ready`` must be high again only after the
+    handshake of a dot product's first instruction.
 pipeline
     an issue at least every ``interval`` cycles; the result of an issue at cycle t is read at
     t + ``latency`` (the testbench does so); a given ``out_valid`` is 1 then and only then.
@@ -150,7 +155,7 @@ def _latency(d: Declared, trace: cycle.Trace, ins, ends, outs, found: _Found) ->
             found.add(rule, v, i, f"result of instruction {i} valid at cycle {v}, "
                                   f"{v - h} cycles after its input handshake at cycle {h}; "
                                   f"declared latency {d.latency}")
-        elif v > want and want <= trace.cycles and ready[h:want].all():
+        elif d.per_dot == 1 and v > want and want <= trace.cycles and ready[h:want].all():
             found.add(rule, v, i, f"result of instruction {i} valid at cycle {v}, "
                                   f"{v - h} cycles after its input handshake at cycle {h} "
                                   f"with out_ready high throughout; declared latency "
@@ -167,8 +172,8 @@ def _interval(d: Declared, trace: cycle.Trace, ins, found: _Found) -> None:
                   f"input handshakes at cycles {int(ins[i])} and {int(ins[i + 1])}, "
                   f"{int(gaps[i])} apart; declared interval {d.interval}")
     t = ins + d.interval
-    inside = t < trace.cycles
-    for i in np.nonzero(inside)[0].tolist():
+    free = (t < trace.cycles) & (np.arange(len(ins)) % d.per_dot == 0)   # starts a dot
+    for i in np.nonzero(free)[0].tolist():
         h, c = int(ins[i]), int(t[i])
         if trace.in_valid[c] and not trace.in_ready[c] and trace.out_ready[h:c + 1].all():
             found.add(rule, c, i + 1, f"in_ready low at cycle {c} with an input offered, "

@@ -143,6 +143,20 @@ def test_generated_unit_matches_native_testbench_and_model(unit):
     assert stalls.sum() > 10 and (~runs[0].trace.in_valid).sum() > 10
 
 
+def test_generated_unit_chains_through_first_and_last(unit):
+    """Dot products of 3 instructions: each continuing one waits in the unit for its C."""
+    spec, ua, cocotb_be, bulk_be = unit
+    vs = vectors.generate("normal", m=4, n=5, k=96, scale_format="e8m0", block=32,
+                          with_c=False, seed=12)
+    stim = Stimulus.random(12, valid_p=0.8, ready_p=0.7)
+    runs = [cocotb_be.run(vs, stim, name="chains"), bulk_be.run(vs, stim, name="chains")]
+    for r in runs:
+        assert r.passed, r.mismatches[:5]
+        assert r.outputs.tolist() == fast.dot(spec, vs).reshape(-1).tolist()
+        assert r.beats == 3 * vs.num_dots and check(spec, ua, vs, r.trace, stim) == []
+    assert _trace_columns(runs[0].trace) == _trace_columns(runs[1].trace)
+
+
 def test_generated_unit_with_a_wrong_latency_is_caught(unit, tmp_path):
     spec, ua, cocotb_be, bulk_be = unit
     text = UNIT_MAP.format(latency=ua.latency(spec) + 1)
@@ -304,6 +318,19 @@ def test_timing_valid_ready_interval_and_in_ready():
            "declared interval 2" in notes
     assert "valid-ready rule 4 (interval): in_ready low at cycle 4 with an input offered, 2 " \
            "cycles after the input handshake at cycle 2 and out_ready high throughout" in notes
+
+
+def test_timing_exact_latency_only_for_one_instruction_dots():
+    # Handshakes at 0 (first) and 1 (last, waits for the first's result): valid at 4, not 3.
+    t = _trace([1, 1, 0, 0, 0], [1, 1, 0, 0, 0], [0, 0, 0, 0, 1], [1] * 5)
+    assert timing.check(timing.Declared("valid-ready", 2, per_dot=2), t, np.array([4])) == []
+    # One instruction a dot product, taken at 1: its result is late.
+    t = _trace([0, 1, 0, 0, 0], [1, 1, 0, 0, 0], [0, 0, 0, 0, 1], [1] * 5)
+    notes = [m.note for m in timing.check(timing.Declared("valid-ready", 2), t,
+                                          np.array([4]))]
+    assert notes == ["valid-ready rule 3 (latency): result of instruction 0 valid at cycle 4, "
+                     "3 cycles after its input handshake at cycle 1 with out_ready high "
+                     "throughout; declared latency 2"]
 
 
 def test_timing_start_done_spurious_and_missing_done():
