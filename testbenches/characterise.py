@@ -22,7 +22,7 @@ from mxsim.vectors import VectorSet
 
 from .backend import Backend, Stimulus
 
-__all__ = ["carrier_spec", "observe", "characterise"]
+__all__ = ["carrier_spec", "observe", "fp32_results", "characterise", "DEFAULT_NAN"]
 
 
 def carrier_spec(pm, vs: VectorSet) -> UnitSpec:
@@ -46,7 +46,8 @@ def observe(pm, vs: VectorSet, out_dir: str | Path, *, bulk: bool = True,
         backend = ForeignBulkBackend(pm) if bulk else ForeignBackend(pm)
     backend.build(spec, MicroArch(lanes=spec.k, stages=1), Path(out_dir))
     run = backend.run(vs, Stimulus.random(0), name="observe")
-    got = run.outputs
+    got = fp32_results(pm, run.results) if getattr(run, "results", None) is not None \
+        else run.outputs
     if len(got) != vs.num_dots:
         raise MxsimError(f"{pm.path}: the design gave {len(got)} of {vs.num_dots} results "
                          f"(check the map's handshake and latency with mxsim verify --rtl)")
@@ -54,6 +55,34 @@ def observe(pm, vs: VectorSet, out_dir: str | Path, *, bulk: bool = True,
     return vs.with_result(np.asarray(got, np.uint32).reshape(shape),
                           producer=f"{pm.design.top} (RTL, {backend.mode})",
                           rtl_map=str(pm.path))
+
+
+#: The NaN a fitted spec gives by default (``nan_code`` null): a design's NaN flag carries no
+#: payload, so its NaN results are read as this one.
+DEFAULT_NAN = 0x7FFFFFFF
+
+
+def fp32_results(pm, results) -> np.ndarray:
+    """The FP32 code of every decoded result, exactly: FP32/FP16/BF16 results as FP32 codes;
+    fixed-point results (whose NaN flag reads as :data:`DEFAULT_NAN`) only when FP32 holds
+    each value exactly, else a one-line MxsimError (a fit compares FP32 bits)."""
+    codes = np.asarray(results.fp32_codes(), np.uint32).copy()
+    if results.encoding != "fixed":
+        return codes
+    nan = np.asarray(results.nan, bool)
+    mant = np.asarray(results.mant, np.int64)
+    exp = np.clip(np.asarray(results.exp, np.int64), -2000, 2000)
+    back = codes.view(np.float32).astype(np.float64)
+    with np.errstate(over="ignore"):
+        exact = (np.abs(mant) < 1 << 53) & (back == np.ldexp(mant.astype(np.float64), exp))
+    bad = np.nonzero(~exact & ~nan)[0]
+    if len(bad):
+        i = int(bad[0])
+        raise MxsimError(f"{pm.path}: {len(bad)} of the design's results are not FP32 values "
+                         f"(first: {int(mant[i])}*2^{int(results.exp[i])}); fit --rtl fits "
+                         f"results that FP32 holds exactly")
+    codes[nan] = DEFAULT_NAN
+    return codes
 
 
 def characterise(pm, a_format: str, b_format: str, out_dir: str | Path, *, seed: int = 0,

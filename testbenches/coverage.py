@@ -468,7 +468,9 @@ class _Blocks:
         f32 = formats.get("fp32")
         _, ec, sigc = f32.fields(c_in)
         ec = np.where(sigc != 0, ec.astype(np.int64), spec.e_zero)
-        terms = product_terms(spec, vs)
+        # A GST unit's terms are group sums; coverage looks at the products inside them.
+        terms = product_terms(spec if spec.group is None
+                              else spec.replace(group=None, reduce="chain"), vs)
         # Coverage counts an Inf or NaN product at its fields' exponent (the engine aligns it
         # at e_zero): only `spread` of blocks whose result is Inf or NaN sees the difference,
         # and every committed run was counted so.
@@ -553,7 +555,16 @@ def _output_classes(spec: UnitSpec, vs: VectorSet, blk: _Blocks) -> dict[str, in
         del out["nan"]
         if spec.overflow is Overflow.SATURATE:
             del out["inf"]
+    elif spec.overflow is Overflow.SATURATE and not c_cls_any_inf(vs) and not any(
+            formats.get(name).has_inf for name in (spec.a_format, spec.b_format)):
+        del out["inf"]          # a saturating unit gives Inf only from an Inf input: none here
     return out
+
+
+def c_cls_any_inf(vs: VectorSet) -> bool:
+    """Whether any C of ``vs`` is an FP32 Inf."""
+    return vs.c is not None and bool(
+        (formats.get("fp32").classify(vs.c) == formats.Class.INF).any())
 
 
 def _backpressure(trace: cycle.Trace, *, back_to_back: bool) -> dict[str, int]:

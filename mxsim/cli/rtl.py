@@ -52,6 +52,22 @@ def map_formats(pm, a_format: str | None, b_format: str | None) -> tuple[str, st
     return a, b_format or (pm.b_format if a_format is None and pm.b_format else a)
 
 
+def numerics_line(spec) -> str:
+    """The arithmetic of ``spec`` in one line, as a foreign design's verify report states
+    what it was held to (special values and overflow included)."""
+    from ..spec import Reduce, Specials
+    steps = "one step" if spec.schedule is None else f"{len(spec.schedule)} steps"
+    terms = ("exact terms" if spec.frac_bits is None
+             else f"terms aligned to {spec.frac_bits} fraction bits ({spec.align.value})")
+    if spec.group is not None:
+        terms += f", groups of {spec.group}" + (" added in a tree of rounding adders"
+                                                if spec.reduce is Reduce.TREE else "")
+    specials = ("no NaN/Inf (every code reads as the number its bits spell)"
+                if spec.specials is Specials.NONE else "IEEE NaN/Inf")
+    return (f"{steps}, {terms}, rounded to {spec.acc_format} {spec.acc_rounding.value}; "
+            f"{specials}; overflow {spec.overflow.value}")
+
+
 def _verify_foreign(args: argparse.Namespace) -> int:
     """``verify --rtl``: a design behind a port map, against the unit spec ``--unit`` names."""
     from ..microarch import MicroArch
@@ -82,9 +98,11 @@ def _verify_foreign(args: argparse.Namespace) -> int:
                  replay_command=command)
     path = engine_path(spec)
     lines = [rep.format(), f"  design      {pm.path} (top {pm.design.top})",
+             f"  numerics    {numerics_line(spec)}",
              f"  model       fast engine: {path['note']}"]
     emit(args, "\n".join(lines),
-         {**rep.to_dict(), "engine_path": path, "map": str(pm.path)})
+         {**rep.to_dict(), "engine_path": path, "map": str(pm.path),
+          "numerics": numerics_line(spec)})
     return 0 if rep.passed else 1
 
 
