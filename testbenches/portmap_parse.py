@@ -52,8 +52,7 @@ FORMAT_BITS = {"fp32": 32, "fp16": 16, "bf16": 16}
 SCALE_BITS = 8
 #: The handshake ports each kind needs, and those it may have.
 _HANDSHAKE_KEYS = {
-    "valid-ready": (("in_valid", "in_ready", "out_valid", "latency"),
-                    ("out_ready", "interval", "chained_interval")),
+    "valid-ready": (("in_valid", "in_ready", "out_valid", "latency"), ("out_ready", "interval")),
     "start-done": (("start", "done", "latency"), ("latency_is",)),
     "pipeline": (("latency",), ("in_valid", "out_valid", "interval")),
     "combinational": ((), ()),
@@ -366,7 +365,7 @@ def _design(r: _Reader) -> Design:
 def _handshake(r: _Reader) -> Handshake:
     p = ("handshake",)
     keys = ("kind", "in_valid", "in_ready", "out_valid", "out_ready", "start", "done",
-            "latency", "interval", "chained_interval", "latency_is")
+            "latency", "interval", "latency_is")
     r.table(p, keys, required=True)
     kind = r.choice(p + ("kind",), HANDSHAKE_KINDS)
     need, may = _HANDSHAKE_KEYS[kind]
@@ -377,7 +376,7 @@ def _handshake(r: _Reader) -> Handshake:
             continue
         if key == "latency":
             args[key] = r.integer(p + (key,), least=1, most=1 << 20)
-        elif key in ("interval", "chained_interval"):
+        elif key == "interval":
             args[key] = r.integer(p + (key,), least=1, most=1 << 20)
         elif key == "latency_is":
             args[key] = r.choice(p + (key,), ("exact", "max"))

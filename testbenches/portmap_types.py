@@ -89,7 +89,6 @@ class Handshake:
     done: str | None = None
     latency: int | None = None
     interval: int = 1
-    chained_interval: int | None = None  #: within one dot product (None: interval)
     latency_is: str = "exact"
     line: int = 1
     lines: Mapping[str, int] = None  # type: ignore[assignment]   #: each key's map line
