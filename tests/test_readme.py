@@ -36,6 +36,10 @@ REDUCED = {
     # Verilator builds the unit first (~2 min each); tests/test_verify.py builds and runs it.
     "mxsim verify --unit hopper-wgmma --a-format e5m2 --vectors 100000": PARSE,
     "mxsim verify --bulk --vectors 1000000": PARSE,
+    # Your own RTL: tests/test_foreign_cli.py runs both on example 1 (a Verilator build each).
+    "mxsim verify --rtl examples/rtl/mxfp8_coproc/mxfp8_coproc.toml --unit "
+    "examples/rtl/mxfp8_coproc/mxfp8_coproc_spec.toml --bulk": PARSE,
+    "mxsim fit --rtl examples/rtl/mxfp8_coproc/mxfp8_coproc.toml -o coproc.toml": PARSE,
     # ~8 min of syntheses and accuracy runs; --check reads and checks every point.
     "mxsim explore docs/sweeps/alignment.toml -o results/alignment":
         "mxsim explore docs/sweeps/alignment.toml -o results/alignment --check",
@@ -83,7 +87,12 @@ def _parse_only(command: str, cwd: Path) -> None:
     files it names exist: everything but the run."""
     argv = shlex.split(command)[1:]
     args = cli.build_parser().parse_args(argv)
-    if args.func is cli.rtl.cmd_verify:
+    if getattr(args, "rtl", None) is not None:              # a port map: checked, not run
+        pm = cli.rtl.foreign_map(str(cwd / args.rtl), cwd / "ports")
+        a, b = cli.rtl.map_formats(pm, args.a_format, args.b_format)
+        if args.func is cli.rtl.cmd_verify:
+            pm.check_spec(units.get(str(cwd / args.unit)).spec_for_formats(a, b))
+    elif args.func is cli.rtl.cmd_verify:
         cli.rtl.rtl_unit(args)
     elif args.func is cli.gpus.cmd_gpu_run:
         from gpu.paths import get as get_path

@@ -22,7 +22,7 @@ def rtl_unit(args: argparse.Namespace):
     """The unit, spec and micro-architecture that ``rtl`` and ``verify`` name, checked
     before anything is elaborated."""
     from ..design import resolve_design
-    unit = units.get(args.unit)
+    unit = units.get(args.unit or "blackwell-mxf8f6f4")      # verify's default unit
     spec, ua = resolve_design(unit, args.a_format or "e4m3", args.b_format, lanes=args.lanes,
                               stages=args.stages)
     return unit, spec, ua
@@ -170,7 +170,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
     mismatches."""
     if args.rtl is not None:
         return _verify_foreign(args)
-    args.unit = args.unit or "blackwell-mxf8f6f4"
     unit, spec, ua = rtl_unit(args)
     if args.vectors < 1:
         raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
