@@ -274,6 +274,16 @@ class MapDesign:
         hs = self.pm.handshake
         return hs.kind == "valid-ready" and hs.out_ready is not None
 
+    def prepare(self, spec: UnitSpec, fault: str | None) -> dict[str, int | str]:
+        """The start of every build: no mutants (a foreign design injects its bugs with a
+        define), the map checked against ``spec``; the design's parameters for it."""
+        if fault is not None:
+            raise MxsimError(f"A foreign design has no mutants ({fault!r}); inject a bug with a "
+                             f"define in its port map instead")
+        self.pm.check_spec(spec)
+        self._spec = spec
+        return self.pm.parameters(spec)
+
 
 class ForeignBackend(MapDesign):
     """The generic cocotb test (:mod:`testbenches.foreign_tb`) on a port map's design, as a
@@ -306,13 +316,8 @@ class ForeignBackend(MapDesign):
 
     def build(self, spec: UnitSpec, microarch: MicroArch | None, out_dir: Path, *,
               fault: str | None = None) -> None:
-        if fault is not None:
-            raise MxsimError(f"A foreign design has no mutants ({fault!r}); inject a bug with a "
-                             f"define in its port map instead")
-        self.pm.check_spec(spec)
-        self._spec = spec
+        parameters = self.prepare(spec, fault)
         x_initial = self.sim == "verilator"
-        parameters = self.pm.parameters(spec)
         key = design_key(self.pm, parameters, self.sim, str(self.waves), str(x_initial))
         out = (Path(out_dir) / f"foreign-{self.sim}-{self.plan.top}-{key}").resolve()
         out.mkdir(parents=True, exist_ok=True)

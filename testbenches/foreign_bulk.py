@@ -152,12 +152,7 @@ class ForeignBulkBackend(MapDesign):
 
     def build(self, spec: UnitSpec, microarch: MicroArch | None, out_dir: Path, *,
               fault: str | None = None) -> None:
-        if fault is not None:
-            raise MxsimError(f"A foreign design has no mutants ({fault!r}); inject a bug with a "
-                             f"define in its port map instead")
-        self.pm.check_spec(spec)
-        self._spec = spec
-        parameters = self.pm.parameters(spec)
+        parameters = self.prepare(spec, fault)
         out = (Path(out_dir) / f"foreign-bulk-{self.plan.top}-"
                                f"{design_key(self.pm, parameters, 'bulk')}").resolve()
         out.mkdir(parents=True, exist_ok=True)
