@@ -152,12 +152,15 @@ class Draft:
     c: npt.NDArray[np.uint32]
     a_scale: npt.NDArray[np.uint8] | None
     b_scale: npt.NDArray[np.uint8] | None
+    with_c: bool = True                  #: False: the design takes no C (C is +0)
 
     @classmethod
-    def of(cls, spec: UnitSpec, suite: VectorSet, blocks: int, seed: int) -> Draft:
+    def of(cls, spec: UnitSpec, suite: VectorSet, blocks: int, seed: int,
+           with_c: bool = True) -> Draft:
         copy = lambda x: None if x is None else x.copy()  # noqa: E731
         return cls(spec, suite, blocks, np.random.default_rng([seed, 8]), suite.a.copy(),
-                   suite.b.copy(), suite.c.copy(), copy(suite.a_scale), copy(suite.b_scale))
+                   suite.b.copy(), suite.c.copy(), copy(suite.a_scale), copy(suite.b_scale),
+                   with_c)
 
     @property
     def fa(self) -> formats.Format:
@@ -318,6 +321,37 @@ def _top_codes(d: Draft) -> None:
             d.b_scale[i, :, ::2] = 0xFF
 
 
+def _subnormal_by_scales(d: Draft) -> None:
+    """Designs without C, E8M0 scales: C cannot make subnormal results, so half the llm
+    entries take scales that put their products about 2**-133 (FP32's and e8mN's subnormal
+    range lies below 2**-126)."""
+    if d.with_c or d.spec.scale_format != "e8m0" or d.a_scale is None or d.b_scale is None:
+        return
+    for i in d.entries("llm")[::2]:
+        d.a_scale[i] = 127 - 66
+        d.b_scale[i] = 127 - 67 + d.rng.integers(-3, 4, size=d.b_scale[i].shape)
+
+
+def _round_carry_without_c(d: Draft) -> None:
+    """Designs without C, float elements, one block per dot: C cannot carry a rounding into
+    the next binade, so the odd llm entries hold 2**16 - 2**-9 (2**8 x 2**8 and -2**-4 x
+    2**-5, the rest 0): 25 significant bits, which round to nearest up to 2**16."""
+    fa, fb = d.fa, d.fb
+    if d.with_c or d.blocks != 1 or fa.kind != "float" or fb.kind != "float" \
+            or fa.emax < 8 or fb.emax < 8 or fa.emin > -5 or fb.emin > -5:
+        return
+    k = d.spec.k
+    for i in d.entries("llm")[1::2]:
+        d.a[i, :, :k] = 0
+        d.b[i, :k, :] = 0
+        d.a[i, :, 0], d.b[i, 0, :] = fa.encode(np.array([256.0]))[0], fb.encode(
+            np.array([256.0]))[0]
+        d.a[i, :, 1], d.b[i, 1, :] = fa.encode(np.array([-2.0 ** -4]))[0], fb.encode(
+            np.array([2.0 ** -5]))[0]
+        if d.a_scale is not None and d.b_scale is not None:
+            d.a_scale[i], d.b_scale[i] = 127, 127
+
+
 #: The block-level constructions the generator families do not make, by name, in the order
 #: :func:`stimulus` applies them (they share one seeded generator, so the order is part of
 #: the stimulus).
@@ -332,17 +366,21 @@ CONSTRUCTIONS: dict[str, Callable[[Draft], None]] = {
     "subnormal-c": _subnormal_c,
     "zero-c-cancels": _zero_c_cancels,
     "top-codes": _top_codes,
+    "subnormal-by-scales": _subnormal_by_scales,
+    "round-carry-without-c": _round_carry_without_c,
 }
 
 
-def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0) -> VectorSet:
+def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0,
+             with_c: bool = True) -> VectorSet:
     """About ``dots`` dot products of ``blocks`` K-blocks each, constrained-random: every
     generator family, then every construction of :data:`CONSTRUCTIONS` on the suite's
     entries (blocks that cancel inside themselves, same-sign blocks, INT8 -128 x -128 blocks,
     Inf x 0 and +Inf - Inf blocks, C just below a power of two (round carries), sparse blocks
     under a dominant C, one-binade overflows and FP32-subnormal C values; for exact units a
     zero C under exactly cancelling products, for units without specials the all-ones
-    codes)."""
+    codes). With ``with_c=False`` (a design that takes no C) every C is +0, and two more
+    constructions make what C made: subnormal results (by the scales) and round carries."""
     fams = [f for f in vectors.FAMILIES
             if spec.scale_format is not None or f not in ("nan-scale", "scale-extremes")]
     side = 16 if dots >= 20000 else 4           # big sets: fewer, larger batch entries
@@ -353,9 +391,11 @@ def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0) -> Ve
                                    block=spec.block)
     if not suite.a.shape[0]:
         return suite
-    draft = Draft.of(spec, suite, blocks, seed)
+    draft = Draft.of(spec, suite, blocks, seed, with_c)
     for construct in CONSTRUCTIONS.values():
         construct(draft)
+    if not with_c:
+        draft.c[...] = 0
     return suite.replace(a=draft.a, b=draft.b, c=draft.c, a_scale=draft.a_scale,
                          b_scale=draft.b_scale,
                          extra={**suite.extra, "stimulus": "mxsim constrained-random"})

@@ -17,8 +17,6 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
-
 from mxsim import vectors
 from mxsim.microarch import MicroArch
 from mxsim.progress import Progress, Step, wanted
@@ -169,9 +167,8 @@ def _chunks(spec: UnitSpec, dots: int, chunk: int, seed: int, replay: VectorSet 
     most = backend.max_blocks or 3
     while done < dots:
         s = seed * 100003 + i
-        vs = coverage.stimulus(spec, min(chunk, dots - done), blocks=1 + i % most, seed=s)
-        if not backend.takes_c:
-            vs = vs.replace(c=np.zeros_like(vs.c) if vs.c is not None else None)
+        vs = coverage.stimulus(spec, min(chunk, dots - done), blocks=1 + i % most, seed=s,
+                               with_c=backend.takes_c)
         valid_p, ready_p = PRESSURE[i % len(PRESSURE)]
         yield i, vs, Stimulus.random(s, valid_p=valid_p, ready_p=ready_p)
         done += vs.num_dots
