@@ -33,59 +33,10 @@ from testbenches.foreign_bulk import ForeignBulkBackend, cxx_name  # noqa: E402
 
 RTL = Path(__file__).parent / "data" / "rtl"
 
-UNIT_MAP = """\
-[design]
-sources = ["mx_dot.v"]
-top = "mx_dot"
-
-[clock]
-port = "clk"
-
-[reset]
-port = "rst"
-active = "high"
-sync = true
-
-[handshake]
-kind = "valid-ready"
-in_valid = "i__valid"
-in_ready = "i__ready"
-out_valid = "o__valid"
-out_ready = "o__ready"
-latency = {latency}
-
-[instruction]
-k = 32
-a_format = "e4m3"
-b_format = "e4m3"
-
-[operands.a]
-port = "i__payload"
-lsb = 0
-
-[operands.b]
-port = "i__payload"
-lsb = 256
-
-[scales]
-format = "e8m0"
-per = "instruction"
-[scales.a]
-port = "i__payload"
-bits = [519, 512]
-[scales.b]
-port = "i__payload"
-bits = [527, 520]
-
-[accumulator]
-kind = "internal"
-first = {{ port = "i__payload", bits = [560, 560] }}
-last = {{ port = "i__payload", bits = [561, 561] }}
-
-[result]
-encoding = "fp32"
-port = "o__payload"
-"""
+#: Example 3: mxsim's generated unit behind its committed port map (C on the first
+#: instruction, first/last chaining), and the bug wrapper's map.
+EXAMPLE3 = Path(__file__).resolve().parents[1] / "examples" / "rtl" / "mxsim_unit"
+UNIT_MAP = (EXAMPLE3 / "mxsim_unit.toml").read_text()
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +61,8 @@ def unit(tmp_path_factory, quick_builds):
     ua = MicroArch(lanes=32, stages=1)
     d = tmp_path_factory.mktemp("unit")
     (d / "mx_dot.v").write_text(strip_initial_values(generate(spec, ua)))
-    (d / "map.toml").write_text(UNIT_MAP.format(latency=ua.latency(spec)))
+    assert f"latency = {ua.latency(spec)} " in UNIT_MAP        # the example's map is right
+    (d / "map.toml").write_text(UNIT_MAP)
     pm = portmap.load(d / "map.toml")
     cocotb_be, bulk_be = ForeignBackend(pm), ForeignBulkBackend(pm)
     cocotb_be.build(spec, ua, d / "out")
@@ -159,7 +111,7 @@ def test_generated_unit_chains_through_first_and_last(unit):
 
 def test_generated_unit_with_a_wrong_latency_is_caught(unit, tmp_path):
     spec, ua, cocotb_be, bulk_be = unit
-    text = UNIT_MAP.format(latency=ua.latency(spec) + 1)
+    text = UNIT_MAP.replace(f"latency = {ua.latency(spec)} ", f"latency = {ua.latency(spec) + 1} ")
     src = Path(cocotb_be.pm.path).parent / "late.toml"
     src.write_text(text)
     late = ForeignBulkBackend(portmap.load(src))
@@ -173,6 +125,28 @@ def test_generated_unit_with_a_wrong_latency_is_caught(unit, tmp_path):
     assert len(notes) == HANDSHAKE_LIMIT + 1 and notes[-1].endswith("... 16 in all")
     assert notes[0].startswith("valid-ready rule 3 (latency): result of instruction 0 valid "
                                f"at cycle {ua.latency(spec)}, {ua.latency(spec)} cycles after")
+
+
+def test_example3_bug_wrapper_is_caught_on_subnormal_results(unit):
+    """The example's INJECT_BUG wrapper flushes subnormal results to zero: every other
+    result is the clean unit's, and every subnormal one is a value mismatch."""
+    import shutil
+    spec, ua, cocotb_be, bulk_be = unit
+    d = Path(cocotb_be.pm.path).parent
+    shutil.copy(EXAMPLE3 / "mx_dot_ftz.sv", d)
+    (d / "bug.toml").write_text((EXAMPLE3 / "mxsim_unit_bug.toml").read_text())
+    bug = ForeignBulkBackend(portmap.load(d / "bug.toml"))
+    bug.build(spec, ua, d / "out")
+    from testbenches import coverage
+    vs = coverage.stimulus(spec, 600, blocks=1, seed=21)          # subnormal C: results too
+    want = fast.dot(spec, vs).reshape(-1)
+    r = bug.run(vs, Stimulus.random(21))
+    sub = ((want >> 23) & 0xFF == 0) & (want & 0x7FFFFF != 0)
+    assert sub.sum() > 0
+    assert r.outputs.tolist() == np.where(sub, want & 0x80000000, want).tolist()
+    bad = [m.dot for m in r.mismatches if m.dot is not None]
+    assert bad == np.nonzero(sub)[0][:len(bad)].tolist() and len(bad) > 0
+    assert all(m.kind is MismatchKind.VALUE for m in r.mismatches)
 
 
 # ---- hand-written fixtures, one per handshake kind --------------------------------------
