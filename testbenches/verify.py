@@ -107,7 +107,9 @@ class Report:
                  f"start-up ({self.sim_seconds:.1f} s); {self.seconds:.1f} s in all",
                  "  coverage", self.coverage.summary()]
         if self.failing:
-            lines += [f"  failing     {self.failing}", f"  waveform    {self.waveform}",
+            waves = self.waveform or "none (this backend writes none; the replay line " \
+                                     "reruns the set through cocotb with --waves)"
+            lines += [f"  failing     {self.failing}", f"  waveform    {waves}",
                       f"  replay      {self.replay}"]
         result = self.result
         if result == "PASS with holes":
