@@ -9,7 +9,8 @@ commands a user runs, with ``--json``, and keeps what they printed:
 
 1. ``mxsim verify --rtl MAP --bulk``: N constrained-random dot products through the generated
    C++ harness, every output and declared timing rule checked against the unit spec;
-2. ``mxsim verify --rtl MAP`` through cocotb (20,000 dot products): coverage holes;
+2. ``mxsim verify --rtl MAP`` through cocotb (20,000 to 60,000 dot products, as
+   :data:`EXAMPLES` says): coverage holes;
 3. ``mxsim verify --rtl BUG_MAP --bulk``: the injected-bug variant must fail; its failing set
    is replayed alone and must fail again;
 4. ``mxsim fit --rtl MAP``: the spec the design's outputs on the probe suite give.
