@@ -31,7 +31,7 @@ from mxsim.vectors import VectorSet
 
 from .backend import Run, Stimulus, check, design_tag
 
-__all__ = ["BulkBackend", "build", "run"]
+__all__ = ["BulkBackend", "build", "run", "execute", "read_trace"]
 
 HARNESS = Path(__file__).with_name("harness.cpp")
 MAGIC = 0x3142584D
@@ -86,19 +86,32 @@ def run(exe: str | Path, spec: UnitSpec, microarch: MicroArch, vs: VectorSet,
     want = fast.dot(spec, vs).reshape(-1)
     result = work / "result.bin"
     result.unlink(missing_ok=True)
-    t0 = time.perf_counter()
-    p = subprocess.run([str(exe), str(stim), str(result), str(len(want))],
-                       capture_output=True, text=True, check=False)
-    sim_s = time.perf_counter() - t0
-    if p.returncode not in (0, 1) or not result.exists():
-        raise MxsimError(f"the bulk harness failed: {p.stderr.strip()[:300]}")
-    try:
-        trace = cycle.Trace.from_bytes(result.read_bytes())
-    except ValueError as exc:
-        raise MxsimError(f"the bulk harness wrote no trace record ({exc}); rebuild it (delete "
-                         f"{work.parent})") from None
+    sim_s = execute([exe, stim, result, len(want)], [result], ok=(0, 1))
+    trace = read_trace(result, work.parent)
     mismatches = check(spec, microarch, vs, trace, stimulus, timing=check_timing, want=want)
     return Run(len(want), words.shape[0], trace.cycles, trace, mismatches, sim_s, sim_s)
+
+
+def execute(cmd: list, outputs: list[Path], *, ok: tuple[int, ...] = (0,)) -> float:
+    """Run a bulk harness (``cmd``, each part as a string); the seconds it took. Raises
+    MxsimError (its stderr, cut) unless it exits with a code in ``ok`` having written every
+    file of ``outputs``."""
+    t0 = time.perf_counter()
+    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - t0
+    if p.returncode not in ok or not all(path.exists() for path in outputs):
+        raise MxsimError(f"the bulk harness failed: {p.stderr.strip()[:300]}")
+    return seconds
+
+
+def read_trace(path: Path, build: Path) -> cycle.Trace:
+    """The trace record a bulk harness wrote at ``path``; MxsimError naming the ``build`` to
+    delete when it is not one (a harness built before the record changed)."""
+    try:
+        return cycle.Trace.from_bytes(path.read_bytes())
+    except ValueError as exc:
+        raise MxsimError(f"the bulk harness wrote no trace record ({exc}); rebuild it (delete "
+                         f"{build})") from None
 
 
 #: How long a first build takes on a 2-core machine, for the progress line (later runs reuse

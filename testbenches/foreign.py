@@ -36,13 +36,13 @@ from mxsim.vectors import VectorSet
 
 from . import timing
 from .backend import Mismatch, MismatchKind, Run, Stimulus
+from .toolchain import SIMULATORS, icarus_available, last_waveform, simulator_env
 
 __all__ = ["Plan", "plan_of", "MapDesign", "ForeignBackend", "ForeignRun", "read_results",
            "write_results", "finish", "Recorded", "design_key", "stimulus_arrays", "array_lows",
            "check_ports", "RESULTS_MAGIC"]
 
 RESULTS_MAGIC = 0x3152584D
-SIMULATORS = ("verilator", "icarus")
 #: Verilator's arguments for a foreign design's build (warnings are the design's business).
 VERILATOR_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style")
 
@@ -227,22 +227,6 @@ def array_lows(pm: Any, beats: Any) -> dict[str, npt.NDArray]:
 
 # ---- the cocotb backend -----------------------------------------------------------------
 
-def _env(sim: str) -> dict[str, str]:
-    import os
-
-    from .toolchain import verilator_env
-    saved = dict(os.environ)
-    if sim == "verilator":
-        os.environ.update(verilator_env())
-    return saved
-
-
-def _restore(saved: dict[str, str]) -> None:
-    import os
-    os.environ.clear()
-    os.environ.update(saved)
-
-
 #: A first build of a foreign design is one Verilator run of its sources with cocotb: the
 #: 32-lane generated unit through its port map takes about as long as its native build.
 BUILD_SECONDS = {"verilator": 120}
@@ -333,7 +317,6 @@ class ForeignBackend(MapDesign):
     def _build(self, out: Path, x_initial: bool, parameters: dict) -> None:
         from cocotb_tools.runner import get_runner
 
-        from .toolchain import icarus_available
         if self.sim == "icarus" and not icarus_available():
             raise MxsimError("Icarus Verilog is not installed (iverilog and vvp on PATH); use "
                              "--sim verilator")
@@ -341,18 +324,16 @@ class ForeignBackend(MapDesign):
         args = list(VERILATOR_ARGS) if self.sim == "verilator" else []
         if x_initial:
             args += ["--x-assign", "unique", "--x-initial", "unique"]
-        saved = _env(self.sim)
         try:
-            get_runner(self.sim).build(
-                sources=_resolve(self.pm, d.sources), includes=_resolve(self.pm, d.include_dirs),
-                defines=dict(d.defines), parameters=parameters,
-                hdl_toplevel=d.top, build_dir=out, build_args=args, timescale=("1ns", "1ps"),
-                waves=self.waves, log_file=out / "build.log")
+            with simulator_env(self.sim):
+                get_runner(self.sim).build(
+                    sources=_resolve(self.pm, d.sources),
+                    includes=_resolve(self.pm, d.include_dirs), defines=dict(d.defines),
+                    parameters=parameters, hdl_toplevel=d.top, build_dir=out, build_args=args,
+                    timescale=("1ns", "1ps"), waves=self.waves, log_file=out / "build.log")
         except Exception as exc:
             raise MxsimError(f"{self.sim} failed to build {d.top} ({exc}); see "
                              f"{out / 'build.log'}") from None
-        finally:
-            _restore(saved)
 
     def run(self, vs: VectorSet, stimulus: Stimulus, *, name: str = "run") -> ForeignRun:
         if self._dir is None or self._spec is None:
@@ -378,28 +359,24 @@ class ForeignBackend(MapDesign):
         cycles, raw = read_results(paths["MXSIM_FTB_RESULTS"], self.plan.results)
         return finish(self.pm, self.plan, self._spec, vs, beats,
                       Recorded(trace, cycles, raw, seconds, summary["loop_seconds"],
-                               _waveform(out) if self.waves else None))
+                               last_waveform(out) if self.waves else None))
 
     def _simulate(self, name: str, env: dict[str, str], seed: int) -> None:
-        import os
 
         from cocotb_tools.runner import get_runner
         out = self._dir
         plusargs = ([f"+verilator+seed+{seed + 1}", "+verilator+rand+reset+2"]
                     if self.sim == "verilator" else [])
-        saved = _env(self.sim)
         try:
-            get_runner(self.sim).test(
-                test_module="testbenches.foreign_tb", hdl_toplevel=self.plan.top,
-                hdl_toplevel_lang="verilog", build_dir=out, test_dir=out, plusargs=plusargs,
-                waves=self.waves,
-                extra_env={**env, "PYTHONPATH": os.pathsep.join(
-                    [str(Path(__file__).resolve().parents[1]), saved.get("PYTHONPATH", "")])},
-                results_xml=str(out / f"{name}.xml"), log_file=out / f"{name}.log")
+            with simulator_env(self.sim) as pythonpath:
+                get_runner(self.sim).test(
+                    test_module="testbenches.foreign_tb", hdl_toplevel=self.plan.top,
+                    hdl_toplevel_lang="verilog", build_dir=out, test_dir=out,
+                    plusargs=plusargs, waves=self.waves,
+                    extra_env={**env, "PYTHONPATH": pythonpath},
+                    results_xml=str(out / f"{name}.xml"), log_file=out / f"{name}.log")
         except SystemExit:
             pass              # under pytest the runner exits on a failed test: the files say
-        finally:
-            _restore(saved)
 
     def with_waves(self) -> ForeignBackend | None:
         return None if self.waves else ForeignBackend(self.pm, sim=self.sim, waves=True)
@@ -410,8 +387,3 @@ def check_ports(pm: Any, work_dir: Path, spec: UnitSpec) -> None:
     differ (``MapError``); after it the map knows the design's port widths."""
     from .ports import design_ports
     pm.check_ports(design_ports(pm, work_dir, spec))
-
-
-def _waveform(out: Path) -> str:
-    found = sorted(out.glob("*.fst")) + sorted(out.glob("*.vcd"))
-    return str(found[-1]) if found else f"(none written in {out})"

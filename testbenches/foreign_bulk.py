@@ -18,19 +18,18 @@ import hashlib
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mxsim import cycle
 from mxsim.errors import MxsimError
 from mxsim.microarch import MicroArch
 from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
 from .backend import Stimulus
+from .bulk import execute, read_trace
 from .foreign import (
     VERILATOR_ARGS,
     ForeignRun,
@@ -178,17 +177,9 @@ class ForeignBulkBackend(MapDesign):
         self._write_stimulus(stim, beats, stimulus)
         trace_path.unlink(missing_ok=True)
         results_path.unlink(missing_ok=True)
-        t0 = time.perf_counter()
-        p = subprocess.run([str(self._exe), str(stim), str(trace_path), str(results_path)],
-                           capture_output=True, text=True, check=False)
-        seconds = time.perf_counter() - t0
-        if p.returncode or not (trace_path.exists() and results_path.exists()):
-            raise MxsimError(f"the bulk harness failed: {p.stderr.strip()[:300]}")
-        try:
-            trace = cycle.Trace.from_bytes(trace_path.read_bytes())
-        except ValueError as exc:
-            raise MxsimError(f"the bulk harness wrote no trace record ({exc}); rebuild it "
-                             f"(delete {work})") from None
+        seconds = execute([self._exe, stim, trace_path, results_path],
+                          [trace_path, results_path])
+        trace = read_trace(trace_path, work)
         cycles, raw = read_results(results_path, self.plan.results)
         return finish(self.pm, self.plan, self._spec, vs, beats,
                       Recorded(trace, cycles, raw, seconds, seconds))

@@ -26,10 +26,10 @@ from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
 from .backend import Mismatch, Run, Stimulus, design_tag
+from .toolchain import SIMULATORS, icarus_available, last_waveform, simulator_env
 
 __all__ = ["Build", "CocotbBackend", "build", "test", "run", "strip_initial_values"]
 
-SIMULATORS = ("verilator", "icarus")
 
 
 def strip_initial_values(verilog: str) -> str:
@@ -51,22 +51,6 @@ class Build:
     fault: str | None = None
 
 
-def _env(sim: str):
-    import os
-
-    from .toolchain import verilator_env
-    saved = dict(os.environ)
-    if sim == "verilator":
-        os.environ.update(verilator_env())
-    return saved
-
-
-def _restore(saved) -> None:
-    import os
-    os.environ.clear()
-    os.environ.update(saved)
-
-
 def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
           sim: str = "verilator", x_initial: str | None = "unique",
           waves: bool = False, fault: str | None = None) -> Build:
@@ -76,7 +60,6 @@ def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
     from cocotb_tools.runner import get_runner
 
     from .faults import verilog_text
-    from .toolchain import icarus_available
 
     if sim not in SIMULATORS:
         raise MxsimError(f"Simulator must be one of {', '.join(SIMULATORS)}, not {sim!r}")
@@ -101,16 +84,14 @@ def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
         build_args = ["-Wno-fatal", "-Wno-lint", "-Wno-style"]
         if x_initial == "unique":
             build_args += ["--x-assign", "unique", "--x-initial", "unique"]
-    saved = _env(sim)
     try:
-        get_runner(sim).build(sources=[src], hdl_toplevel="mx_dot", build_dir=out,
-                              build_args=build_args, timescale=("1ns", "1ps"), waves=waves,
-                              log_file=out / "build.log")
+        with simulator_env(sim):
+            get_runner(sim).build(sources=[src], hdl_toplevel="mx_dot", build_dir=out,
+                                  build_args=build_args, timescale=("1ns", "1ps"), waves=waves,
+                                  log_file=out / "build.log")
     except Exception as exc:
         raise MxsimError(f"{sim} failed to build the unit ({exc}); see {out / 'build.log'}") \
             from None
-    finally:
-        _restore(saved)
     (out / ".built").write_text(sim)
     return b
 
@@ -118,7 +99,6 @@ def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
 def test(b: Build, vs: VectorSet, stimulus: Stimulus, *, name: str = "run") -> Run:
     """Run the cocotb test on a build: every cycle of ``vs`` against the cycle model, by the
     testbench's scoreboard (which stops at its tenth mismatch); the RTL's trace."""
-    import os
     import time
 
     from cocotb_tools.runner import get_runner
@@ -136,23 +116,19 @@ def test(b: Build, vs: VectorSet, stimulus: Stimulus, *, name: str = "run") -> R
     out_trace.unlink(missing_ok=True)
     plusargs = ([f"+verilator+seed+{stimulus.seed + 1}", "+verilator+rand+reset+2"]
                 if b.sim == "verilator" and b.x_initial == "unique" else [])
-    saved = _env(b.sim)
     t0 = time.perf_counter()
     try:
-        get_runner(b.sim).test(
-            test_module="testbenches.mx_dot_tb", hdl_toplevel="mx_dot", hdl_toplevel_lang="verilog",
-            build_dir=b.build_dir,
-            test_dir=b.build_dir, plusargs=plusargs, waves=b.waves,
-            extra_env={"MXSIM_TB": str(tb), "MXSIM_TB_OUT": str(out_json),
-                       "MXSIM_TB_TRACE": str(out_trace),
-                       "PYTHONPATH": os.pathsep.join(
-                           [str(Path(__file__).resolve().parents[1]),
-                            saved.get("PYTHONPATH", "")])},
-            results_xml=str(b.build_dir / f"{name}.xml"), log_file=b.build_dir / f"{name}.log")
+        with simulator_env(b.sim) as pythonpath:
+            get_runner(b.sim).test(
+                test_module="testbenches.mx_dot_tb", hdl_toplevel="mx_dot",
+                hdl_toplevel_lang="verilog", build_dir=b.build_dir,
+                test_dir=b.build_dir, plusargs=plusargs, waves=b.waves,
+                extra_env={"MXSIM_TB": str(tb), "MXSIM_TB_OUT": str(out_json),
+                           "MXSIM_TB_TRACE": str(out_trace), "PYTHONPATH": pythonpath},
+                results_xml=str(b.build_dir / f"{name}.xml"),
+                log_file=b.build_dir / f"{name}.log")
     except SystemExit:
         pass                 # under pytest the runner exits on a failed test: the summary says
-    finally:
-        _restore(saved)
     seconds = time.perf_counter() - t0
     if not (out_json.exists() and out_trace.exists()):
         raise MxsimError(f"the simulation wrote no summary; see {b.build_dir / (name + '.log')}")
@@ -160,12 +136,7 @@ def test(b: Build, vs: VectorSet, stimulus: Stimulus, *, name: str = "run") -> R
     return Run(sum(x.last for x in beats), summary["beats"], summary["cycles"],
                cycle.Trace.from_bytes(out_trace.read_bytes()),
                [Mismatch.from_dict(m) for m in summary["mismatches"]], seconds,
-               summary.get("loop_seconds", 0.0), _waveform(b) if b.waves else None)
-
-
-def _waveform(b: Build) -> str:
-    found = sorted(b.build_dir.glob("*.fst")) + sorted(b.build_dir.glob("*.vcd"))
-    return str(found[-1]) if found else f"(none written in {b.build_dir})"
+               summary.get("loop_seconds", 0.0), last_waveform(b.build_dir) if b.waves else None)
 
 
 def run(spec: UnitSpec, microarch: MicroArch, vs: VectorSet, build_dir: str | Path, *,
