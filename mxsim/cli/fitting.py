@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from .. import vectors
 from ..errors import MxsimError
@@ -35,11 +36,11 @@ def _fit_rtl(args: argparse.Namespace):
     if args.inputs is not None:
         raise MxsimError("fit --rtl runs its own probe suite through the design: give no "
                          "IN.npz / GPU_OUT.npz with it")
-    work = out_dir(args.out)
-    pm = foreign_map(args.rtl, work / "ports")
+    pm = foreign_map(args.rtl, Path(args.out) / "ports")     # written only for a bad design
     if args.k is not None and args.k != pm.k:
         raise MxsimError(f"-k {args.k} differs from the port map's k = {pm.k}; leave -k out")
     a, b = map_formats(pm, args.a_format, args.b_format)
+    work = out_dir(args.out)
     observed, result = characterise(pm, a, b, work, seed=args.seed, bulk=not args.cocotb)
     vectors.save(observed, work / "observed.npz")
     return result, f"{pm.path}: {observed.num_dots} probe dot products through the design " \
