@@ -94,7 +94,10 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
     up.add_argument("--spec", default=None, metavar="NAME",
                     help="print this preset's spec as TOML (load it back with --unit FILE.toml)")
     up.add_argument("--a-format", default=None, metavar="FMT",
-                    help="with --spec: A's element format (default: the preset's first pair)")
+                    help="with --spec: A's element format (default: the preset's first pair); "
+                         "without it: list only the units that take this format for A")
+    up.add_argument("--brief", action="store_true",
+                    help="one line per unit: its name and what it models")
     up.add_argument("--b-format", default=None, metavar="FMT",
                     help="with --spec: B's element format (default: A's)")
     up.add_argument("--scale-format", default=None, metavar="FMT",
