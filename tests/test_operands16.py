@@ -242,3 +242,27 @@ def test_engines_equal_mmasim(kind, arch, shape_and_type):
     dots = reference_sample(vs, len(arch))
     ref = reference.dot(spec, vs.take_dots(dots)).reshape(-1)
     assert _codes_equal(ref, ours.reshape(-1)[dots])
+
+
+# -- generators ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", SIXTEEN)
+def test_generators_every_family(fmt):
+    """Every family that needs no scales gives codes of the right dtype, the same for the same
+    seed, and (for the value families) finite products a unit sums to finite results."""
+    spec = mmasim_spec("Hopper", fmt, 16 if fmt != "tf32" else 8, False)
+    for family in vectors.FAMILIES:
+        if family == "nan-scale":
+            with pytest.raises(VectorFileError, match="needs block scales"):
+                vectors.generate(family, a_format=fmt)
+            continue
+        vs = vectors.generate(family, a_format=fmt, m=4, n=4, k=16, seed=3)
+        assert vs.a.dtype == vs.b.dtype == DTYPES[fmt]
+        assert vs.inputs_equal(vectors.generate(family, a_format=fmt, m=4, n=4, k=16, seed=3))
+        d = fast.dot(spec, vs).view(np.float32)
+        if family in ("normal", "llm", "cancellation", "c-dominant", "c-negligible", "zeros",
+                      "subnormal", "one-large"):
+            assert np.isfinite(d).all(), family
+    with pytest.raises(VectorFileError, match="^Scales go with MX element formats only; "
+                                              f"a_format is {fmt}"):
+        vectors.generate("normal", a_format=fmt, scale_format="e8m0")
