@@ -42,9 +42,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import formats, vectors
-from .errors import VectorFileError
-from .vectors import VectorSet
+from .. import formats, vectors
+from ..errors import VectorFileError
+from ..vectors import VectorSet
 
 __all__ = ["probe_suite", "KINDS", "FAMILIES", "MX_FAMILIES", "MAX_K"]
 
@@ -181,8 +181,8 @@ def _mx_scales(k: int, block: int | None, scale_format: str | None) -> tuple[int
 class _Mx:
     """How one MX suite encodes values: element format, block, scale format."""
 
-    def __init__(self, kind: str, k: int, block: int, scale_format: str):
-        self.elem = formats.get(MX_ELEMENTS[kind])
+    def __init__(self, elem: str, k: int, block: int, scale_format: str):
+        self.elem = formats.get(elem)
         self.scale = formats.get(scale_format)
         self.k, self.block, self.nb = k, block, k // block
         # The element's largest binade and its reach below it (INT8: 1.x down to 1/64).
@@ -222,8 +222,11 @@ class _Mx:
         return (i + self.block) % self.k
 
 
-def _mx_suite(kind: str, k: int, seed: int, block: int, scale_format: str) -> VectorSet:
-    mx = _Mx(kind, k, block, scale_format)
+def _mx_suite(kind: str, k: int, seed: int, block: int, scale_format: str,
+              elem: str | None = None) -> VectorSet:
+    """The MX families for ``kind``; ``elem`` overrides its element format (the Blackwell
+    suites use e4m3 and e2m1 elements)."""
+    mx = _Mx(elem or MX_ELEMENTS[kind], k, block, scale_format)
     rng = np.random.default_rng([seed, 7, k])
     parts: dict[str, list[np.ndarray]] = {n: [] for n in ("a", "sa", "b", "sb", "c")}
     b, sb = mx.columns(rng)
@@ -334,9 +337,11 @@ def _mx_special_codes(mx: _Mx, rng, a: np.ndarray, sa: np.ndarray
     encoders never produce); rows 1 mod 4: a scale NaN code (E8M0 0xFF, UE4M3 0x7F)."""
     a, sa = a.copy(), sa.copy()
     nan = np.array([0x7F, 0xFF] if mx.elem.kind == "float" else [0x80], np.uint8)
+    nan = nan if mx.elem.bits == 8 else nan[:0]     # E2M1 has no NaN code
     scale_nan = 0xFF if mx.scale.name == "e8m0" else 0x7F
     for r in range(0, ROWS, 4):
-        a[r, rng.integers(mx.k)] = nan[r // 4 % nan.size]
+        if nan.size:
+            a[r, rng.integers(mx.k)] = nan[r // 4 % nan.size]
         sa[r + 1, rng.integers(mx.nb)] = scale_nan
     return a, sa
 
