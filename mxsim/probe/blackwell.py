@@ -42,7 +42,7 @@ from .. import formats, presets
 from ..errors import VectorFileError
 from ..spec import SpecError, UnitSpec
 from ..vectors import VectorSet
-from . import COLS, ROWS, _Mx, _mx_suite, probe_suite
+from . import COLS, ROWS, MxEncoding, mx_suite, probe_suite
 
 __all__ = ["Instruction", "INSTRUCTIONS", "hypotheses", "blackwell_suite", "blackwell_suites",
            "EXTRA_FAMILIES"]
@@ -189,14 +189,14 @@ def _exact_c(vs: VectorSet, mask: np.ndarray) -> np.ndarray:
     return np.where(mask, d, np.uint32(0)).astype(np.uint32)
 
 
-def _elements(mx: _Mx, rng, shape) -> np.ndarray:
+def _elements(mx: MxEncoding, rng, shape) -> np.ndarray:
     """Random finite non-zero element codes of either sign (a tenth of them +0)."""
     finite = mx.elem.finite_codes()
     codes = rng.choice(finite[mx.elem.decode(finite) != 0], size=shape).astype(np.uint8)
     return np.where(rng.random(shape) < 0.1, np.uint8(0), codes)
 
 
-def _scales(mx: _Mx, rng, exps: np.ndarray) -> np.ndarray:
+def _scales(mx: MxEncoding, rng, exps: np.ndarray) -> np.ndarray:
     """Scale codes for exponents ``exps``; UE4M3 scales get random significands too (they are
     not powers of two), clipped to its finite range."""
     if mx.scale.name == "e8m0":
@@ -206,7 +206,7 @@ def _scales(mx: _Mx, rng, exps: np.ndarray) -> np.ndarray:
     return np.minimum(codes + wiggle, 0x7E).astype(np.uint8)
 
 
-def _family(mx: _Mx, rng, sa_exps: np.ndarray, sb_exps: np.ndarray, c_rows: np.ndarray
+def _family(mx: MxEncoding, rng, sa_exps: np.ndarray, sb_exps: np.ndarray, c_rows: np.ndarray
             ) -> dict[str, np.ndarray]:
     """One batch entry: random elements under the given scale exponents; C = -fl32(A·B) in the
     rows ``c_rows`` marks, +0 elsewhere."""
@@ -218,7 +218,7 @@ def _family(mx: _Mx, rng, sa_exps: np.ndarray, sb_exps: np.ndarray, c_rows: np.n
     return {"a": vs.a, "sa": vs.a_scale, "b": vs.b, "sb": vs.b_scale, "c": c}
 
 
-def _c_cancel(mx: _Mx, rng) -> dict[str, np.ndarray]:
+def _c_cancel(mx: MxEncoding, rng) -> dict[str, np.ndarray]:
     """Scale exponents spread over 0 to -48 by row (terms that far apart), C cancelling the
     sum in three rows of four."""
     spread = np.arange(ROWS) % 49
@@ -227,7 +227,7 @@ def _c_cancel(mx: _Mx, rng) -> dict[str, np.ndarray]:
     return _family(mx, rng, sa, sb, np.arange(ROWS) % 4 != 3)
 
 
-def _group_split(mx: _Mx, rng) -> dict[str, np.ndarray]:
+def _group_split(mx: MxEncoding, rng) -> dict[str, np.ndarray]:
     """Block 0 of each row at scale 2**0 (it sets E); the others 2**-(d) with d from 16 to 47
     by row, so their products sit around 2**(E - F) for every candidate F. UE4M3 spans only
     2**±9 a scale, so there block 0 takes 2**8 on A and B and the others 2**-9: 34 bits."""
@@ -242,7 +242,7 @@ def _group_split(mx: _Mx, rng) -> dict[str, np.ndarray]:
     return _family(mx, rng, np.asarray(sa), np.asarray(sb), np.arange(ROWS) % 2 == 0)
 
 
-def _tiny(mx: _Mx, rng) -> dict[str, np.ndarray]:
+def _tiny(mx: MxEncoding, rng) -> dict[str, np.ndarray]:
     """Every product below 2**-120 (E8M0 scales): A's first element the top of its range and
     positive, in block 0; some others the smallest element, negative (in one block of K, or in
     the later blocks, up to 2**-40 further down); B all +1; scale sums from -130 to -177 over
@@ -273,8 +273,8 @@ _EXTRA = {"c-cancel": _c_cancel, "group-split": _group_split, "tiny": _tiny}
 
 
 def _scaled_suite(ins: Instruction, seed: int) -> VectorSet:
-    base = _mx_suite("mxfp8", ins.k, seed, ins.block, ins.scale_format, elem=ins.a_format)
-    mx = _Mx(ins.a_format, ins.k, ins.block, ins.scale_format)
+    base = mx_suite("mxfp8", ins.k, seed, ins.block, ins.scale_format, elem=ins.a_format)
+    mx = MxEncoding(ins.a_format, ins.k, ins.block, ins.scale_format)
     rng = np.random.default_rng([seed, 17, ins.k, ins.block])
     parts = {n: [getattr(base, f)] for n, f in (("a", "a"), ("sa", "a_scale"), ("b", "b"),
                                                  ("sb", "b_scale"), ("c", "c"))}
