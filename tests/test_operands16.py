@@ -8,6 +8,7 @@ import pytest
 from mxsim import formats, vectors
 from mxsim.engine import fast, reference
 from mxsim.errors import VectorFileError
+from mxsim.fit import fit
 from mxsim.formats import Rounding
 from mxsim.spec import UnitSpec
 
@@ -266,3 +267,20 @@ def test_generators_every_family(fmt):
     with pytest.raises(VectorFileError, match="^Scales go with MX element formats only; "
                                               f"a_format is {fmt}"):
         vectors.generate("normal", a_format=fmt, scale_format="e8m0")
+
+
+# -- the fitter ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("arch, fmt, k", [("Ampere", "fp16", 16), ("Hopper", "bf16", 16)])
+def test_fit_recovers_a_16_bit_unit(arch, fmt, k):
+    """Outputs of an MMA-Sim-parameter spec on fp16/bf16 operands: the fit reproduces every
+    one and finds the spec's F and steps (e_zero is not separated by these families)."""
+    spec = mmasim_spec(arch, fmt, k, False)
+    vs = vectors.generate_suite(["normal", "llm", "cancellation", "one-large", "c-negligible",
+                                 "subnormal"], a_format=fmt, m=8, n=8, k=32, seed=5)
+    observed = vs.with_result(fast.dot(spec, vs), producer="test")
+    found = fit(observed, k=k)
+    assert found.equal == found.total == observed.num_dots
+    assert np.array_equal(fast.dot(found.spec, observed), observed.d)
+    assert (found.spec.frac_bits, found.spec.schedule) == (spec.frac_bits, spec.schedule)
+    assert found.spec.upcast is None and found.spec.acc_rounding is Rounding.RZ
