@@ -284,3 +284,29 @@ def test_fit_recovers_a_16_bit_unit(arch, fmt, k):
     assert np.array_equal(fast.dot(found.spec, observed), observed.d)
     assert (found.spec.frac_bits, found.spec.schedule) == (spec.frac_bits, spec.schedule)
     assert found.spec.upcast is None and found.spec.acc_rounding is Rounding.RZ
+
+
+# -- the RTL refuses, the model runs ---------------------------------------------------------
+
+@pytest.mark.parametrize("verb, fmt", [("rtl", "fp16"), ("verify", "tf32"), ("rtl", "bf16")])
+def test_rtl_refuses_16_bit_operands_in_one_line(tmp_path, capsys, verb, fmt):
+    from mxsim.cli import main
+
+    spec_file = tmp_path / "u.toml"
+    spec_file.write_text(mmasim_spec("Hopper", fmt, 16 if fmt != "tf32" else 8, False).dumps())
+    args = [verb, "--unit", str(spec_file), "--a-format", fmt]
+    if verb == "rtl":
+        args += ["-o", str(tmp_path / "u.v")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"mxsim: error: Unit 'hopper-{fmt}-f32' cannot be built as RTL: "
+                          f"a_format '{fmt}' is not decoded in RTL: the RTL generator builds "
+                          f"MX element formats only (e4m3, ")
+    assert f"{fmt} operands run in the model (`mxsim run`)" in err
+    assert not (tmp_path / "u.v").exists()
+    # ... and the model takes them
+    vs_path, out = tmp_path / "in.npz", tmp_path / "out.npz"
+    vectors.save(vectors.generate("normal", a_format=fmt, m=2, n=2, k=16), vs_path)
+    assert main(["run", str(vs_path), "--unit", str(spec_file), "-o", str(out)]) == 0
+    assert vectors.load(out).d.shape == (2, 2)
