@@ -8,6 +8,7 @@ import pytest
 from mxsim import formats, vectors
 from mxsim.engine import fast, reference
 from mxsim.errors import VectorFileError
+from mxsim.fit import fit
 from mxsim.formats import Rounding
 from mxsim.spec import UnitSpec
 
@@ -266,3 +267,46 @@ def test_generators_every_family(fmt):
     with pytest.raises(VectorFileError, match="^Scales go with MX element formats only; "
                                               f"a_format is {fmt}"):
         vectors.generate("normal", a_format=fmt, scale_format="e8m0")
+
+
+# -- the fitter ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("arch, fmt, k", [("Ampere", "fp16", 16), ("Hopper", "bf16", 16)])
+def test_fit_recovers_a_16_bit_unit(arch, fmt, k):
+    """Outputs of an MMA-Sim-parameter spec on fp16/bf16 operands: the fit reproduces every
+    one and finds the spec's F and steps (e_zero is not separated by these families)."""
+    spec = mmasim_spec(arch, fmt, k, False)
+    vs = vectors.generate_suite(["normal", "llm", "cancellation", "one-large", "c-negligible",
+                                 "subnormal"], a_format=fmt, m=8, n=8, k=32, seed=5)
+    observed = vs.with_result(fast.dot(spec, vs), producer="test")
+    found = fit(observed, k=k)
+    assert found.equal == found.total == observed.num_dots
+    assert np.array_equal(fast.dot(found.spec, observed), observed.d)
+    assert (found.spec.frac_bits, found.spec.schedule) == (spec.frac_bits, spec.schedule)
+    assert found.spec.upcast is None and found.spec.acc_rounding is Rounding.RZ
+
+
+# -- the RTL refuses, the model runs ---------------------------------------------------------
+
+@pytest.mark.parametrize("verb, fmt", [("rtl", "fp16"), ("verify", "tf32"), ("rtl", "bf16")])
+def test_rtl_refuses_16_bit_operands_in_one_line(tmp_path, capsys, verb, fmt):
+    from mxsim.cli import main
+
+    spec_file = tmp_path / "u.toml"
+    spec_file.write_text(mmasim_spec("Hopper", fmt, 16 if fmt != "tf32" else 8, False).dumps())
+    args = [verb, "--unit", str(spec_file), "--a-format", fmt]
+    if verb == "rtl":
+        args += ["-o", str(tmp_path / "u.v")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"mxsim: error: Unit 'hopper-{fmt}-f32' cannot be built as RTL: "
+                          f"a_format '{fmt}' is not decoded in RTL: the RTL generator builds "
+                          f"MX element formats only (e4m3, ")
+    assert f"{fmt} operands run in the model (`mxsim run`)" in err
+    assert not (tmp_path / "u.v").exists()
+    # ... and the model takes them
+    vs_path, out = tmp_path / "in.npz", tmp_path / "out.npz"
+    vectors.save(vectors.generate("normal", a_format=fmt, m=2, n=2, k=16), vs_path)
+    assert main(["run", str(vs_path), "--unit", str(spec_file), "-o", str(out)]) == 0
+    assert vectors.load(out).d.shape == (2, 2)
