@@ -20,7 +20,7 @@ from itertools import product
 from ..errors import UnitError
 from ..formats import ELEMENT_FORMATS, Overflow, Rounding
 from ..spec import CMode, UnitSpec, ZeroSign
-from . import blackwell, generations, hopper
+from . import blackwell, cdna, generations, hopper
 from .family import MMASIM, UNVERIFIED, Preset, SpecPreset, from_spec
 
 __all__ = ["Preset", "SpecPreset", "PRESETS", "PRESETS_PROVENANCE", "NO_C", "MMASIM",
@@ -60,7 +60,7 @@ _OCP_FP32 = Preset(
 
 PRESETS: dict[str, Preset] = {p.name: p for p in [
     _EXACT, *hopper.PRESETS, *blackwell.PRESETS[:4], _OCP_FP32, *blackwell.PRESETS[4:],
-    generations.ADA_F8,
+    generations.ADA_F8, *generations.SIXTEEN_BIT, *cdna.PRESETS,
 ]}
 
 #: Where each preset's parameters come from (the ``provenance`` of its specs).

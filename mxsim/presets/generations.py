@@ -53,6 +53,7 @@ ARCHS = {a.name: a for a in [
     Arch("ada", "Ada Lovelace (sm_89)", 24, 16, -132, -20),
     Arch("hopper", "Hopper (sm_90)", 25, 32, -133, -21),
     Arch("blackwell", "Blackwell (sm_100, sm_120)", 25, 32, -133, -21),
+    Arch("rtx-blackwell", "RTX Blackwell (sm_120)", 25, 32, -133, -21),
 ]}
 
 _BYTES = {"fp16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1}
@@ -116,6 +117,9 @@ _TABLE = [
      "wgmma.mma_async.sync.aligned.m64nNk16.{d}.{a}.{b} (sm_90a)", False),
     ("hopper-wgmma-tf32", "hopper", "tf32", 8,
      "wgmma.mma_async.sync.aligned.m64nNk8.{d}.{a}.{b} (sm_90a)", False),
+    ("hopper-mma-f16-k8", "hopper", "fp16", 8, _mma("m16n8k8", "sm_90"), True),
+    ("hopper-mma-bf16-k8", "hopper", "bf16", 8, _mma("m16n8k8", "sm_90"), False),
+    ("hopper-mma-tf32-k4", "hopper", "tf32", 4, _mma("m16n8k4", "sm_90"), False),
     ("blackwell-mma-f16", "blackwell", "fp16", 16,
      "mma.sync.aligned.m16n8k16.row.col.{d}.{a}.{b}.{d} (sm_100, sm_120) / "
      "tcgen05.mma.kind::f16 m64/m128 nN k16 (sm_100a)", True),
@@ -125,6 +129,15 @@ _TABLE = [
     ("blackwell-mma-tf32", "blackwell", "tf32", 8,
      "mma.sync.aligned.m16n8k8.row.col.{d}.{a}.{b}.{d} (sm_100, sm_120) / "
      "tcgen05.mma.kind::tf32 m64/m128 nN k8 (sm_100a)", False),
+    ("blackwell-mma-f16-k8", "blackwell", "fp16", 8, _mma("m16n8k8", "sm_100, sm_120"), True),
+    ("blackwell-mma-bf16-k8", "blackwell", "bf16", 8, _mma("m16n8k8", "sm_100, sm_120"),
+     False),
+    ("blackwell-mma-tf32-k4", "blackwell", "tf32", 4, _mma("m16n8k4", "sm_100, sm_120"),
+     False),
+    ("rtx-blackwell-mma-sync-f8", "rtx-blackwell", "e4m3", 32, _mma("m16n8k32", "sm_120"),
+     True),
+    ("rtx-blackwell-mma-sync-f8-k16", "rtx-blackwell", "e4m3", 16,
+     _mma("m16n8k16", "sm_120"), True),
 ]
 
 #: Evidence beyond MMA-Sim, by preset (Khattak & Mikaitis' rows, H200 runs): filled in as the
@@ -134,25 +147,35 @@ EVIDENCE: dict[str, str] = {}
 VERIFIED: dict[str, str] = {}
 
 
+_LEGACY_F8 = ("MMA-Sim models sm_120's FP8 mma.sync without kind:: as kind::f8f6f4; the same "
+              "PTX on sm_100 (B200) computes as sm_90's FP16 emulation (Khattak & Mikaitis' "
+              "rows, preset blackwell-mma-sync-f8-legacy), so this is unmeasured")
+
+
+def _label(operand: str) -> str:
+    return "FP8" if operand in FP8 else operand
+
+
 def _provenance(name: str, arch: Arch, operand: str, k: int) -> str:
     length = arch.step_bytes // _BYTES[operand]
     steps = "one fused step" if length >= k else f"fused steps of {length}"
-    f = 13 if operand in FP8 else arch.frac_bits
-    acc = "RZ to E8M13" if operand in FP8 else "RZ FP32"
-    text = (f"{MMASIM}, {arch.title.split(' (')[0]} {operand} mma: T-FDPA, F={f}, {steps} "
-            f"({arch.step_bytes} bytes of operands; k = {k}), {acc} (RNE FP16 for FP16 output), "
-            f"e_zero {arch.e_zero_fp32} ({arch.e_zero_fp16})")
+    text = (f"{MMASIM}, {arch.title.split(' (')[0]} {_label(operand)} mma: T-FDPA, "
+            f"F={arch.frac_bits}, {steps} ({arch.step_bytes} bytes of operands; k = {k}), RZ "
+            f"FP32 (RNE FP16 for FP16 output), e_zero {arch.e_zero_fp32} ({arch.e_zero_fp16})")
     if operand == "tf32":
         text += "; TF32 operands are FP32 words truncated to 19 bits"
+    if operand in FP8:
+        text += f". {_LEGACY_F8}"
     return text + (f". {EVIDENCE[name]}" if name in EVIDENCE else "")
 
 
-def _summary(arch: Arch, operand: str, k: int, ptx: str) -> str:
+def _summary(arch: Arch, operand: str, k: int, ptx: str, has_f16: bool) -> str:
     length = arch.step_bytes // _BYTES[operand]
     steps = "one step" if length >= k else f"steps of {length}"
-    inst = ptx.split(" (")[0].replace(".{d}.{a}.{b}", "").replace(".row.col", "")
-    return (f"{arch.title} {operand} {inst}: {steps}, F={arch.frac_bits}, RZ FP32 "
-            f"(RNE FP16 out)")
+    inst = ptx.split(" (")[0].replace(".{d}.{a}.{b}", "").replace(".row.col", "").replace(
+        ".{d}", "")
+    return (f"{arch.title} {_label(operand)} {inst}: {steps}, F={arch.frac_bits}, RZ FP32"
+            f"{' (RNE FP16 out)' if has_f16 else ''}")
 
 
 def _presets() -> list[Preset]:
@@ -160,9 +183,11 @@ def _presets() -> list[Preset]:
     for name, arch_name, operand, k, ptx, has_f16 in _TABLE:
         arch = ARCHS[arch_name]
         PROVENANCE[name] = _provenance(name, arch, operand, k)
+        pairs = tuple((a, b) for a in FP8 for b in FP8) if operand in FP8 else (
+            (operand, operand),)
         out.append(Preset(
-            name, _summary(arch, operand, k, ptx), PROVENANCE[name],
-            VERIFIED.get(name, UNVERIFIED), ((operand, operand),), ((None, None),),
+            name, _summary(arch, operand, k, ptx, has_f16), PROVENANCE[name],
+            VERIFIED.get(name, UNVERIFIED), pairs, ((None, None),),
             ("fp32", "fp16") if has_f16 else ("fp32",), _Tfdpa(name, arch, k, ptx)))
     return out
 
