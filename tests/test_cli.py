@@ -257,4 +257,7 @@ def test_cli_compare_plot_writes_a_png(capsys, tmp_path):
     curves = error_distribution(vectors.load(out), tmp_path / "again.png")
     assert set(curves) == {"mxsim unit hopper-wgmma", "preset hopper-wgmma",
                            "preset hopper-cublas-fast", "preset hopper-cublas",
-                           "preset hopper-mma-sync", "preset blackwell-f8f6f4"}
+                           "preset hopper-mma-sync", "preset blackwell-f8f6f4",
+                           "preset blackwell-mma-sync-f8-legacy", "preset ada-mma-f8",
+                           "preset rtx-blackwell-mma-sync-f8",
+                           "preset rtx-blackwell-mma-sync-f8-k16"}
