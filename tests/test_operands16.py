@@ -250,6 +250,37 @@ def test_engines_equal_mmasim(kind, arch, shape_and_type):
     assert _codes_equal(reference.dot(spec, ladders.subset(rows=slice(0, 4))), ours[:4])
 
 
+VARIANTS = [
+    dict(align="rne", product="normalized"),
+    dict(align="rz-jam", c_mode="after", c_rounding="rz"),
+    dict(align="rd", acc_format="e8m13", zero_sign="ieee", e_zero=-140),
+    dict(specials="none", overflow="saturate", frac_bits=23),
+    dict(promote_every=2, acc_rounding="rne", nan_code=0x7FC00000),
+]
+
+
+@pytest.mark.parametrize("fmt", SIXTEEN)
+def test_engines_equal_on_spec_variants(fmt):
+    """Alignment roundings, normalised products, C after, a narrow accumulator, IEEE zero
+    signs, no specials, promotion: reference == fast (kernel and numpy) on 16-bit operands."""
+    base = mmasim_spec("Hopper", fmt, 8, False)
+    vs = adversarial_set(fmt, "fp32", 7, rows=2)
+    dots = reference_sample(vs, 7, per_family=2, cross=4)
+    for changes in VARIANTS:
+        spec = base.replace(**changes)
+        ours = fast.dot(spec, vs)
+        assert _codes_equal(fast.dot(spec, vs, kernel=False), ours), changes
+        ref = reference.dot(spec, vs.take_dots(dots)).reshape(-1)
+        assert _codes_equal(ref, ours.reshape(-1)[dots]), changes
+
+
+@pytest.mark.parametrize("fmt", SIXTEEN)
+def test_exact_unit_engines_agree(fmt):
+    """The exact unit (one rounding of the exact sum) on 16-bit operands: fast == reference."""
+    vs = adversarial_set(fmt, "fp32", 4, rows=2)
+    assert _codes_equal(fast.matmul_exact(vs), reference.matmul_exact(vs))
+
+
 # -- generators ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("fmt", SIXTEEN)
