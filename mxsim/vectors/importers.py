@@ -238,6 +238,11 @@ def km_rows(folder: str | Path, d_format: str = "fp32") -> dict[str, Any]:
     paths = {x: folder / f"{x}_{tag}_{fmt_dir}.txt" for x in ("a", "b")}
     paths["c"] = folder / f"c_{tag}_fp32.txt"
     paths["d"] = folder / f"d_{tag}_{d_format}.txt"
+    other = folder / f"d_{tag}_{'fp16' if d_format == 'fp32' else 'fp32'}.txt"
+    if not paths["d"].is_file() and other.is_file():
+        raise VectorFileError(f"{paths['d']}: no such file (the folder holds no {d_format} "
+                              f"results, only {other.name}); pass --d-format "
+                              f"{'fp16' if d_format == 'fp32' else 'fp32'}")
     for p in paths.values():       # every file present before any is parsed
         if not p.is_file():
             _lines(p)
@@ -301,7 +306,8 @@ def read_km(folder: str | Path, *, d_format: str = "fp32", gpu: str | None = Non
     else:
         c = raw["c"]
     d = raw["d"] if d_format == "fp32" else _fp16_results(paths["d"], raw["d"])
-    root = folder.parent.parent.parent
+    root = folder.parent.parent
+    root = root.parent if root.name == "model_validation" else root
     files = {p: _sha256(p) for p in [*paths.values(), src,
                                      folder.parent.parent / "Validate_TC_models.m"]
              if p.is_file()}
