@@ -71,7 +71,9 @@ DEFAULT_SEARCH: dict[str, list[Any]] = {
     "acc_format": ["fp32", "e8m13", "fp16", "bf16", *[f"e8m{m}" for m in range(22, 9, -1)
                                                        if m != 13]],
     "acc_rounding": ["rz", "rne", "rd", "ru"],
-    "e_zero": [-133, -21, -139, -127, -149, -200],
+    # MMA-Sim's e_zero by architecture (FP32 out -133/-132/-131, FP16 out -21/-20/-19) come
+    # after the earlier values, so that a fit where e_zero ties reports what it did before.
+    "e_zero": [-133, -21, -139, -127, -149, -200, -132, -20, -131, -19],
     "c_rounding": ["rne", "rz"],
     # Foreign MX units: NaN/Inf handling and overflow (searched only where the data can show
     # them, see _prune), GST groups and reduction trees.
@@ -315,7 +317,8 @@ def _prune(search: dict[str, list[Any]], observed: VectorSet,
            start: UnitSpec) -> dict[str, list[Any]]:
     """The default search without the parameters these data cannot show: ``specials`` where no
     input code is NaN or Inf, ``overflow`` where the starting spec's outputs are the same
-    under each rule, and GST ``group``/``reduce`` without E8M0/UE4M3 block scales."""
+    under each rule, GST ``group``/``reduce`` without E8M0/UE4M3 block scales, and ``upcast``
+    for fp16/bf16/tf32 operands."""
     def has_special(fmt_name: str, codes: np.ndarray | None) -> bool:
         if codes is None:
             return False
@@ -337,6 +340,8 @@ def _prune(search: dict[str, list[Any]], observed: VectorSet,
     if not block_scales:
         search.pop("group", None)
         search.pop("reduce", None)
+    if not {observed.a_format, observed.b_format} <= set(formats.ELEMENT_FORMATS):
+        search.pop("upcast", None)          # fp16/bf16/tf32 operands reach the unit as they are
     return search
 
 
