@@ -7,7 +7,8 @@ data, imported with ``mxsim vectors import --layout km``.
 mirror will do): its ``model_validation`` folder at ``--rev`` (default HEAD) is extracted
 with ``git archive`` into a temporary folder and each ``model_validation/<GPU>/<fmt>`` folder
 is imported once per result file (``d_<GPU>_fp32.txt``, ``d_<GPU>_fp16.txt``) into
-``<GPU>_<fmt>_<out>.npz``. The FP8 sets are kept whole; the FP16/BF16/TF32 sets keep their
+``<GPU>_<fmt>_<out>.npz``; the C words of the sets imported with C = +0 go to
+``evidence/fp8_fp32_c_files.npz``. The FP8 sets are kept whole; the FP16/BF16/TF32 sets keep their
 first ``--sample`` rows (default 1,000) to keep the committed data small, with ``rows`` the
 rows kept and ``rows_in_source`` the file's; the sha256 of every source file in ``meta``
 lets anyone re-derive the rest (``--sample 0`` keeps every row). The data is BSD-2-Clause,
@@ -24,14 +25,19 @@ import tempfile
 from io import BytesIO
 from pathlib import Path
 
+import numpy as np
+
 from mxsim import vectors
 from mxsim.errors import MxsimError
 from mxsim.vectors import importers
 
-__all__ = ["DATA", "import_all", "SAMPLED"]
+__all__ = ["DATA", "EVIDENCE", "import_all", "SAMPLED"]
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "km"
+#: The C words of the FP8 sets imported with C = +0 (H100/H200 FP32 output), kept as the
+#: evidence that the rows were not computed with them (``<GPU>_<fmt>`` -> uint32 FP32 words).
+EVIDENCE = DATA / "evidence" / "fp8_fp32_c_files.npz"
 #: Operand formats whose sets are committed as a sample of their first rows.
 SAMPLED = ("fp16", "bf16", "tf32")
 
@@ -61,7 +67,7 @@ def import_all(source: Path, out: Path, rev: str = "HEAD", sample: int = 1000,
                only: tuple[str, ...] | None = None) -> list[Path]:
     """Import every GPU x format x output of the K&M data at ``source`` into ``out``; the
     files written. ``only`` keeps the operand formats named (all by default)."""
-    written = []
+    written, c_files = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         commit = _extract(source, rev, Path(tmp))
         mv = Path(tmp) / "model_validation"
@@ -78,6 +84,13 @@ def import_all(source: Path, out: Path, rev: str = "HEAD", sample: int = 1000,
                 path = out / f"{vs.extra['gpu']}_{fmt}_{d_format}.npz"
                 vectors.save(vs, path)
                 written.append(path)
+                if d_format == "fp32" and not vs.c.any():
+                    c_files[f"{vs.extra['gpu']}_{fmt}"] = importers.km_rows(folder)["c"]
+    if c_files:
+        evidence = out / EVIDENCE.relative_to(DATA)
+        evidence.parent.mkdir(exist_ok=True)
+        np.savez_compressed(evidence, **c_files)
+        written.append(evidence)
     return written
 
 

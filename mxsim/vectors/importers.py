@@ -44,8 +44,8 @@ from .. import formats
 from ..errors import VectorFileError
 from .schema import VectorSet
 
-__all__ = ["LAYOUTS", "KM_REPOSITORY", "KM_FORMATS", "read", "read_km", "km_rows",
-           "convert_elements"]
+__all__ = ["LAYOUTS", "KM_REPOSITORY", "KM_FORMATS", "C_ZERO_GPUS", "read", "read_km",
+           "km_rows", "convert_elements"]
 
 #: Layouts :func:`read` takes (``mxsim vectors import --layout``).
 LAYOUTS = ("km",)
@@ -57,7 +57,7 @@ _FP8 = ("e4m3", "e5m2")
 #: fp16/bf16, m16n16k8 for tf32; mma.sync m16n8k32 for FP8).
 _INSTRUCTION_K = {"fp16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32}
 #: GPUs whose FP8 FP32-output rows Validate_TC_models.m checks with C = 0 (wgmma).
-_C_ZERO_GPUS = ("H100", "H200")
+C_ZERO_GPUS = ("H100", "H200")
 _C_ZERO_NOTE = ("C = +0: Validate_TC_models.m validates the H100/H200 FP8 FP32-output rows "
                 "with C = 0 ('D = AB + D where D is zero for fp8 with WGMMA'), so these rows "
                 "came from wgmma with a zero accumulator, not from the mma.sync program with "
@@ -295,7 +295,7 @@ def read_km(folder: str | Path, *, d_format: str = "fp32", gpu: str | None = Non
     pad = ((0, 0), (0, k_instr - k))
     a, b = np.pad(a, pad), np.pad(b, pad)          # +0 is code 0 in every operand format
     notes = []
-    c_zero = fmt in _FP8 and d_format == "fp32" and tag in _C_ZERO_GPUS
+    c_zero = fmt in _FP8 and d_format == "fp32" and tag in C_ZERO_GPUS
     if c_zero:
         c, notes = np.zeros(rows, dtype=np.uint32), [_C_ZERO_NOTE]
         instruction = (f"wgmma.mma_async.sync.aligned.m64nNk32.f32.{fmt}.{fmt} with a zero "
