@@ -165,3 +165,32 @@ def test_convert_tf32_truncates_to_19_bits():
     codes, inexact = importers.convert_elements(words, "tf32")
     assert [int(c) for c in codes] == [0x3F800000 >> 13, 0x3F800000 >> 13, 0xBF802000 >> 13]
     assert inexact == 1
+
+
+def _folder(tmp_path: Path, fmt: str, a: list[str], b: list[str]) -> Path:
+    """A K&M folder X100/<fmt> of the rows given (hex words), with C = 1 and D = 2."""
+    folder = tmp_path / "X100" / fmt
+    folder.mkdir(parents=True)
+    (folder / f"a_X100_{fmt}.txt").write_text("".join(x + " \n" for x in a))
+    (folder / f"b_X100_{fmt}.txt").write_text("".join(x + " \n" for x in b))
+    one, two = (f"{int(np.float32(v).view(np.uint32)):032b}\n" * len(a) for v in (1.0, 2.0))
+    (folder / "c_X100_fp32.txt").write_text(one)
+    (folder / "d_X100_fp32.txt").write_text(two)
+    return folder
+
+
+@pytest.mark.parametrize(("fmt", "k", "dtype"), [("fp16", 16, np.uint16), ("bf16", 16, np.uint16),
+                                                  ("tf32", 8, np.uint32)])
+def test_import_km_16bit_pads_to_the_instruction_k(fmt, k, dtype, tmp_path):
+    # 1 + 2^-23 is not an FP16, BF16 or TF32 value: RNE (FP16, BF16) and truncation (TF32)
+    # make it 1, and the import counts it.
+    folder = _folder(tmp_path, fmt, ["3f800000 3f800001 40000000 bf800000"] * 2,
+                     ["3f800000 3f800000 3f800000 3f800000"] * 2)
+    vs = importers.read_km(folder)
+    assert vs.a.shape == (2, 1, k) and vs.b.shape == (2, k, 1) and vs.a.dtype == dtype
+    assert vs.meta["padded_from"] == 4 and vs.meta["padded_to"] == k
+    assert vs.meta["converted_inexact"] == 2
+    f = formats.get(fmt)
+    assert list(f.decode(vs.a[0, 0])) == [1.0, 1.0, 2.0, -1.0] + [0.0] * (k - 4)
+    assert not vs.b[:, 4:].any()                       # +0 codes
+    assert "CUDA sources were not beside the data" in vs.meta["instruction"]
