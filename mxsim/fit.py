@@ -408,13 +408,14 @@ def _check_fit_args(observed: VectorSet, k: Any) -> None:
 
 
 def _default_start(observed: VectorSet, k: int) -> UnitSpec:
-    """A one-step, truncating spec (F = 24) for the observed formats."""
+    """A one-step, truncating spec (F = 24) for the observed formats, rounding to FP32 by RZ
+    or to FP16 by RNE (as MMA-Sim's T-FDPA does)."""
     f16 = observed.d_format == "fp16"
     return UnitSpec(
         name="fitted", instruction="fitted by mxsim fit", a_format=observed.a_format,
         b_format=observed.b_format, scale_format=observed.scale_format, block=observed.block,
         k=k, frac_bits=24, acc_format="fp16" if f16 else "fp32", d_format=observed.d_format,
-        e_zero=-21 if f16 else -133)
+        acc_rounding="rne" if f16 else "rz", e_zero=-21 if f16 else -133)
 
 
 def _starts(s: _Search, base: UnitSpec) -> list[UnitSpec]:
@@ -498,7 +499,8 @@ class _Search:
         window = [v for v in self.search.get("frac_bits", [])
                   if v is not None and abs(v - f) <= 3]
         improved = False
-        for param in ("upcast", "product", "align", "acc_format", "c_mode", "schedule"):
+        # e_zero too: where zeros lead a step, the LSB is 2**(e_zero - F).
+        for param in ("upcast", "product", "align", "acc_format", "c_mode", "schedule", "e_zero"):
             for value in self.search.get(param, []):
                 for fb in window:
                     cand = _candidate(spec, param, value)
