@@ -41,15 +41,12 @@ def test_every_set_carries_its_provenance():
         assert meta["instruction"] and meta["converted_inexact"] == 0
 
 
-def test_every_row_reproduced_by_its_preset():
+def test_every_row_reproduced_by_its_preset_and_the_doc_says_so():
     rows = conformance.rows()
     assert len(rows) == len(EXPECTED)
     for r in rows:
         assert r.mismatches == 0, r
     assert sum(r.dots for r in rows) >= 100_000
-
-
-def test_doc_figures_equal_the_data():
     text = conformance.DOC.read_text(encoding="utf-8")
     new, changed = conformance.render(text, conformance.figures())
     assert changed == [], f"docs/conformance.md is stale in {changed}: run python -m " \
@@ -64,6 +61,10 @@ def test_check_exits_1_when_the_doc_differs(tmp_path, monkeypatch, capsys):
                    encoding="utf-8")
     monkeypatch.setattr(conformance, "DOC", doc)
     monkeypatch.setattr(conformance, "ROOT", tmp_path)
+    # The figures as the committed doc has them (the test above checks they are the data's):
+    # this test is about --check and the rewrite, not the replay.
+    spans = {m.group(1): m.group(2).strip("\n") for m in conformance.MARK.finditer(text)}
+    monkeypatch.setattr(conformance, "figures", lambda: spans)
     assert conformance.main(["--check"]) == 1
     assert "km-mismatches" in capsys.readouterr().err
     assert conformance.main([]) == 0 and doc.read_text(encoding="utf-8") == text
