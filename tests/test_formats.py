@@ -109,6 +109,7 @@ _SPECS = {
     "ue4m3": _Spec(False, 4, 3, 7, "fn"),      # in a byte; bit 7 is ignored
     "fp16":  _Spec(True, 5, 10, 15, "ieee"),
     "bf16":  _Spec(True, 8, 7, 127, "ieee"),
+    "tf32":  _Spec(True, 8, 10, 127, "ieee"),   # the top 19 bits of an FP32 pattern
     "fp32":  _Spec(True, 8, 23, 127, "ieee"),
 }
 
@@ -127,12 +128,15 @@ _CONSTANTS = {
     "fp16":  (15, 65504, 2**-14, 2**-24, 0x7BFF, 0x7E00, 0x7C00, 65536),
     "bf16":  (127, (2 - 2**-7) * 2.0**127, 2.0**-126, 2.0**-133, 0x7F7F, 0x7FC0, 0x7F80,
               2**128),
+    "tf32":  (127, (2 - 2**-10) * 2.0**127, 2.0**-126, 2.0**-136, 0x3FBFF, 0x3FE00, 0x3FC00,
+              2**128),
     "fp32":  (127, float(np.finfo(np.float32).max), 2.0**-126, 2.0**-149, 0x7F7FFFFF,
               0x7FC00000, 0x7F800000, 2**128),
 }
 
 _BITS = {"e4m3": 8, "e5m2": 8, "e3m2": 6, "e2m3": 6, "e2m1": 4, "int8": 8, "e8m0": 8,
-         "ue4m3": 8, "fp16": 16, "bf16": 16, "fp32": 32}
+         "ue4m3": 8, "fp16": 16, "bf16": 16, "tf32": 19,
+         "fp32": 32}
 
 
 def _pow2(k: int) -> Fraction:
@@ -1049,7 +1053,7 @@ def test_formats_interop_errors() -> None:
 
 def test_formats_errors() -> None:
     e4m3, e2m1, e8m0 = formats.get("e4m3"), formats.get("e2m1"), formats.get("e8m0")
-    listing = "e4m3, e5m2, e3m2, e2m3, e2m1, int8, e8m0, ue4m3, fp16, bf16, fp32"
+    listing = "e4m3, e5m2, e3m2, e2m3, e2m1, int8, e8m0, ue4m3, fp16, bf16, tf32, fp32"
     with pytest.raises(FormatError, match=re.escape(
             f"Unknown format 'e9m9'; choose one of {listing} (see `mxsim formats`)") + "$"):
         formats.get("e9m9")

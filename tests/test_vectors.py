@@ -26,6 +26,7 @@ SEED = 20240607
 HINT = "vector sets are written by `mxsim vectors gen` or `mxsim run`"
 ALLOWED = "a, b, c, d, a_scale, b_scale, tensor_scale, meta"
 ELEMENTS = "e4m3, e5m2, e3m2, e2m3, e2m1, int8"
+OPERANDS = "e4m3, e5m2, e3m2, e2m3, e2m1, int8, fp16, bf16, tf32"
 
 
 def _bits(x: np.ndarray) -> np.ndarray:
@@ -338,11 +339,11 @@ BAD = {
     "fp32-block-32": ("fp32-row", _set_meta(block=32),
                       "block must be null or 128 for fp32 scales, not 32"),
     "a-format-unknown": (None, _set_meta(a_format="e9m9"),
-                         f"a_format must be one of {ELEMENTS}, not 'e9m9'"),
+                         f"a_format must be one of {OPERANDS}, not 'e9m9'"),
     "a-format-fp32": (None, _set_meta(a_format="fp32"),
-                      f"a_format must be one of {ELEMENTS}, not 'fp32'"),
+                      f"a_format must be one of {OPERANDS}, not 'fp32'"),
     "b-format-e8m0": (None, _set_meta(b_format="e8m0"),
-                      f"b_format must be one of {ELEMENTS}, not 'e8m0'"),
+                      f"b_format must be one of {OPERANDS}, not 'e8m0'"),
     "a-format-not-string": (None, _set_meta(a_format=4),
                             "meta.a_format must be a string, not 4"),
     "c-format-unknown": (None, _set_meta(c_format="fp64"),
@@ -404,7 +405,7 @@ def test_vectors_bad_input(tmp_path, scales, edit, message):
 
 
 def test_vectors_bad_input_built_without_path():
-    with pytest.raises(VectorFileError, match=f"^a_format must be one of {ELEMENTS}, "
+    with pytest.raises(VectorFileError, match=f"^a_format must be one of {OPERANDS}, "
                                               f"not 'fp32'$"):
         _hand_set().replace(a_format="fp32")
 

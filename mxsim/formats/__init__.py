@@ -27,6 +27,8 @@ ue4m3    0.4.3  7    unsigned E4M3 (NVFP4 scale) in an 8-bit container; NaN is 0
                      the top bit is ignored on decode, as NVIDIA hardware ignores it
 fp16     1.5.10 15   IEEE binary16
 bf16     1.8.7  127  bfloat16 (IEEE-style specials)
+tf32     1.8.10 127  TensorFloat-32: the top 19 bits of an FP32 pattern (``bits >> 13``), in
+                     a uint32 container; IEEE-style specials
 fp32     1.8.23 127  IEEE binary32
 ======== ====== ==== ======================================================================
 
@@ -41,12 +43,12 @@ from .interop import from_ml_dtypes, from_torch, to_ml_dtypes, to_torch
 from .layout import FormatLayout
 from .packing import pack_fp4, pack_fp6, unpack_fp4, unpack_fp6
 from .policy import DEFAULT_SR_BITS, Class, Fields, Overflow, Rounding, Specials, choice
-from .registry import ELEMENT_FORMATS, FORMATS, SCALE_BLOCKS, get, names
+from .registry import ELEMENT_FORMATS, FORMATS, OPERAND_FORMATS, SCALE_BLOCKS, get, names
 from .rounding import bit_length, draw_random_bits, round_to
 
 __all__ = [
     "choice", "Rounding", "Overflow", "Specials", "Class", "Format", "FormatLayout", "Fields",
-    "get", "names", "FORMATS", "ELEMENT_FORMATS", "SCALE_BLOCKS",
+    "get", "names", "FORMATS", "ELEMENT_FORMATS", "OPERAND_FORMATS", "SCALE_BLOCKS",
     "round_to", "DEFAULT_SR_BITS", "bit_length", "draw_random_bits",
     "pack_fp4", "unpack_fp4", "pack_fp6", "unpack_fp6",
     "to_ml_dtypes", "from_ml_dtypes", "to_torch", "from_torch",

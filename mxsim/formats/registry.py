@@ -2,7 +2,8 @@
 
 One registry holds the named instances (:data:`FORMATS`); :func:`get` also builds the
 ``e8m1`` .. ``e8m22`` accumulator formats on demand. :data:`ELEMENT_FORMATS` names the MX
-element formats, the one list every layer above checks element formats against.
+element formats, the one list every layer above checks element formats against;
+:data:`OPERAND_FORMATS` adds what tensor cores also multiply (fp16, bf16, tf32).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from ..errors import FormatError
 from .format import Format
 from .policy import Specials
 
-__all__ = ["FORMATS", "ELEMENT_FORMATS", "SCALE_BLOCKS", "names", "get"]
+__all__ = ["FORMATS", "ELEMENT_FORMATS", "OPERAND_FORMATS", "SCALE_BLOCKS", "names", "get"]
 
 
 FORMATS: dict[str, Format] = {f.name: f for f in [
@@ -39,12 +40,18 @@ FORMATS: dict[str, Format] = {f.name: f for f in [
            ml_dtypes_name="float16", torch_name="float16", description="IEEE binary16"),
     Format(name="bf16", exp_bits=8, man_bits=7, bias=127, specials=Specials.IEEE,
            ml_dtypes_name="bfloat16", torch_name="bfloat16", description="bfloat16"),
+    Format(name="tf32", exp_bits=8, man_bits=10, bias=127, specials=Specials.IEEE,
+           description="TensorFloat-32 (NVIDIA): the top 19 bits of an FP32 pattern"),
     Format(name="fp32", exp_bits=8, man_bits=23, bias=127, specials=Specials.IEEE,
            ml_dtypes_name="float32", torch_name="float32", description="IEEE binary32"),
 ]}
 
 #: The MX element formats (OCP MX v1.0 and MXINT8), in table order.
 ELEMENT_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
+#: What A and B of a unit may be: the MX element formats and the 16/19-bit tensor-core operand
+#: formats (without block scales). A TF32 code is the top 19 bits of its FP32 pattern
+#: (``fp32_bits >> 13``), held in uint32.
+OPERAND_FORMATS = ELEMENT_FORMATS + ("fp16", "bf16", "tf32")
 #: Elements per E8M0/UE4M3 block scale: OCP MX's 32, NVFP4's 16, and 8 (MX units whose
 #: instruction holds 8 elements and one scale per operand, e.g. RISC-V MX coprocessors).
 SCALE_BLOCKS = (8, 16, 32)
@@ -54,7 +61,8 @@ _ALIASES = {
     "fp6_e3m2": "e3m2", "float6_e3m2fn": "e3m2", "fp6_e2m3": "e2m3", "float6_e2m3fn": "e2m3",
     "fp4": "e2m1", "fp4_e2m1": "e2m1", "float4_e2m1fn": "e2m1", "mxint8": "int8",
     "float8_e8m0fnu": "e8m0", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
-    "float32": "fp32", "float": "fp32",
+    "float32": "fp32", "float": "fp32", "tensorfloat32": "tf32", "tfloat32": "tf32",
+    "tensorfloat-32": "tf32",
 }
 
 

@@ -16,6 +16,7 @@ from .schema import (
     ELEMENT_FORMATS,
     LARGE_BYTES,
     LARGE_PRODUCTS,
+    OPERAND_FORMATS,
     SCALE_FORMATS,
     SCHEMA,
     VectorSet,
@@ -23,7 +24,7 @@ from .schema import (
 )
 
 __all__ = [
-    "SCHEMA", "ELEMENT_FORMATS", "SCALE_FORMATS", "ACC_FORMATS", "FAMILIES",
+    "SCHEMA", "ELEMENT_FORMATS", "OPERAND_FORMATS", "SCALE_FORMATS", "ACC_FORMATS", "FAMILIES",
     "RANDOM_FAMILIES", "DIRECTED_FAMILIES",
     "LARGE_BYTES", "LARGE_PRODUCTS",
     "VectorSet", "load", "save", "check_size", "npy_header", "from_arrays", "to_arrays", "generate",

@@ -22,11 +22,12 @@ import numpy.typing as npt
 from .. import formats
 from ..errors import VectorFileError
 
-__all__ = ["SCHEMA", "ELEMENT_FORMATS", "SCALE_FORMATS", "ACC_FORMATS", "LARGE_BYTES",
-           "LARGE_PRODUCTS", "VectorSet", "check_size", "located"]
+__all__ = ["SCHEMA", "ELEMENT_FORMATS", "OPERAND_FORMATS", "SCALE_FORMATS", "ACC_FORMATS",
+           "LARGE_BYTES", "LARGE_PRODUCTS", "VectorSet", "check_size", "located"]
 
 SCHEMA = "mxsim.vectors/1"
 ELEMENT_FORMATS = formats.ELEMENT_FORMATS
+OPERAND_FORMATS = formats.OPERAND_FORMATS
 SCALE_FORMATS = ("e8m0", "ue4m3", "fp32")
 ACC_FORMATS = ("fp32", "fp16", "bf16")
 #: A set larger than either is refused by :func:`load` and the generators unless asked
@@ -62,20 +63,23 @@ def check_size(nbytes: int, products: int, allow_large: bool = False,
 class VectorSet:
     """Operands (and optionally results) of a batch of block-scaled GEMMs, as codes.
 
-    ``a`` is ``(..., M, K)`` and ``b`` is ``(..., K, N)``, one code per ``np.uint8``; ``c`` and
+    ``a`` is ``(..., M, K)`` and ``b`` is ``(..., K, N)``, one code per element in its format's
+    code dtype (``np.uint8`` for the MX element formats, ``np.uint16`` for fp16/bf16,
+    ``np.uint32`` for tf32, whose code is the top 19 bits of the FP32 pattern); ``c`` and
     ``d`` are ``(..., M, N)`` bit patterns of ``c_format``/``d_format`` (``np.uint32`` for fp32,
     ``np.uint16`` for fp16/bf16). ``a_scale``/``b_scale`` are E8M0/UE4M3 codes of shape
     ``(..., M, K/block)``/``(..., K/block, N)``, or float32 FP32 scales whose shape gives the
     granularity: per tensor ``()``, row-wise ``(..., M, 1)``/``(..., 1, N)``, block-wise
-    ``(..., M, K/128)``/``(..., K/128, N/128)``. ``tensor_scale`` is the NVFP4 FP32 per-tensor
-    factor (a float32 scalar) that multiplies ``A·B`` before ``C`` is added. ``extra`` holds
-    the other ``meta`` entries (provenance), as a read-only copy of the mapping given.
+    ``(..., M, K/128)``/``(..., K/128, N/128)``; scales go with MX element formats only.
+    ``tensor_scale`` is the NVFP4 FP32 per-tensor factor (a float32 scalar) that multiplies
+    ``A·B`` before ``C`` is added. ``extra`` holds the other ``meta`` entries (provenance), as
+    a read-only copy of the mapping given.
 
     Raises VectorFileError, naming the first rule of ``mxsim.vectors/1`` broken, when built
     from fields that break one.
     """
-    a: npt.NDArray[np.uint8]
-    b: npt.NDArray[np.uint8]
+    a: npt.NDArray[np.unsignedinteger]
+    b: npt.NDArray[np.unsignedinteger]
     a_format: str = "e4m3"
     b_format: str = "e4m3"
     c: npt.NDArray | None = None
@@ -305,23 +309,32 @@ def _check_acc_format(name: str, value: Any) -> None:
 def _check_formats(vs: VectorSet) -> None:
     for name in ("a_format", "b_format"):
         value = getattr(vs, name)
-        if value not in ELEMENT_FORMATS:
-            raise VectorFileError(f"{name} must be one of {', '.join(ELEMENT_FORMATS)}, not "
+        if value not in OPERAND_FORMATS:
+            raise VectorFileError(f"{name} must be one of {', '.join(OPERAND_FORMATS)}, not "
                                   f"{value!r}")
     for name in ("c_format", "d_format"):
         _check_acc_format(name, getattr(vs, name))
+    if vs.scale_format is not None:
+        for name in ("a_format", "b_format"):
+            if getattr(vs, name) not in ELEMENT_FORMATS:
+                raise VectorFileError(f"scales go with MX element formats only; {name} is "
+                                      f"{getattr(vs, name)}, so scale_format must be null, not "
+                                      f"{vs.scale_format!r}")
 
 
 def _check_operands(vs: VectorSet) -> None:
-    """A and B: uint8 codes of their formats, (..., M, K) and (..., K, N), nothing empty."""
+    """A and B: codes of their formats in its code dtype, (..., M, K) and (..., K, N), nothing
+    empty."""
     for name in ("a", "b"):
         arr = getattr(vs, name)
-        if not isinstance(arr, np.ndarray) or arr.dtype != np.uint8:
-            raise VectorFileError(f"array {name!r} must be uint8 codes, not {_dtype_name(arr)}")
+        fmt = formats.get(getattr(vs, f"{name}_format"))
+        if not isinstance(arr, np.ndarray) or arr.dtype != fmt.code_dtype:
+            of = "" if fmt.code_dtype == np.uint8 else f" of {fmt.name}"
+            raise VectorFileError(f"array {name!r} must be {fmt.code_dtype} codes{of}, not "
+                                  f"{_dtype_name(arr)}")
         if arr.ndim < 2:
             raise VectorFileError(f"array {name!r} must have at least 2 dimensions, not shape "
                                   f"{arr.shape}")
-        fmt = formats.get(getattr(vs, f"{name}_format"))
         if arr.size and int(arr.max()) >= (1 << fmt.bits):
             raise VectorFileError(f"array {name!r} holds code {int(arr.max()):#x}, outside "
                                   f"{fmt.name} ({fmt.bits} bits)")
