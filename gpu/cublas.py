@@ -22,7 +22,7 @@ from mxsim.vectors import VectorSet
 from .device import capability, device_info, torch_unavailable_reason
 from .runner import require
 
-__all__ = ["unavailable_reason", "scaled_mm", "scale_tensors", "matmul16", "PAIRS",
+__all__ = ["unavailable_reason", "scaled_mm", "scale_tensors", "matmul16", "kernel_names", "PAIRS",
            "MM16_FORMATS", "ScaledMm", "Wgmma", "Cublas16"]
 
 #: cuBLASLt refuses e5m2 x e5m2 FP8 GEMMs.
@@ -246,3 +246,16 @@ class Wgmma:
                             f"through cuBLASLt), not K = {vs.k}")
         res = scaled_mm(vs, fast_accum=True)
         return res.with_result(res.d, producer=res.producer, path="wgmma")
+
+
+def kernel_names(fmt: str, m: int, n: int, k: int) -> list[str]:
+    """The CUDA kernels cuBLAS ran for one :func:`matmul16` of ``fmt`` (torch's profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    codes = np.zeros((m, k), np.uint32 if fmt == "tf32" else np.uint16)
+    vs = VectorSet(a=codes, b=np.zeros((k, n), codes.dtype), a_format=fmt, b_format=fmt)
+    matmul16(vs)                                                  # warm-up: handles, heuristics
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        matmul16(vs)
+    return sorted({e.key for e in prof.key_averages() if "memcpy" not in e.key.lower()
+                   and "memset" not in e.key.lower()})

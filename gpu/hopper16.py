@@ -96,6 +96,16 @@ def _mismatching(plan: Plan, res: vectors.VectorSet) -> vectors.VectorSet:
                                    idx[:MAX_MISMATCH_DOTS]]]})
 
 
+def _also(plan: Plan, res: vectors.VectorSet) -> dict[str, int]:
+    """cuBLAS picks its own kernels (wgmma, or Ampere-style mma.sync): its sets are also
+    compared with the mma.sync preset, bit-equal outputs by preset."""
+    if not plan.path.startswith("cublas-"):
+        return {}
+    other = preset_name("mma", res.a_format)
+    model = fast.dot(presets.get(other).spec_for(res), res)
+    return {other: int((np.asarray(model, res.d.dtype) == res.d).sum())}
+
+
 def _layout(runner: PlanRunner) -> list[dict[str, Any]] | None:
     if runner is not gpu_runner:
         return None
@@ -141,6 +151,7 @@ def run(out: Path, salt: str, *, deadline: float | None = None,
                       flush=True)
                 continue
             row["sample"] = f"{i:03d}"
+            row["also"] = _also(plan, res)
             rec.write(row)
             ran += 1
             samples[row["sample"]] = res.subset(slice(0, SAMPLE_ROWS), slice(0, SAMPLE_COLS))
