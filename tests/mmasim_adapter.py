@@ -1,7 +1,8 @@
 """Run a vector set through MMA-Sim (PyPI ``mmasim``) for the matching instruction.
 
 Used by the tests only: MMA-Sim is the published model our Blackwell and Hopper presets must
-reproduce bit for bit.
+reproduce bit for bit. :func:`run` runs the FP8/FP6/FP4 presets; :func:`run_instruction` any
+``mma``/``wgmma`` instruction of fp16, bf16 or tf32 operands, by MMA-Sim's own name.
 """
 
 import numpy as np
@@ -27,6 +28,39 @@ def _fp4_packed(torch, codes: np.ndarray, axis: int):
     c = np.moveaxis(codes, axis, -1)
     packed = (c[..., 0::2] << 4) | c[..., 1::2]
     return torch.from_numpy(np.ascontiguousarray(np.moveaxis(packed, -1, axis)))
+
+
+def _operand16(torch, codes: np.ndarray, fmt: str):
+    """MMA-Sim's 16/19-bit operands: fp16 and bf16 as their torch dtypes; tf32 as float32
+    tensors (MMA-Sim truncates them to their top 19 bits, which our codes are)."""
+    if fmt == "tf32":
+        bits = np.ascontiguousarray(codes.astype(np.uint32) << np.uint32(13))
+        return torch.from_numpy(bits.view(np.int32)).view(torch.float32)
+    t = torch.from_numpy(np.ascontiguousarray(codes).view(np.int16))
+    return t.view(torch.float16 if fmt == "fp16" else torch.bfloat16)
+
+
+#: Our operand format names as PTX spells them.
+PTX16 = {"fp16": "f16", "bf16": "bf16", "tf32": "tf32"}
+
+
+def run_instruction(kind: str, arch: str, shape_and_type: str, vs) -> np.ndarray:
+    """d bit patterns of MMA-Sim's ``sim.MMA`` or ``sim.WGMMA`` (``kind``) for ``arch`` and
+    ``shape_and_type`` (e.g. ``"m16n8k16.f32.f16.f16.f32"``) on an unbatched vector set of
+    fp16, bf16 or tf32 operands. MMA-Sim sums any K in steps of its L, which chains the
+    instruction along K as our engines do when K is a multiple of the instruction's k. C is
+    the set's C (+0 when it has none), in the output's format."""
+    import torch
+    from mmasim.nv_ptx import sim
+
+    f16 = shape_and_type.split(".")[1] == "f16"
+    cdt, raw = (torch.float16, np.int16) if f16 else (torch.float32, np.int32)
+    c = np.zeros(vs.out_shape, np.uint16 if f16 else np.uint32) if vs.c is None else vs.c
+    op = {"mma": sim.MMA, "wgmma": sim.WGMMA}[kind](arch, shape_and_type)
+    out = op(_operand16(torch, vs.a, vs.a_format), _operand16(torch, vs.b, vs.b_format),
+             torch.from_numpy(np.ascontiguousarray(c).view(raw)).view(cdt))
+    traw = torch.int16 if f16 else torch.int32
+    return out.contiguous().view(traw).numpy().view(np.uint16 if f16 else np.uint32)
 
 
 def run(preset: str, vs) -> np.ndarray:

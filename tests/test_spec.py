@@ -63,10 +63,15 @@ def test_spec_every_policy_field_holds_an_enum():
      "schedule must cover k indices 0..3 exactly once (outside 0..3: [4])"),
     (dict(k=4, schedule=[[0, 1, 2, 3], []]),
      "schedule must cover k indices 0..3 exactly once (an empty step)"),
-    (dict(a_format="fp16"), "a_format must be one of e4m3, e5m2, e3m2, e2m3, e2m1, int8, not "
-                            "'fp16'"),
-    (dict(b_format="e9m9"), "b_format must be one of e4m3, e5m2, e3m2, e2m3, e2m1, int8, not "
-                            "'e9m9'"),
+    (dict(a_format="fp32"), "a_format must be one of e4m3, e5m2, e3m2, e2m3, e2m1, int8, fp16, "
+                            "bf16, tf32, not 'fp32'"),
+    (dict(b_format="e9m9"), "b_format must be one of e4m3, e5m2, e3m2, e2m3, e2m1, int8, fp16, "
+                            "bf16, tf32, not 'e9m9'"),
+    (dict(b_format="bf16", scale_format="e8m0", block=32),
+     "scales go with MX element formats only; b_format is bf16, so scale_format must be null, "
+     "not 'e8m0'"),
+    (dict(a_format="tf32", b_format="tf32", upcast="bf16"),
+     "upcast must be a float format holding every tf32 and tf32 value exactly, not 'bf16'"),
     (dict(acc_format="e4m3"), "acc_format must be fp32, fp16, bf16 or e8m1..e8m22, not 'e4m3'"),
     (dict(d_format="e8m13"), "d_format must be one of fp32, fp16, bf16, not 'e8m13'"),
     (dict(scale_format="e8m0"), "scale_format and block go together (both set or both null)"),

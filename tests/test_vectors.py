@@ -567,7 +567,7 @@ def test_vectors_cli_bad_file(tmp_path, capsys, make, verb):
      "Block must be 8, 16 or 32 for e8m0 scales, not 0"),
     (["--scale-format", "e8m0", "-k", "48"], "K (48) must be a multiple of the block (32)"),
     (["--seed", "-1"], "Seed must be a non-negative integer, not -1"),
-    (["--a-format", "fp32"], f"a_format must be one of {ELEMENTS}, not 'fp32'"),
+    (["--a-format", "fp32"], f"a_format must be one of {OPERANDS}, not 'fp32'"),
     (["--a-format", "e9m9"], "Unknown format 'e9m9'; choose one of "),
 ], ids=["family", "nan-scale", "block-0", "k-48", "seed", "fp32", "e9m9"])
 def test_vectors_cli_gen_bad(tmp_path, capsys, args, message):
@@ -812,8 +812,8 @@ GEN_BAD = {
                     "Scale granularity must be tensor, row or block, not 'col'"),
     "scale-format": (dict(scale_format="e9m0"),
                      "Scale format must be one of e8m0, ue4m3, fp32, not 'e9m0'"),
-    "a-format": (dict(a_format="fp32"), f"a_format must be one of {ELEMENTS}, not 'fp32'"),
-    "b-format": (dict(b_format="ue4m3"), f"b_format must be one of {ELEMENTS}, not 'ue4m3'"),
+    "a-format": (dict(a_format="fp32"), f"a_format must be one of {OPERANDS}, not 'fp32'"),
+    "b-format": (dict(b_format="ue4m3"), f"b_format must be one of {OPERANDS}, not 'ue4m3'"),
     "size": (dict(m=0), "M, N and K must be at least 1, not 0, 8, 32"),
     "seed": (dict(seed=-1), "Seed must be a non-negative integer, not -1"),
     "block-unscaled": (dict(block=32), "scales or block given but scale_format is null"),

@@ -70,7 +70,7 @@ from typing import Any
 
 from .. import formats
 from ..errors import MxsimError
-from ..formats import ELEMENT_FORMATS, Overflow, Rounding
+from ..formats import ELEMENT_FORMATS, OPERAND_FORMATS, Overflow, Rounding
 from . import widths
 from .policies import Align, CMode, Epilogue, Product, Reduce, Specials, UpcastSpecials, ZeroSign
 from .widths import MAX_GROUP_BITS, MAX_STEP_SUM_BITS, group_sum_bits, step_sum_bits
@@ -78,7 +78,7 @@ from .widths import MAX_GROUP_BITS, MAX_STEP_SUM_BITS, group_sum_bits, step_sum_
 __all__ = ["Align", "Product", "CMode", "ZeroSign", "UpcastSpecials", "Epilogue", "Specials",
            "Reduce", "UnitSpec", "SpecError", "from_dict", "load", "group_sum_bits",
            "step_sum_bits", "MAX_GROUP_BITS", "MAX_STEP_SUM_BITS", "ELEMENT_FORMATS",
-           "OUTPUT_FORMATS", "SCALE_BLOCKS"]
+           "OPERAND_FORMATS", "OUTPUT_FORMATS", "SCALE_BLOCKS"]
 
 OUTPUT_FORMATS = ("fp32", "fp16", "bf16")
 MAX_FRAC_BITS = 40        # keeps room in an int64 step sum for k terms (see step_sum_bits)
@@ -86,7 +86,8 @@ MAX_FRAC_BITS = 40        # keeps room in an int64 step sum for k terms (see ste
 #: 256); bounds the memory of schedules, steps and RTL.
 MAX_K = 1 << 16
 #: e_zero beyond +-E_ZERO_LIMIT changes no result: every non-zero term's exponent (products
-#: with E8M0 scales, upcast or not; C; accumulators) lies within about [-300, 300], so a lower
+#: with E8M0 scales, upcast or not, bf16/tf32 products from 2**-272 to 2**256; C;
+#: accumulators) lies within about [-300, 300], so a lower
 #: e_zero is below all of them, and with a higher one every non-zero term of a step lies below
 #: its LSB 2**(e_zero - 40), where it truncates to 0 or rounds to a sum that overflows.
 E_ZERO_LIMIT = 1024
@@ -226,12 +227,10 @@ class UnitSpec:
         return SpecError(f"Unit spec {self.name!r}: {msg}")
 
     def _check_element_formats(self) -> None:
-        """A and B are element formats."""
-        fail = self._fail
-        for name in ("a_format", "b_format"):
-            if getattr(self, name) not in ELEMENT_FORMATS:
-                raise fail(f"{name} must be one of {', '.join(ELEMENT_FORMATS)}, not "
-                           f"{getattr(self, name)!r}")
+        """A and B are operand formats; scales go with MX element formats only."""
+        problem = widths.operand_problem(self.a_format, self.b_format, self.scale_format)
+        if problem:
+            raise self._fail(problem)
 
     def _check_upcast(self) -> None:
         """upcast holds every A and B value; fold_scales and upcast_specials need it."""

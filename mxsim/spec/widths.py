@@ -3,11 +3,13 @@
 The engines sum a fused step's aligned terms, and a GST-FDPA group's products, in int64;
 :func:`step_sum_bits` and :func:`group_sum_bits` give the bits those sums can need, from the
 spec's formats, k, F and group. :func:`holds` and its kin say whether an upcast format
-holds an element format's values exactly.
+holds an operand format's values exactly; :func:`operand_problem` which operand formats a
+unit takes.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,20 +21,45 @@ if TYPE_CHECKING:
     from . import UnitSpec
 
 __all__ = ["MAX_GROUP_BITS", "MAX_STEP_SUM_BITS", "group_sum_bits", "holds",
-           "holds_every_code", "holds_top_binade", "step_sum_bits"]
+           "holds_every_code", "operand_problem", "holds_top_binade", "step_sum_bits"]
 
 #: A step's aligned sum, in units of its LSB, must stay below 2**63 (the engines sum in int64).
 MAX_STEP_SUM_BITS = 63
 MAX_GROUP_BITS = 54       # a group sum times two UE4M3 significands must stay below 2**63
 
 
+def operand_problem(a_format: str, b_format: str, scale_format: str | None) -> str | None:
+    """Why A and B of these formats cannot be a unit's operands (None: they can).
+
+    A and B are operand formats (:data:`~mxsim.formats.OPERAND_FORMATS`), in any pair;
+    scales (E8M0, UE4M3, FP32) go with the MX element formats only.
+    """
+    allowed = formats.OPERAND_FORMATS
+    for name, value in (("a_format", a_format), ("b_format", b_format)):
+        if value not in allowed:
+            return f"{name} must be one of {', '.join(allowed)}, not {value!r}"
+    for name, value in (("a_format", a_format), ("b_format", b_format)):
+        if scale_format is not None and value not in formats.ELEMENT_FORMATS:
+            return (f"scales go with MX element formats only; {name} is {value}, so "
+                    f"scale_format must be null, not {scale_format!r}")
+    return None
+
+
+def _finite_values(f: formats.Format) -> np.ndarray:
+    """Every finite value of element or operand format ``f`` (TF32's 2**19 codes too)."""
+    codes = np.arange(1 << f.bits, dtype=np.uint32).astype(f.code_dtype)
+    cls = f.classify(codes)
+    return f.decode(codes[(cls != formats.Class.NAN) & (cls != formats.Class.INF)])
+
+
+@cache
 def holds(up: formats.Format, name: str) -> bool:
-    """True when format ``up`` represents every finite value of element format ``name``."""
-    f = formats.get(name)
-    values = f.decode(f.finite_codes())
+    """True when format ``up`` represents every finite value of operand format ``name``."""
+    values = _finite_values(formats.get(name))
     return bool(np.array_equal(up.decode(up.encode(values, "rne", saturate=False)), values))
 
 
+@cache
 def holds_every_code(up: formats.Format, name: str) -> bool:
     """True when format ``up`` represents, exactly, the number every code of element format
     ``name`` spells (its NaN and Inf codes read as numbers)."""
@@ -42,6 +69,7 @@ def holds_every_code(up: formats.Format, name: str) -> bool:
     return bool(np.array_equal(up.decode(up.encode(values, "rne", saturate=False)), values))
 
 
+@cache
 def holds_top_binade(up: formats.Format, name: str) -> bool:
     """True when ``up`` holds, exactly, the numbers an IEEE-style format's Inf/NaN codes spell
     when read as one more binade (True for formats without such codes)."""

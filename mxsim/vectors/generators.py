@@ -14,7 +14,14 @@ import numpy.typing as npt
 
 from .. import formats
 from ..errors import VectorFileError
-from .schema import ACC_FORMATS, ELEMENT_FORMATS, SCALE_FORMATS, VectorSet, check_size
+from .schema import (
+    ACC_FORMATS,
+    ELEMENT_FORMATS,
+    OPERAND_FORMATS,
+    SCALE_FORMATS,
+    VectorSet,
+    check_size,
+)
 
 __all__ = ["RANDOM_FAMILIES", "DIRECTED_FAMILIES", "FAMILIES", "generate", "generate_suite"]
 
@@ -24,15 +31,41 @@ DIRECTED_FAMILIES = ("zeros", "max", "subnormal", "specials", "nan-scale", "scal
 FAMILIES = RANDOM_FAMILIES + DIRECTED_FAMILIES
 
 
-def _round_to_format(fmt: formats.Format, x: npt.NDArray[np.float64]) -> npt.NDArray[np.uint8]:
-    return fmt.encode(x, "rne", saturate=True).astype(np.uint8)
+def _typical(fmt: formats.Format) -> float:
+    """The size of a typical random element: max/8 for the MX element formats; 1 for fp16,
+    bf16 and tf32, whose max/8 would overflow every FP32 product sum."""
+    return fmt.max / 8 if fmt.name in ELEMENT_FORMATS else 1.0
 
 
-def _finite_codes(fmt: formats.Format) -> npt.NDArray[np.uint8]:
-    return fmt.finite_codes().astype(np.uint8)
+def _round_to_format(fmt: formats.Format, x: npt.NDArray[np.float64]) -> npt.NDArray:
+    return fmt.encode(x, "rne", saturate=True).astype(fmt.code_dtype)
 
 
-def _subnormal_codes(fmt: formats.Format) -> npt.NDArray[np.uint8]:
+def _finite_codes(fmt: formats.Format) -> npt.NDArray:
+    return fmt.finite_codes().astype(fmt.code_dtype)
+
+
+def _choose_finite(rng: np.random.Generator, fmt: formats.Format,
+                   shape: tuple[int, ...]) -> npt.NDArray:
+    """Codes drawn uniformly from every finite code (TF32: from every code, the Inf/NaN
+    binade folded onto the one below it)."""
+    if fmt.bits <= 16:
+        return rng.choice(_finite_codes(fmt), size=shape)
+    codes = rng.integers(0, 1 << fmt.bits, size=shape).astype(fmt.code_dtype)
+    top = fmt.exp(codes) == (1 << fmt.exp_bits) - 1
+    return np.where(top, codes ^ fmt.code_dtype.type(1 << fmt.man_bits), codes)
+
+
+def _choose_subnormal(rng: np.random.Generator, fmt: formats.Format,
+                      shape: tuple[int, ...]) -> npt.NDArray:
+    if fmt.bits <= 16:
+        return rng.choice(_subnormal_codes(fmt), size=shape)
+    man = rng.integers(1, 1 << fmt.man_bits, size=shape)
+    sign = rng.integers(0, 2, size=shape) << fmt.sign_shift
+    return (sign | man).astype(fmt.code_dtype)
+
+
+def _subnormal_codes(fmt: formats.Format) -> npt.NDArray:
     codes = _finite_codes(fmt)
     cls = fmt.classify(codes)
     sub = codes[cls == formats.Class.SUBNORMAL]
@@ -43,29 +76,31 @@ def _subnormal_codes(fmt: formats.Format) -> npt.NDArray[np.uint8]:
 
 
 def _operand(rng: np.random.Generator, fmt: formats.Format, family: str,
-             shape: tuple[int, ...]) -> npt.NDArray[np.uint8]:
+             shape: tuple[int, ...]) -> npt.NDArray:
     """Element codes of one operand for a family (C and scales are drawn separately)."""
-    finite = _finite_codes(fmt)
     if family == "uniform":
-        return rng.choice(finite, size=shape)
+        return _choose_finite(rng, fmt, shape)
     if family == "normal":
-        return _round_to_format(fmt, rng.standard_normal(shape) * (fmt.max / 8))
+        return _round_to_format(fmt, rng.standard_normal(shape) * _typical(fmt))
     if family == "llm":
         # Heavy-tailed activations: Student-t(3) bulk, a few outlier channels 30x larger.
         x = rng.standard_t(3, size=shape)
         channels = rng.random(shape[-1]) < 0.03
-        x = np.where(channels, x * 30, x) * (fmt.max / 200)
+        x = np.where(channels, x * 30, x) * (_typical(fmt) / 25)
         return _round_to_format(fmt, x)
     if family == "zeros":
         zero = _round_to_format(fmt, np.array([0.0, -0.0]))
         return rng.choice(np.unique(zero), size=shape)
     if family == "max":
-        mx = np.array([fmt.code_of_max, _round_to_format(fmt, np.array(-fmt.max))[()]], np.uint8)
+        mx = np.array([fmt.code_of_max, _round_to_format(fmt, np.array(-fmt.max))[()]],
+                      fmt.code_dtype)
         return rng.choice(mx, size=shape)
     if family == "subnormal":
-        return rng.choice(_subnormal_codes(fmt), size=shape)
+        return _choose_subnormal(rng, fmt, shape)
     if family == "specials":
-        codes = rng.choice(finite, size=shape)
+        # fp16/bf16/tf32: NaN/Inf among normal values (their uniform codes overflow FP32).
+        codes = (_choose_finite(rng, fmt, shape) if fmt.name in ELEMENT_FORMATS else
+                 _round_to_format(fmt, rng.standard_normal(shape) * _typical(fmt)))
         special = []
         if fmt.has_nan:
             special += [fmt.code_of_nan, fmt.code_of_nan | (1 << fmt.sign_shift)]
@@ -73,11 +108,12 @@ def _operand(rng: np.random.Generator, fmt: formats.Format, family: str,
             special += [fmt.code_of_inf, fmt.code_of_inf | (1 << fmt.sign_shift)]
         if special:
             hit = rng.random(shape) < 0.02
-            codes = np.where(hit, rng.choice(np.array(special, np.uint8), size=shape), codes)
-        return codes.astype(np.uint8)
+            codes = np.where(hit, rng.choice(np.array(special, fmt.code_dtype), size=shape),
+                             codes)
+        return codes.astype(fmt.code_dtype)
     if family in ("nan-scale", "scale-extremes", "c-dominant", "c-negligible", "cancellation",
                   "one-large"):
-        return _round_to_format(fmt, rng.standard_normal(shape) * (fmt.max / 8))
+        return _round_to_format(fmt, rng.standard_normal(shape) * _typical(fmt))
     raise AssertionError(family)
 
 
@@ -143,10 +179,11 @@ def _scales(rng: np.random.Generator, family: str, scale_format: str, block: int
     return draw(sa_shape), draw(sb_shape)
 
 
-def _set_bytes(entries: int, m: int, n: int, k: int, with_c: bool, c_format: str) -> int:
+def _set_bytes(entries: int, m: int, n: int, k: int, with_c: bool, c_format: str,
+               a_bytes: int = 1, b_bytes: int = 1) -> int:
     """Bytes of A, B and C of a set (scales are at most A's and B's)."""
-    return entries * (m * k + k * n + (m * n * (4 if c_format == "fp32" else 2) if with_c
-                                       else 0))
+    return entries * (m * k * a_bytes + k * n * b_bytes
+                      + (m * n * (4 if c_format == "fp32" else 2) if with_c else 0))
 
 
 def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None,
@@ -157,10 +194,12 @@ def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None
              seed: int = 0, allow_large: bool = False) -> VectorSet:
     """A seeded vector set of one generator family.
 
-    Random families: ``uniform`` (uniform over every finite code), ``normal`` (N(0, (max/8)^2)
-    rounded to the format), ``llm`` (Student-t(3) activations with 3% outlier channels 30x
-    larger). Directed families: ``zeros``, ``max`` (±max finite), ``subnormal`` (subnormal
-    codes; MXINT8's smallest steps), ``specials`` (2% NaN/Inf in A and B where the format has
+    Random families: ``uniform`` (uniform over every finite code), ``normal`` (N(0, t^2)
+    rounded to the format, t = max/8 for MX element formats and 1 for fp16/bf16/tf32), ``llm``
+    (Student-t(3) activations, scale t/25, with 3% outlier channels 30x larger). A and B are
+    codes in their format's code dtype (uint8; uint16 for fp16/bf16; uint32 for tf32).
+    Directed families: ``zeros``, ``max`` (±max finite), ``subnormal`` (subnormal codes;
+    MXINT8's smallest steps), ``specials`` (2% NaN/Inf in A and B where the format has
     them, NaN/±Inf in C), ``nan-scale`` (10% NaN scales), ``scale-extremes`` (E8M0
     0x00/0x01/0x7F/0xFD/0xFE, UE4M3 0/min/max, FP32 2^±126), ``cancellation`` (B's second
     half of K negates its first half against the same A values), ``one-large`` (one max-size
@@ -176,13 +215,16 @@ def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None
         raise VectorFileError(f"Family must be one of {', '.join(FAMILIES)}, not {family!r}")
     fa, fb = formats.get(a_format), formats.get(b_format or a_format)
     for name, f in (("a_format", fa), ("b_format", fb)):
-        if f.name not in ELEMENT_FORMATS:
-            raise VectorFileError(f"{name} must be one of {', '.join(ELEMENT_FORMATS)}, "
+        if f.name not in OPERAND_FORMATS:
+            raise VectorFileError(f"{name} must be one of {', '.join(OPERAND_FORMATS)}, "
                                   f"not {f.name!r}")
+        if scale_format is not None and f.name not in ELEMENT_FORMATS:
+            raise VectorFileError(f"Scales go with MX element formats only; {name} is "
+                                  f"{f.name}, so leave the scale format out")
     _check_shape(m, n, k, batch)
     entries = math.prod(batch)
-    check_size(_set_bytes(entries, m, n, k, with_c, c_format), entries * m * n * k,
-               allow_large)
+    check_size(_set_bytes(entries, m, n, k, with_c, c_format, fa.code_dtype.itemsize,
+                          fb.code_dtype.itemsize), entries * m * n * k, allow_large)
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise VectorFileError(f"Seed must be a non-negative integer, not {seed!r}")
     block = _block(family, scale_format, block, scale_granularity)
@@ -199,13 +241,14 @@ def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None
                               f"{c_format!r}")
     c = None
     if with_c:
-        typical = float(np.sqrt(k)) * (fa.max / 8) * (fb.max / 8)
+        typical = float(np.sqrt(k)) * _typical(fa) * _typical(fb)
         cv = _c_values(rng, family, batch + (m, n), typical)
         c = cv.astype(np.float32).view(np.uint32)
         if c_format != "fp32":
             c = formats.get(c_format).encode(c.view(np.float32), "rne", saturate=False)
     ts = None if tensor_scale is None else np.array(tensor_scale, np.float32)
-    return VectorSet(a=np.ascontiguousarray(a, np.uint8), b=np.ascontiguousarray(b, np.uint8),
+    return VectorSet(a=np.ascontiguousarray(a, fa.code_dtype),
+                     b=np.ascontiguousarray(b, fb.code_dtype),
                      a_format=fa.name, b_format=fb.name, c=c, a_scale=a_scale, b_scale=b_scale,
                      tensor_scale=ts, scale_format=scale_format, block=block,
                      c_format=c_format, extra={"family": family, "seed": int(seed)})
@@ -258,7 +301,7 @@ def _check_scale_fit(scale_format: str, block: int | None, n: int, k: int) -> No
 
 def _operands(rng: np.random.Generator, family: str, fa: formats.Format, fb: formats.Format,
               batch: tuple[int, ...], m: int, n: int, k: int,
-              ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8]]:
+              ) -> tuple[npt.NDArray, npt.NDArray]:
     """Codes of A and B for a family, with the directed constructions of ``cancellation`` and
     ``one-large`` applied."""
     shape_a, shape_b = batch + (m, k), batch + (k, n)
@@ -271,11 +314,11 @@ def _operands(rng: np.random.Generator, family: str, fa: formats.Format, fb: for
         a = a.copy()
         b = b.copy()
         a[..., h:] = a[..., :h]
-        neg_b = fb.encode(-fb.decode(b[..., :h, :]), "rne").astype(np.uint8)
+        neg_b = fb.encode(-fb.decode(b[..., :h, :]), "rne").astype(fb.code_dtype)
         b[..., h:, :] = neg_b
         # A few terms survive so the exact result is small but not always zero.
         keep = rng.random(shape_b) < 0.05
-        b = np.where(keep, _operand(rng, fb, "normal", shape_b), b).astype(np.uint8)
+        b = np.where(keep, _operand(rng, fb, "normal", shape_b), b).astype(fb.code_dtype)
     elif family == "one-large":
         a, b = _one_large(rng, fa, fb, batch, m, n, k)
     return a, b
@@ -283,18 +326,18 @@ def _operands(rng: np.random.Generator, family: str, fa: formats.Format, fb: for
 
 def _one_large(rng: np.random.Generator, fa: formats.Format, fb: formats.Format,
                batch: tuple[int, ...], m: int, n: int, k: int,
-               ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8]]:
+               ) -> tuple[npt.NDArray, npt.NDArray]:
     """Tiny terms with one large product per dot."""
     shape_a, shape_b = batch + (m, k), batch + (k, n)
 
     # Tiny terms: about 4 smallest steps, but never above max/16, so that narrow formats
     # (E2M1 spans only 0.5..6) still have one term that stands out.
-    def tiny(f: formats.Format, shape: tuple[int, ...]) -> npt.NDArray[np.uint8]:
+    def tiny(f: formats.Format, shape: tuple[int, ...]) -> npt.NDArray:
         x = rng.standard_normal(shape) * f.min_subnormal * 4
         return f.encode(np.clip(x, -f.max / 16, f.max / 16), "rne")
 
     tiny_a, tiny_b = tiny(fa, shape_a), tiny(fb, shape_b)
-    a, b = tiny_a.astype(np.uint8), tiny_b.astype(np.uint8)
+    a, b = tiny_a.astype(fa.code_dtype), tiny_b.astype(fb.code_dtype)
     idx = rng.integers(0, k, size=batch + (m,))
     big_a = _round_to_format(fa, np.full(shape_a[:-1], fa.max * 0.75))
     np.put_along_axis(a, idx[..., None], big_a[..., None], axis=-1)
@@ -327,8 +370,12 @@ def generate_suite(families: tuple[str, ...] | list[str] = FAMILIES, *, count: i
     m, n, k = kwargs.get("m", 16), kwargs.get("n", 8), kwargs.get("k", 32)
     if all(isinstance(v, int | np.integer) and v >= 1 for v in (m, n, k)):
         entries = count * len(families)
+        a_name = kwargs.get("a_format", "e4m3")
+        sizes = [formats.get(x).code_dtype.itemsize if x in OPERAND_FORMATS else 1
+                 for x in (a_name, kwargs.get("b_format") or a_name)]
         check_size(_set_bytes(entries, m, n, k, kwargs.get("with_c", True),
-                              kwargs.get("c_format", "fp32")), entries * m * n * k, allow_large)
+                              kwargs.get("c_format", "fp32"), *sizes), entries * m * n * k,
+                   allow_large)
     parts = [generate(f, batch=(count,), seed=seed, allow_large=True, **kwargs)
              for f in families]
     first = parts[0]
