@@ -44,7 +44,7 @@ TRITON_K = {"fp16": 16, "bf16": 16, "tf32": 16}
 #: The chain every path also runs.
 LONG_K = 256
 #: M = N of the one-instruction sets and of the K = 256 sets.
-SIZES = {"short": 256, "long": 128}
+SIZES = {"short": 256, "long": 256}
 DRY_SIZES = {"short": 64, "long": 64}
 SAMPLE_ROWS, SAMPLE_COLS = 16, 8
 MAX_MISMATCH_DOTS = 512
