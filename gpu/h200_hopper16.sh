@@ -5,8 +5,7 @@
 #
 # OUT receives hopper16/ (records.jsonl.gz, samples.npz, mismatches.npz if any set disagreed)
 # and log: the versions, the SASS tensor-core instructions ptxas chose for the mma.sync
-# kernels (nvcc -cubin -arch=sm_90, cuobjdump), the kernels cuBLAS runs for each cublas-*
-# configuration (torch's profiler), and the console output of
+# kernels (nvcc -cubin -arch=sm_90, cuobjdump), and the console output of
 # `gpu.collect --what hopper16` (the fragment-layout check first, then every set).
 set -o pipefail
 out=${1:?usage: gpu/h200_hopper16.sh OUT}
@@ -20,12 +19,6 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
         cuobjdump --dump-sass /tmp/mma16.cubin | grep -oE "Function : [A-Za-z0-9_]+|HMMA[.A-Z0-9]*" \
             | uniq -c
     fi
-    python3 -c "
-from gpu.cublas import kernel_names
-for fmt, k in (('fp16', 16), ('bf16', 16), ('tf32', 8)):
-    for m, kk in ((256, k), (128, 256)):
-        print('cuBLAS kernels', fmt, f'{m}x{m}x{kk}:', kernel_names(fmt, m, m, kk))
-"
     python3 -m gpu.collect --what hopper16 --salt "${SALT:?set SALT}" \
         --deadline "${DEADLINE:-420}" --out "$out/hopper16"
 } 2>&1 | tee "$out/log"

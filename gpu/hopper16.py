@@ -9,7 +9,10 @@ For each operand format, every GPU path that takes it (:func:`plans`): inline-PT
 ``torch.mm`` (``cublas-{fmt}``: FP32 output, no C), each at one instruction's K (one
 ``tl.dot`` for Triton) and at K = 256 (a chain), on every generator family. Each set is
 regenerated from its seed (``gpu.sets.seed(salt, group, path, preset, gen)``) on the GPU
-machine, run, and compared there with the named preset by the fast engine.
+machine, run, and compared there with the named preset by the fast engine. cuBLAS picks its
+own kernels: each cublas-* record names the kernels it ran (torch's profiler), and where
+cuBLAS splits K (:data:`SPLIT_K`, found on the first run) the preset is compared split the same
+way (``gpu.records.split_k``; the record says ``split_k``).
 
 ``DIR`` receives ``records.jsonl.gz`` (``gpu/records.py``; the header carries the versions and
 the fragment-layout check of :func:`gpu.mma_sync16.layout_check`), ``samples.npz`` (a 16x8
@@ -27,14 +30,15 @@ from typing import Any
 
 import numpy as np
 
-from mxsim import presets, vectors
+from mxsim import vectors
 from mxsim.engine import fast
 
+from .records import model_spec
 from .sets import save_bundle
 from .validate import Plan, PlanRunner, Recorder, gpu_runner, run_plan, versions
 
-__all__ = ["plans", "run", "FORMATS", "SIZES", "DRY_SIZES", "LONG_K", "preset_name",
-           "SAMPLE_ROWS", "SAMPLE_COLS", "MAX_MISMATCH_DOTS"]
+__all__ = ["plans", "run", "split_of", "FORMATS", "SIZES", "DRY_SIZES", "LONG_K",
+           "preset_name", "SPLIT_K", "SAMPLE_ROWS", "SAMPLE_COLS", "MAX_MISMATCH_DOTS"]
 
 FORMATS = ("fp16", "bf16", "tf32")
 UNSCALED = [f for f in vectors.FAMILIES if f != "nan-scale"]
@@ -48,6 +52,10 @@ SIZES = {"short": 256, "long": 256}
 DRY_SIZES = {"short": 64, "long": 64}
 SAMPLE_ROWS, SAMPLE_COLS = 16, 8
 MAX_MISMATCH_DOTS = 512
+#: cuBLAS's own split-K, by (path, K, M, N): on the H200, torch.mm with TF32 on 256x256x8
+#: runs cutlass_80_tensorop_s1688gemm (mma.sync m16n8k8) in two halves of K and adds them in
+#: splitKreduce (found on the first run, tests/data/h200/2026-12-02/hopper16-first).
+SPLIT_K = {("cublas-tf32", 8, 256, 256): 2}
 
 
 def preset_name(kind: str, fmt: str) -> str:
@@ -85,10 +93,15 @@ def plans(sizes: dict[str, int] | None = None) -> list[Plan]:
     return [g[i] for i in range(max(map(len, groups))) for g in groups if i < len(g)]
 
 
+def split_of(plan: Plan) -> int | None:
+    """The split-K of :data:`SPLIT_K` that a plan is compared with (None: none)."""
+    g = plan.gen
+    return SPLIT_K.get((plan.path, g["k"], g["m"], g["n"]))
+
+
 def _mismatching(plan: Plan, res: vectors.VectorSet) -> vectors.VectorSet:
     """The first :data:`MAX_MISMATCH_DOTS` dots where ``res`` and the preset differ, whole."""
-    spec = presets.get(plan.preset).spec_for(res)
-    model = fast.dot(spec, res)
+    model = fast.dot(model_spec(plan.preset, res, split_of(plan)), res)
     idx = np.flatnonzero(np.asarray(model, res.d.dtype).reshape(-1) != res.d.reshape(-1))
     part = res.take_dots(idx[:MAX_MISMATCH_DOTS])
     return part.replace(extra={**res.extra, "dots": part.extra["dots"],
@@ -102,8 +115,27 @@ def _also(plan: Plan, res: vectors.VectorSet) -> dict[str, int]:
     if not plan.path.startswith("cublas-"):
         return {}
     other = preset_name("mma", res.a_format)
-    model = fast.dot(presets.get(other).spec_for(res), res)
+    model = fast.dot(model_spec(other, res, split_of(plan)), res)
     return {other: int((np.asarray(model, res.d.dtype) == res.d).sum())}
+
+
+_KERNELS: dict[tuple, list[str]] = {}
+
+
+def _kernels(plan: Plan, runner: PlanRunner) -> list[str] | None:
+    """The CUDA kernels cuBLAS ran for a cublas-* plan's shape (profiled once per shape)."""
+    if runner is not gpu_runner or not plan.path.startswith("cublas-"):
+        return None
+    g = plan.gen
+    key = (g["a_format"], g["m"], g["n"], g["k"])
+    if key not in _KERNELS:
+        from .cublas import kernel_names
+        try:
+            _KERNELS[key] = [n for n in kernel_names(*key) if not n.startswith("cu")
+                             and "Activity" not in n]
+        except Exception as exc:          # provenance only: the set still runs
+            _KERNELS[key] = [f"unknown: {type(exc).__name__}: {exc}"[:200]]
+    return _KERNELS[key]
 
 
 def _layout(runner: PlanRunner) -> list[dict[str, Any]] | None:
@@ -140,7 +172,7 @@ def run(out: Path, salt: str, *, deadline: float | None = None,
                 stopped = True
                 break
             try:
-                row, res = run_plan(plan, salt, runner)
+                row, res = run_plan(plan, salt, runner, split_k=split_of(plan))
             except Exception as exc:            # record it and go on: one refusal spoils no run
                 errors += 1
                 rec.write({"kind": "error", "group": plan.group, "path": plan.path,
@@ -152,6 +184,7 @@ def run(out: Path, salt: str, *, deadline: float | None = None,
                 continue
             row["sample"] = f"{i:03d}"
             row["also"] = _also(plan, res)
+            row["kernels"] = _kernels(plan, runner)
             rec.write(row)
             ran += 1
             samples[row["sample"]] = res.subset(slice(0, SAMPLE_ROWS), slice(0, SAMPLE_COLS))
