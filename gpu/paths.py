@@ -8,8 +8,9 @@ library: each runner imports torch, cupy or triton when it runs.
 from __future__ import annotations
 
 from mxsim.errors import UnitError
+from mxsim.vectors import VectorSet
 
-from .blackwell import KINDS, MmaSyncBlockScaled, ScaledMmMx, Tcgen05BlockScaled
+from .blackwell import RUNNER_KINDS, MmaSyncBlockScaled, ScaledMmMx, Tcgen05BlockScaled
 from .cublas import Cublas16, ScaledMm, Wgmma
 from .mma_sync import MmaSync
 from .mma_sync16 import FORMATS as FORMATS16
@@ -17,14 +18,14 @@ from .mma_sync16 import MmaSync16
 from .runner import Runner
 from .triton_runner import TritonDot, TritonDot16, TritonDotScaled
 
-__all__ = ["Runner", "PATHS", "get"]
+__all__ = ["Runner", "PATHS", "get", "for_set"]
 
 #: Every path, Hopper's first, then Blackwell's (which need sm_100a/sm_120a to run).
 PATHS: dict[str, Runner] = {r.name: r for r in (
     MmaSync(), Wgmma(), ScaledMm(fast_accum=True), ScaledMm(fast_accum=False), TritonDot(),
     TritonDotScaled(), *(MmaSync16(f) for f in FORMATS16), *(TritonDot16(f) for f in FORMATS16),
-    *(Cublas16(f) for f in FORMATS16), *(MmaSyncBlockScaled(k) for k in KINDS),
-    *(Tcgen05BlockScaled(k) for k in KINDS), ScaledMmMx())}
+    *(Cublas16(f) for f in FORMATS16), *(MmaSyncBlockScaled(k) for k in RUNNER_KINDS),
+    *(Tcgen05BlockScaled(k) for k in RUNNER_KINDS), ScaledMmMx())}
 
 
 def get(name: str) -> Runner:
@@ -34,3 +35,16 @@ def get(name: str) -> Runner:
     except KeyError:
         raise UnitError(f"Unknown GPU path {name!r}; choose one of {', '.join(PATHS)} (see "
                         f"`mxsim gpu info`)") from None
+
+
+def for_set(vs: VectorSet, name: str | None = None) -> Runner:
+    """The path ``name``, or the one the set names (a Blackwell probe set's ``gpu_path``); a
+    one-line UnitError when there is neither, or when they differ."""
+    named = vs.extra.get("gpu_path")
+    if name is None and named is None:
+        raise UnitError("Choose a GPU path with --path (see `mxsim gpu info`); this set names "
+                        "none")
+    if name is not None and named is not None and name != named:
+        raise UnitError(f"This set was built for GPU path {named} ({vs.extra.get('ptx', '')}), "
+                        f"not {name}; leave --path out")
+    return get(name or named)

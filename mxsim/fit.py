@@ -32,10 +32,10 @@ import numpy as np
 from . import formats
 from .engine import fast
 from .errors import MxsimError, UnitError
-from .spec import SpecError, UnitSpec
+from .spec import SpecError, UnitSpec, from_dict
 from .vectors import VectorSet
 
-__all__ = ["Fit", "fit", "schedules", "DEFAULT_SEARCH"]
+__all__ = ["Fit", "fit", "schedules", "DEFAULT_SEARCH", "hypotheses_of", "default_k"]
 
 
 def schedules(k: int) -> dict[str, tuple[tuple[int, ...], ...] | None]:
@@ -103,6 +103,14 @@ class Fit:
     misses: list[dict[str, Any]] = field(default_factory=list)
     #: how far the misses are, in ulps of d_format: bin label -> count (see :func:`ulp_bins`)
     ulps: dict[str, int] = field(default_factory=dict)
+    #: the probe set's hypotheses (``meta['hypotheses']``): name -> outputs each reproduces
+    hypotheses: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def picked(self) -> list[str]:
+        """The hypotheses that reproduce every output (one, for a probe set that separates
+        them; none when the unit is none of them)."""
+        return [name for name, equal in self.hypotheses.items() if equal == self.total]
 
     @property
     def exact(self) -> bool:
@@ -113,6 +121,7 @@ class Fit:
                  + (" (every bit)" if self.exact else " -- cannot explain the rest"),
                  f"candidates scored: {self.evaluated}", "evidence (outputs reproduced by "
                                                           "each value, the others as fitted):"]
+        lines[:0] = self._hypotheses_report()
         for param, scores in self.evidence.items():
             best = max(scores.values())
             shown = sorted(scores.items(), key=lambda kv: -kv[1])[:4]
@@ -131,6 +140,18 @@ class Fit:
             lines.append(f"  first outputs no candidate reproduces: {self.unexplained[:10]}")
             lines += self._misses_report()
         return "\n".join(lines)
+
+    def _hypotheses_report(self) -> list[str]:
+        """Each hypothesis of the probe set and how many outputs it reproduces."""
+        if not self.hypotheses:
+            return []
+        picked = self.picked
+        lines = [f"hypotheses of the probe set: {', '.join(picked)} reproduce(s) every output"
+                 if picked else "hypotheses of the probe set: none reproduces every output "
+                                "(the fitted spec below is the search's)"]
+        for name, equal in sorted(self.hypotheses.items(), key=lambda kv: -kv[1]):
+            lines.append(f"  {equal:8} of {self.total}  {name}")
+        return lines
 
     def _misses_report(self) -> list[str]:
         """The closest spec, its misses and their ulp histogram."""
@@ -190,8 +211,14 @@ def fit(observed: VectorSet, *, k: int, start: UnitSpec | None = None,
     search = _prune(dict(DEFAULT_SEARCH), observed, start) if search is None else dict(search)
     search.setdefault("schedule", list(schedules(k).values()))
     s = _Search(observed, search)
+    hyps = hypotheses_of(observed, k)
+    scores = {name: s.score(spec) for name, spec in hyps.items()}
+    # A hypothesis that reproduces every output is the first start (the search then moves
+    # only to simpler specs that reproduce the very same outputs).
+    first = [hyps[n] for n, v in sorted(scores.items(), key=lambda kv: -kv[1])
+             if v == s.target.size][:1]
     best: UnitSpec | None = None
-    for spec in _starts(s, start):
+    for spec in first + _starts(s, start):
         spec = s.climb(spec, sweeps, progress)
         if best is None or s.score(spec) > s.score(best):
             best = spec
@@ -215,7 +242,31 @@ def fit(observed: VectorSet, *, k: int, start: UnitSpec | None = None,
                                                              f"outputs ({observed.producer})"),
                total=int(s.target.size), equal=final_equal, evidence=evidence,
                unexplained=bad, evaluated=len(s.cache), unseparated=unseparated,
-               misses=misses, ulps=ulps)
+               misses=misses, ulps=ulps, hypotheses=scores)
+
+
+def default_k(observed: VectorSet) -> int:
+    """The instruction k a set names (a Blackwell probe set's ``instruction_k``), else 32."""
+    k = observed.extra.get("instruction_k", 32)
+    return k if isinstance(k, int) and not isinstance(k, bool) and k >= 1 else 32
+
+
+def hypotheses_of(observed: VectorSet, k: int) -> dict[str, UnitSpec]:
+    """The unit specs a probe set carries in ``meta['hypotheses']`` (name -> spec), those of
+    instruction length ``k`` and the set's formats; unreadable entries are skipped."""
+    raw = observed.extra.get("hypotheses")
+    out: dict[str, UnitSpec] = {}
+    if not isinstance(raw, dict):
+        return out
+    for name, data in raw.items():
+        try:
+            spec = from_dict(data, source=f"hypothesis {name}")
+            spec.check_vectors(observed)
+        except (MxsimError, TypeError, ValueError):
+            continue
+        if spec.k == k:
+            out[str(name)] = spec
+    return out
 
 
 def _outputs(spec: UnitSpec, observed: VectorSet) -> np.ndarray:

@@ -39,6 +39,19 @@ def test_cli_units_lists_presets_with_provenance(capsys):
     assert "hopper-wgmma\n  Hopper FP8 wgmma" in out and "provenance: MMA-Sim" in out
 
 
+def test_cli_units_brief_and_filtered_by_a_format(capsys):
+    from mxsim import presets
+
+    rc, out, _ = _run(capsys, "units", "--brief")
+    assert rc == 0 and len(out.splitlines()) == len(presets.names())
+    assert out.splitlines()[1].split()[0] == presets.names()[1]
+    rc, out, _ = _run(capsys, "units", "--a-format", "fp4", "--json")
+    names = [r["name"] for r in json.loads(out)]
+    assert names == [n for n in presets.names()
+                     if any(a == "e2m1" for a, _ in presets.get(n).pairs)]
+    assert "blackwell-mxf4" in names and "hopper-wgmma" not in names
+
+
 def test_cli_gen_run_compare_agree(capsys, tmp_path):
     vin, vout = tmp_path / "in.npz", tmp_path / "out.npz"
     rc, out, _ = _run(capsys, "vectors", "gen", "--family", "normal,specials", "--a-format",
@@ -244,4 +257,7 @@ def test_cli_compare_plot_writes_a_png(capsys, tmp_path):
     curves = error_distribution(vectors.load(out), tmp_path / "again.png")
     assert set(curves) == {"mxsim unit hopper-wgmma", "preset hopper-wgmma",
                            "preset hopper-cublas-fast", "preset hopper-cublas",
-                           "preset hopper-mma-sync", "preset blackwell-f8f6f4"}
+                           "preset hopper-mma-sync", "preset blackwell-f8f6f4",
+                           "preset blackwell-mma-sync-f8-legacy", "preset ada-mma-f8",
+                           "preset rtx-blackwell-mma-sync-f8",
+                           "preset rtx-blackwell-mma-sync-f8-k16"}

@@ -46,6 +46,7 @@ RUNNERS = {name: r for name, r in PATHS.items()
            if isinstance(r, (bw.MmaSyncBlockScaled, bw.Tcgen05BlockScaled, bw.ScaledMmMx))}
 MMA_SYNC = bw.mma_sync_variants()
 TCGEN05 = bw.tcgen05_variants()
+F8F6F4 = bw.f8f6f4_variants()
 
 
 def _ptxas(ptx: str, arch: str, tmp_path: Path) -> subprocess.CompletedProcess:
@@ -84,6 +85,32 @@ def test_blackwell_tcgen05_ptx_assembles_sm_100a(variant, tmp_path):
         assert step in ptx, step
     p = _ptxas(ptx, "sm_100a", tmp_path)
     assert p.returncode == 0, p.stderr
+
+
+@needs_ptxas
+@pytest.mark.parametrize("variant", F8F6F4, ids=lambda v: v.name)
+def test_blackwell_f8f6f4_ptx_assembles_on_both_instructions(variant, tmp_path):
+    # kind::f8f6f4 (no scales): mma.sync on sm_120a and tcgen05.mma on sm_100a, every pair.
+    sync = bw.mma_sync_ptx(variant, arch="sm_120a")
+    assert f"\t{variant.mma_sync_instruction}\n" in sync and "%sa, {%bid" not in sync
+    assert _ptxas(sync, "sm_120a", tmp_path).returncode == 0
+    tc = bw.tcgen05_ptx(variant, n_tile=64, arch="sm_100a")
+    assert tc.count(f"{variant.tcgen05_instruction}\n\t\t[%t_d], %adesc, %bdesc, %idesc, "
+                    f"%pt;") == 4
+    p = _ptxas(tc, "sm_100a", tmp_path)
+    assert p.returncode == 0, p.stderr
+
+
+def test_blackwell_f8f6f4_instr_desc_is_table_42():
+    # PTX ISA 9.1 Table 42 (kind::f8f6f4): dtype F32 = 1 at bits 4-5, atype 7-9, btype 10-12,
+    # N >> 3 at 17-22, M >> 4 at 24-28, nothing else.
+    v = bw.BlockScaledVariant("f8f6f4", "e5m2", "e2m1", None, 32)
+    d = bw.tcgen05_instr_desc(v, n=64)
+    assert d == (1 << 4) | (1 << 7) | (5 << 10) | (8 << 17) | (8 << 24)
+    with pytest.raises(ValueError, match="no scale factor IDs"):
+        bw.tcgen05_instr_desc(v, n=64, sfa_id=1)
+    with pytest.raises(ValueError, match="takes no block scales"):
+        bw.BlockScaledVariant("f8f6f4", "e4m3", "e4m3", "e8m0", 32)
 
 
 @needs_ptxas
@@ -373,7 +400,7 @@ def _kernel_view_mma_sync(p: dict, ptx: str) -> dict:
         assert line in ptx, line
     k, nx = v.k, v.blocks_per_mma
     nb, n_mt, n_nt, kt_n = p["batch"], p["n_mt"], p["n_nt"], p["k_tiles"]
-    width = 8 if v.kind == "mxf8f6f4" else 4
+    width = 8 if v.containers == "mxf8f6f4" else 4             # f8f6f4: 8-bit containers
     a = np.zeros((nb, n_mt * 16, kt_n * k), np.int64)
     b = np.zeros((nb, kt_n * k, n_nt * 8), np.int64)
     sfa = np.zeros((nb, n_mt * 16, kt_n * nx), np.int64)
@@ -411,7 +438,7 @@ def _kernel_view_mma_sync(p: dict, ptx: str) -> dict:
 
 def _expect(vs: VectorSet, view: dict, variant) -> None:
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))
-    shift = 2 if variant.kind == "mxf8f6f4" else 0
+    shift = 2 if variant.containers == "mxf8f6f4" else 0
     for name, fmt in (("a", vs.a_format), ("b", vs.b_format)):
         want = getattr(vs, name).reshape(nb, *getattr(vs, name).shape[-2:]).astype(np.int64)
         if fmt == "e2m1":
@@ -420,8 +447,12 @@ def _expect(vs: VectorSet, view: dict, variant) -> None:
         np.testing.assert_array_equal(got, want)
         assert not view[name][:, want.shape[1]:, :].any()               # padding is zero
         assert not view[name][:, :, want.shape[2]:].any()
-    sa = vs.a_scale.reshape(nb, vs.m, -1)
-    sb = vs.b_scale.reshape(nb, -1, vs.n)
+    if vs.a_scale is None:                  # kind::f8f6f4: zero scale words, read by no MMA
+        sa = np.zeros((nb, vs.m, vs.k // 32), np.int64)
+        sb = np.zeros((nb, vs.k // 32, vs.n), np.int64)
+    else:
+        sa = vs.a_scale.reshape(nb, vs.m, -1)
+        sb = vs.b_scale.reshape(nb, -1, vs.n)
     np.testing.assert_array_equal(view["sa"][:, : vs.m, : sa.shape[2]], sa)
     np.testing.assert_array_equal(view["sb"][:, : sb.shape[1], : vs.n], sb)
     c = (np.zeros((nb, vs.m, vs.n)) if vs.c is None else vs.c.reshape(nb, vs.m, vs.n))
@@ -430,7 +461,7 @@ def _expect(vs: VectorSet, view: dict, variant) -> None:
 
 SETS = [("mxf8f6f4", "e4m3", "e5m2", "e8m0", 32), ("mxf8f6f4", "e2m1", "e3m2", "e8m0", 32),
         ("mxf4", "e2m1", "e2m1", "e8m0", 32), ("mxf4nvf4", "e2m1", "e2m1", "e8m0", 32),
-        ("mxf4nvf4", "e2m1", "e2m1", "ue4m3", 16)]
+        ("mxf4nvf4", "e2m1", "e2m1", "ue4m3", 16), ("f8f6f4", "e5m2", "e2m1", None, None)]
 
 
 @pytest.mark.parametrize("case", SETS, ids=lambda c: "_".join(map(str, c)))
@@ -562,7 +593,7 @@ def _kernel_view_tcgen05(p: dict, ptx: str) -> dict:
             kb = np.arange(kb_mma)
             addr = f["start"] + (r % 8) * 16 + (r // 8) * f["sbo"] + kb % 16 + (kb // 16) * f[
                 "lbo"]
-            out.append(unpack_isa_row_bytes(slab[addr], fmt, v.kind, v.k))
+            out.append(unpack_isa_row_bytes(slab[addr], fmt, v.containers, v.k))
         return np.array(out)
 
     def scales(chunk: np.ndarray, rows: int, sf_id: int) -> np.ndarray:
@@ -607,10 +638,11 @@ TC_SETS = SETS + [("mxf8f6f4", "e2m3", "e4m3", "e8m0", 32),
 @pytest.mark.parametrize("case", TC_SETS, ids=lambda c: "_".join(map(str, c)))
 def test_blackwell_tcgen05_runner_packing_round_trips(case):
     kind, af, bf, sf, block = case
-    k = 192 if kind == "mxf8f6f4" else 320             # a stage and a part of one
+    k = 192 if kind in ("mxf8f6f4", "f8f6f4") else 320             # a stage and a part
     vs = vectors.generate("uniform", a_format=af, b_format=bf, m=130, n=24, k=k, batch=(1,),
                           scale_format=sf, block=block, seed=11)
     p = RUNNERS[f"tcgen05-{kind}"].pack(vs)
+    block = block or 32                                 # f8f6f4: stages of four 32s of K
     assert (p["n_mt"], p["n_nt"], p["n_tile"], p["k_blocks"]) == (2, 1, 32, k // block)
     ptx = bw.tcgen05_ptx(p["variant"], n_tile=p["n_tile"])
     view = _kernel_view_tcgen05(p, ptx)
@@ -619,8 +651,12 @@ def test_blackwell_tcgen05_runner_packing_round_trips(case):
         np.testing.assert_array_equal(view[name][:, : want.shape[1], : want.shape[2]], want)
         assert not view[name][:, want.shape[1]:].any()
         assert not view[name][:, :, want.shape[2]:].any()
-    np.testing.assert_array_equal(view["sa"][:, :130, : k // block], vs.a_scale)
-    np.testing.assert_array_equal(view["sb"][:, : k // block, :24], vs.b_scale)
+    zeros = np.zeros((1, 130, k // block), np.uint8)    # f8f6f4: zero scales, unread
+    np.testing.assert_array_equal(view["sa"][:, :130, : k // block],
+                                  zeros if sf is None else vs.a_scale)
+    np.testing.assert_array_equal(view["sb"][:, : k // block, :24],
+                                  np.swapaxes(zeros, 1, 2)[:, :, :24] if sf is None
+                                  else vs.b_scale)
     np.testing.assert_array_equal(view["c"][:, :130, :24], vs.c)
     # MMAs on padding K are predicated off with k_blocks: the padded stage's tail is never used.
     assert "setp.lt.u32 %pq, %x0, %k_blocks;" in ptx and p["k_blocks"] * block == k
@@ -644,6 +680,8 @@ def test_blackwell_tcgen05_d_unpack():
 # -- (iii) without a Blackwell GPU --------------------------------------------------------------
 
 def _small_set(kind):
+    if kind == "f8f6f4":
+        return vectors.generate("uniform", a_format="e5m2", b_format="e4m3", m=16, n=8, k=64)
     if kind == "mxf8f6f4":
         return vectors.generate("uniform", m=16, n=8, k=64, scale_format="e8m0", block=32)
     if kind == "mxf4":
@@ -727,11 +765,11 @@ def test_blackwell_runners_refuse_sets_they_cannot_run():
 
 def test_blackwell_paths_are_registered_for_gpu_info():
     assert list(RUNNERS) == ["mma-sync-mxf8f6f4", "mma-sync-mxf4", "mma-sync-mxf4nvf4",
-                             "tcgen05-mxf8f6f4", "tcgen05-mxf4", "tcgen05-mxf4nvf4",
-                             "scaled-mm-mx"]
+                             "mma-sync-f8f6f4", "tcgen05-mxf8f6f4", "tcgen05-mxf4",
+                             "tcgen05-mxf4nvf4", "tcgen05-f8f6f4", "scaled-mm-mx"]
     assert list(PATHS)[-len(RUNNERS):] == list(RUNNERS)
     assert {n: r.preset for n, r in RUNNERS.items() if r.preset} == {
-        f"tcgen05-{k}": f"blackwell-{k}" for k in bw.KINDS}
+        f"tcgen05-{k}": f"blackwell-{k}" for k in bw.RUNNER_KINDS}
     for name, runner in RUNNERS.items():
         assert isinstance(runner, Runner) and runner.name == name
     # A path's instruction heads every variant instruction its runs record.
@@ -740,3 +778,6 @@ def test_blackwell_paths_are_registered_for_gpu_info():
     for v in MMA_SYNC:
         assert v.mma_sync_instruction.startswith(RUNNERS[f"mma-sync-{v.kind}"].instruction
                                                  + ".")
+    for v in F8F6F4:
+        assert v.tcgen05_instruction == RUNNERS["tcgen05-f8f6f4"].instruction
+        assert v.mma_sync_instruction.startswith(RUNNERS["mma-sync-f8f6f4"].instruction + ".")

@@ -230,7 +230,8 @@ def test_units_spec_defaults_and_json(capsys):
     (["units", "--spec", "no-such-unit"], "Unknown unit 'no-such-unit'"),
     (["units", "--spec", "hopper-wgmma", "--a-format", "e2m1"], "does not take e2m1 x e2m1"),
     (["units", "--spec", "blackwell-mxf8f6f4", "--scale-format", "ue4m3"], "not ue4m3 scales"),
-    (["units", "--a-format", "e4m3"], "--a-format goes with --spec NAME"),
+    (["units", "--b-format", "e4m3"], "--b-format goes with --spec NAME"),
+    (["units", "--a-format", "e9m9"], "Unknown format 'e9m9'"),
 ])
 def test_units_spec_bad_input_is_one_line(argv, message, capsys):
     code, out, err = _run_cli(argv, capsys)

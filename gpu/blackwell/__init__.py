@@ -17,7 +17,10 @@ Paths (runner names)
 ``mma-sync-mxf4nvf4``
     ``mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::2X...ue8m0``
     (block 32) and ``.scale_vec::4X...ue4m3`` (block 16, NVFP4).
-``tcgen05-mxf8f6f4``, ``tcgen05-mxf4``, ``tcgen05-mxf4nvf4``
+``mma-sync-f8f6f4``
+    ``mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.<a>.<b>.f32`` (sm_120a): the same
+    operands, no scales; the block-scaled kernel without the MMA's scale operands.
+``tcgen05-mxf8f6f4``, ``tcgen05-mxf4``, ``tcgen05-mxf4nvf4``, ``tcgen05-f8f6f4``
     ``tcgen05.mma.cta_group::1.kind::<kind>.block_scale.scale_vec::<n>X`` (sm_100a, sm_103a),
     M = 128, operands in shared memory, scales and D in tensor memory.
 ``scaled-mm-mx``
@@ -82,15 +85,19 @@ from .variants import (
     KINDS,
     MMA_SYNC_ARCHS,
     PTX_VERSIONS,
+    RUNNER_KINDS,
     TCGEN05_ARCHS,
+    UNSCALED_KINDS,
     BlockScaledVariant,
+    f8f6f4_variants,
     mma_sync_variants,
     tcgen05_variants,
 )
 
 __all__ = [
-    "F8F6F4_FORMATS", "KINDS", "PTX_VERSIONS", "MMA_SYNC_ARCHS", "TCGEN05_ARCHS",
-    "BlockScaledVariant", "mma_sync_variants", "tcgen05_variants",
+    "F8F6F4_FORMATS", "KINDS", "UNSCALED_KINDS", "RUNNER_KINDS", "PTX_VERSIONS",
+    "MMA_SYNC_ARCHS", "TCGEN05_ARCHS", "BlockScaledVariant", "mma_sync_variants",
+    "tcgen05_variants", "f8f6f4_variants",
     # mma.sync packing
     "mma_sync_containers", "mma_sync_a_index", "mma_sync_b_index", "mma_sync_c_index",
     "pack_mma_sync_a", "pack_mma_sync_b", "pack_mma_sync_c", "unpack_mma_sync_d",

@@ -111,7 +111,7 @@ def pack_mma_sync_a(a: Any, variant: BlockScaledVariant) -> npt.NDArray[np.uint3
     M must be a multiple of 16 and K of ``variant.k``. Each tile's registers follow
     :func:`mma_sync_a_index`; element codes first become :func:`mma_sync_containers`.
     """
-    a = mma_sync_containers(a, variant.a_format, variant.kind)
+    a = mma_sync_containers(a, variant.a_format, variant.containers)
     k = variant.k
     *lead, m, kk = a.shape
     if m % 16 or kk % k:
@@ -119,12 +119,12 @@ def pack_mma_sync_a(a: Any, variant: BlockScaledVariant) -> npt.NDArray[np.uint3
     t = a.reshape(*lead, m // 16, 16, kk // k, k)
     t = np.moveaxis(t, -3, -2)                      # (..., M/16, K/k, 16, k)
     row, col = mma_sync_a_index(k)
-    return _pack_registers(t[..., row, col], variant.kind)
+    return _pack_registers(t[..., row, col], variant.containers)
 
 
 def pack_mma_sync_b(b: Any, variant: BlockScaledVariant) -> npt.NDArray[np.uint32]:
     """B codes (..., K, N) into B fragments (..., N/8, K/k, 32 lanes, 2 registers)."""
-    b = mma_sync_containers(b, variant.b_format, variant.kind)
+    b = mma_sync_containers(b, variant.b_format, variant.containers)
     k = variant.k
     *lead, kk, n = b.shape
     if n % 8 or kk % k:
@@ -132,7 +132,7 @@ def pack_mma_sync_b(b: Any, variant: BlockScaledVariant) -> npt.NDArray[np.uint3
     t = b.reshape(*lead, kk // k, k, n // 8, 8)
     t = np.moveaxis(t, -2, -4)                      # (..., N/8, K/k, k, 8)
     row, col = mma_sync_b_index(k)
-    return _pack_registers(t[..., row, col], variant.kind)
+    return _pack_registers(t[..., row, col], variant.containers)
 
 
 def pack_mma_sync_c(c: Any) -> npt.NDArray[np.uint32]:

@@ -149,7 +149,7 @@ def mma_sync_ptx(variant: BlockScaledVariant, *, arch: str = "sm_120a", thread_i
         byte_id = (f"\tand.b32 %x0, %kt, {per_word - 1};\n"
                    f"\tmul.lo.u32 %x0, %x0, {bpm};\n"
                    f"\tcvt.u16.u32 %bid, %x0;")
-    return _MMA_SYNC.format(
+    text = _MMA_SYNC.format(
         name=f"mxsim_mma_sync_{variant.name}", instruction=variant.mma_sync_instruction,
         version=PTX_VERSIONS[arch], arch=arch, bpm=bpm, shift=per_word.bit_length() - 1,
         byte_id=byte_id, thread_id_a=thread_id_a, thread_id_b=thread_id_b,
@@ -159,6 +159,17 @@ def mma_sync_ptx(variant: BlockScaledVariant, *, arch: str = "sm_120a", thread_i
         sb=address(4, "%psb", index=_lane_index("%bq", "%words", "SB: ((bq*words)*32 + lane)*4")),
         cd=address(16, "%pc", "%pd", index=_lane_index("%t", None, "C, D: (t*32 + lane)*16")),
         scale_a=address(128, ("%off", "%psa")), scale_b=address(128, ("%off", "%psb")))
+    return text if variant.scaled else _drop_scale_operands(
+        text, f",\n\t\t%sa, {{%bid, {thread_id_a}}}, %sb, {{%bid, {thread_id_b}}};")
+
+
+def _drop_scale_operands(text: str, operands: str, by: str = ";") -> str:
+    """The kernel of an unscaled kind (``kind::f8f6f4``): the MMA without its scale operands.
+    The rest of the block-scaled kernel stays as it is (the scale words are loaded, zeros from
+    the runner, and read by no MMA), so both kinds share one kernel text."""
+    if text.count(operands) < 1:
+        raise AssertionError("the scale operands of the MMA are not in the kernel text")
+    return text.replace(operands, by)
 
 
 # -- tcgen05.mma -------------------------------------------------------------------------------
@@ -320,7 +331,7 @@ def _tcgen05_mmas(variant: BlockScaledVariant, n_tile: int, off_b: int) -> str:
     lbo_a, lbo_b = 16 * TCGEN05_M, 16 * n_tile          # next 16 bytes of K
     out = []
     for q in range(4 // variant.blocks_per_mma):
-        sf = (q * variant.blocks_per_mma) % 4
+        sf = (q * variant.blocks_per_mma) % 4 if variant.scaled else 0
         # MMA q reads 16-byte columns 2q, 2q+1 of the stage: start address + 2q·LBO.
         out.append(_TCGEN05_MMA.format(
             first_block=q * variant.blocks_per_mma, instruction=variant.tcgen05_instruction,
@@ -367,7 +378,7 @@ def tcgen05_ptx(variant: BlockScaledVariant, *, n_tile: int = 128,
                      wide="%o64") + address(512, ("%gsa", "%psa"), wide="%o64")
              + address(b_slab, ("%gb", "%pb"), index=["mul.lo.u32 %x0, %qb, %stages;"],
                        wide="%o64") + address(512, ("%gsb", "%psb"), wide="%o64"))
-    return _TCGEN05.format(
+    text = _TCGEN05.format(
         name=f"mxsim_tcgen05_{variant.name}_n{n_tile}", instruction=variant.tcgen05_instruction,
         n_tile=n_tile, k=variant.k, n_mma=4 // variant.blocks_per_mma,
         stage_k=4 * variant.block, version=PTX_VERSIONS[arch], arch=arch,
@@ -381,3 +392,5 @@ def tcgen05_ptx(variant: BlockScaledVariant, *, n_tile: int = 128,
                                                 regs8=_REGS8) for j in chunks),
         slabs=slabs, copies=copies, mmas=_tcgen05_mmas(variant, n_tile, off_b),
         sdesc_sa=sdesc_scale + (off_sa >> 4), sdesc_sb=sdesc_scale + (off_sb >> 4))
+    return text if variant.scaled else _drop_scale_operands(text, ", [%t_sfa], [%t_sfb], %pt;",
+                                                             ", %pt;")

@@ -35,7 +35,13 @@ from .tcgen05_layout import (
     pack_tcgen05_scales,
     unpack_tcgen05_d,
 )
-from .variants import KINDS, MMA_SYNC_ARCHS, TCGEN05_ARCHS, BlockScaledVariant, variant_for
+from .variants import (
+    MMA_SYNC_ARCHS,
+    RUNNER_KINDS,
+    TCGEN05_ARCHS,
+    BlockScaledVariant,
+    variant_for,
+)
 
 __all__ = ["MmaSyncBlockScaled", "Tcgen05BlockScaled", "ScaledMmMx"]
 
@@ -53,9 +59,15 @@ def _arch_reason(archs: dict[tuple[int, int], str], what: str) -> str | None:
 
 
 def _flat_batch(vs: VectorSet) -> tuple[int, npt.NDArray, npt.NDArray, npt.NDArray, npt.NDArray]:
+    """The batch folded into one axis: (batches, A, B, A scales, B scales). A set without
+    scales (``kind::f8f6f4``) gets zero scale codes in blocks of 32, which no MMA reads."""
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))
-    return (nb, vs.a.reshape(nb, vs.m, vs.k), vs.b.reshape(nb, vs.k, vs.n),
-            vs.a_scale.reshape(nb, vs.m, -1), vs.b_scale.reshape(nb, -1, vs.n))
+    if vs.a_scale is None:
+        sa = np.zeros((nb, vs.m, -(-vs.k // 32)), np.uint8)
+        sb = np.zeros((nb, -(-vs.k // 32), vs.n), np.uint8)
+    else:
+        sa, sb = vs.a_scale.reshape(nb, vs.m, -1), vs.b_scale.reshape(nb, -1, vs.n)
+    return nb, vs.a.reshape(nb, vs.m, vs.k), vs.b.reshape(nb, vs.k, vs.n), sa, sb
 
 
 def _c_bits(vs: VectorSet, nb: int) -> npt.NDArray[np.uint32]:
@@ -84,8 +96,8 @@ class _BlockScaledRunner:
     mma_sync: bool
 
     def __init__(self, kind: str):
-        if kind not in KINDS:
-            raise ValueError(f"Kind must be one of {', '.join(KINDS)}, not {kind!r}")
+        if kind not in RUNNER_KINDS:
+            raise ValueError(f"Kind must be one of {', '.join(RUNNER_KINDS)}, not {kind!r}")
         self.kind = kind
         self.name = f"{self.prefix}-{kind}"
         self.preset: str | None = None
@@ -113,9 +125,10 @@ class MmaSyncBlockScaled(_BlockScaledRunner):
 
     def __init__(self, kind: str):
         super().__init__(kind)
-        shape = "m16n8k32" if kind == "mxf8f6f4" else "m16n8k64"
-        self.instruction = f"mma.sync.aligned.{shape}.row.col.kind::{kind}.block_scale"
-        self.summary = (f"PTX mma.sync ... kind::{kind}.block_scale (sm_120a), one 16x8 tile "
+        shape = "m16n8k64" if kind in ("mxf4", "mxf4nvf4") else "m16n8k32"
+        scale = "" if kind == "f8f6f4" else ".block_scale"
+        self.instruction = f"mma.sync.aligned.{shape}.row.col.kind::{kind}{scale}"
+        self.summary = (f"PTX mma.sync ... kind::{kind}{scale} (sm_120a), one 16x8 tile "
                         f"per warp, chained over K")
 
     def pack(self, vs: VectorSet) -> dict[str, Any]:
@@ -172,8 +185,9 @@ class Tcgen05BlockScaled(_BlockScaledRunner):
 
     def __init__(self, kind: str):
         super().__init__(kind)
-        self.instruction = f"tcgen05.mma.cta_group::1.kind::{kind}.block_scale"
-        self.summary = (f"PTX tcgen05.mma.cta_group::1.kind::{kind}.block_scale (sm_100a), "
+        scale = "" if kind == "f8f6f4" else ".block_scale"
+        self.instruction = f"tcgen05.mma.cta_group::1.kind::{kind}{scale}"
+        self.summary = (f"PTX tcgen05.mma.cta_group::1.kind::{kind}{scale} (sm_100a), "
                         f"M=128 tiles, D in tensor memory")
         self.preset = f"blackwell-{kind}"
 

@@ -36,7 +36,7 @@ def tcgen05_stage(variant: BlockScaledVariant) -> tuple[int, int]:
     the FP4 kinds.
     """
     k = 4 * variant.block
-    return k, k if variant.kind == "mxf8f6f4" else k // 2
+    return k, k if variant.containers == "mxf8f6f4" else k // 2
 
 
 def _pack_bits_lsb(codes: npt.NDArray[np.uint8], bits: int) -> npt.NDArray[np.uint8]:
@@ -106,7 +106,7 @@ def pack_tcgen05_operand(codes: Any, fmt: str, variant: BlockScaledVariant,
     rp = -(-r // rows_per_tile) * rows_per_tile
     padded = np.zeros((*lead, rp, stages * sk), np.uint8)
     padded[..., :r, :k] = c
-    rb = tcgen05_row_bytes(padded, fmt, variant.kind)          # (..., rp, stages*sb)
+    rb = tcgen05_row_bytes(padded, fmt, variant.containers)         # (..., rp, stages*sb)
     t = rb.reshape(*lead, rp // rows_per_tile, rows_per_tile, stages, sb)
     t = np.moveaxis(t, -2, -3)                                  # (..., tiles, stages, tile, sb)
     return tcgen05_canonical_k_major(t)
@@ -164,7 +164,8 @@ _TCGEN05_TYPE = {"e4m3": 0, "e5m2": 1, "e2m3": 3, "e3m2": 4, "e2m1": 5}
 
 def tcgen05_instr_desc(variant: BlockScaledVariant, *, m: int = TCGEN05_M, n: int,
                        sfa_id: int = 0, sfb_id: int = 0) -> int:
-    """The 32-bit instruction descriptor of §9.7.16.4.2, Table 43 (mxf8f6f4) or 44 (FP4 kinds).
+    """The 32-bit instruction descriptor of §9.7.16.4.2, Table 43 (mxf8f6f4) or 44 (FP4 kinds);
+    for the unscaled ``kind::f8f6f4``, Table 42 (see below).
 
     Dense, no negation, A and B K-major (transpose bits 0); bits 4-5 scale factor B ID, 7-9
     atype, 10-12 (10-11 for the FP4 kinds) btype, 17-22 N >> 3, 23 scale type (1: UE8M0,
@@ -172,6 +173,14 @@ def tcgen05_instr_desc(variant: BlockScaledVariant, *, m: int = TCGEN05_M, n: in
     """
     if m != 128 or n % 16 or not 16 <= n <= 256:
         raise ValueError(f"M must be 128 and N a multiple of 16 in 16..256, not {m}, {n}")
+    if not variant.scaled:
+        # Table 42 (PTX ISA 9.1; 43 in 9.0), kind::f8f6f4: bits 4-5 dtype (F32 = 1), 7-9
+        # atype, 10-12 btype, 17-22 N >> 3, 24-28 M >> 4; no scale factor IDs.
+        if sfa_id or sfb_id:
+            raise ValueError(f"kind::{variant.kind} has no scale factor IDs, not {sfa_id!r}, "
+                             f"{sfb_id!r}")
+        a, b = _TCGEN05_TYPE[variant.a_format], _TCGEN05_TYPE[variant.b_format]
+        return 1 << 4 | a << 7 | b << 10 | (n >> 3) << 17 | (m >> 4) << 24
     if variant.kind == "mxf8f6f4":
         a, b = _TCGEN05_TYPE[variant.a_format], _TCGEN05_TYPE[variant.b_format]
         ids = (0, 1, 2, 3)

@@ -13,9 +13,34 @@ from .common import emit, out_dir
 __all__ = ["cmd_probe", "cmd_fit"]
 
 
+def _probe_blackwell(args: argparse.Namespace) -> int:
+    """One probe set per Blackwell instruction, written to the folder ``-o``."""
+    from ..probe.blackwell import blackwell_suites
+
+    if args.block is not None or args.scale_format is not None or args.k != 32:
+        raise MxsimError("probe --kind blackwell fixes k, block and scales per instruction; "
+                         "choose instructions with --instruction")
+    suites = blackwell_suites(args.instruction, seed=args.seed)
+    folder = out_dir(args.output)
+    rows = []
+    for name, vs in suites.items():
+        vectors.save(vs, folder / f"{name}.npz")
+        rows.append({"instruction": name, "file": str(folder / f"{name}.npz"),
+                     "dots": vs.num_dots, "gpu_path": vs.extra["gpu_path"],
+                     "hypotheses": len(vs.extra["hypotheses"])})
+    emit(args, "\n".join(f"wrote {r['file']}: {r['dots']} dot products, {r['hypotheses']} "
+                         f"hypotheses; run it with `mxsim gpu run {r['file']}` on "
+                         f"{suites[r['instruction']].extra['arch']}" for r in rows), rows)
+    return 0
+
+
 def cmd_probe(args: argparse.Namespace) -> int:
     from ..probe import probe_suite
 
+    if args.kind == "blackwell":
+        return _probe_blackwell(args)
+    if args.instruction:
+        raise MxsimError("--instruction is for --kind blackwell")
     check_output(args.output)
     vs = probe_suite(args.kind, k=args.k, seed=args.seed, block=args.block,
                      scale_format=args.scale_format)
@@ -48,21 +73,23 @@ def _fit_rtl(args: argparse.Namespace):
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    from ..fit import fit
+    from ..fit import default_k, fit
 
     check_output(args.output)
     if args.rtl is not None:
         result, head = _fit_rtl(args)
     else:
-        if args.inputs is None or args.observed is None:
+        if args.inputs is None:
             raise MxsimError("fit needs IN.npz and GPU_OUT.npz (the vectors and their "
-                             "results), or --rtl MAP.toml to probe your RTL")
+                             "results), GPU_OUT.npz alone, or --rtl MAP.toml to probe your "
+                             "RTL")
         inputs = vectors.load(args.inputs, allow_large=args.allow_large)
-        observed = vectors.load(args.observed, allow_large=args.allow_large)
+        observed = inputs if args.observed is None else \
+            vectors.load(args.observed, allow_large=args.allow_large)
         if not inputs.inputs_equal(observed):
             raise MxsimError(f"{args.observed} holds results of other inputs than "
                              f"{args.inputs}")
-        result, head = fit(observed, k=args.k or 32), ""
+        result, head = fit(observed, k=args.k or default_k(observed)), ""
     text = head + result.report()
     if result.exact:
         write_text(args.output, result.spec.dumps("toml"))
@@ -71,5 +98,6 @@ def cmd_fit(args: argparse.Namespace) -> int:
         text += "\nno spec in the search space reproduces every output; nothing written"
     emit(args, text, {"exact": result.exact, "equal": result.equal, "total": result.total,
                       "spec": result.spec.to_dict(), "evidence": result.evidence,
-                      "unexplained": result.unexplained, "unseparated": result.unseparated})
+                      "unexplained": result.unexplained, "unseparated": result.unseparated,
+                      "hypotheses": result.hypotheses, "picked": result.picked})
     return 0 if result.exact else 1

@@ -36,11 +36,11 @@ def cmd_gpu_info(args: argparse.Namespace) -> int:
 
 
 def cmd_gpu_run(args: argparse.Namespace) -> int:
-    from gpu.paths import get as get_path
+    from gpu.paths import for_set
 
     check_output(args.output)
-    path = get_path(args.path)
     vs = vectors.load(args.input, allow_large=args.allow_large)
+    path = for_set(vs, args.path)
     t0 = time.perf_counter()
     res = path.run(vs)
     dt = time.perf_counter() - t0

@@ -67,15 +67,25 @@ def cmd_units(args: argparse.Namespace) -> int:
                 f"keys).\n")
         emit(args, head + spec.dumps("toml").rstrip("\n"), spec.to_dict())
         return 0
-    for name in ("a_format", "b_format", "scale_format", "block", "c_format"):
+    for name in ("b_format", "scale_format", "block", "c_format"):
         if getattr(args, name) is not None:
             raise MxsimError(f"--{name.replace('_', '-')} goes with --spec NAME")
+    chosen = list(presets.PRESETS.values())
+    if args.a_format is not None:
+        a = formats.get(args.a_format).name
+        chosen = [p for p in chosen if any(pa == a for pa, _ in p.pairs)]
+        if not chosen:
+            raise MxsimError(f"No unit takes {a} for A; `mxsim units` lists them all")
     rows = []
-    for p in presets.PRESETS.values():
+    for p in chosen:
         rows.append({"name": p.name, "summary": p.summary, "provenance": p.provenance,
                      "verified": p.verified, "pairs": [f"{a}x{b}" for a, b in p.pairs],
                      "scales": [f"{s}/{b}" if s else "none" for s, b in p.scales],
                      "c_d_formats": list(p.c_formats)})
+    if args.brief:
+        width = max(len(r["name"]) for r in rows)
+        emit(args, "\n".join(f"{r['name']:{width}}  {r['summary']}" for r in rows), rows)
+        return 0
     lines = []
     for r in rows:
         pairs = r["pairs"] if len(r["pairs"]) <= 6 else r["pairs"][:5] + [

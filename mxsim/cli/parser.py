@@ -94,7 +94,10 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
     up.add_argument("--spec", default=None, metavar="NAME",
                     help="print this preset's spec as TOML (load it back with --unit FILE.toml)")
     up.add_argument("--a-format", default=None, metavar="FMT",
-                    help="with --spec: A's element format (default: the preset's first pair)")
+                    help="with --spec: A's element format (default: the preset's first pair); "
+                         "without it: list only the units that take this format for A")
+    up.add_argument("--brief", action="store_true",
+                    help="one line per unit: its name and what it models")
     up.add_argument("--b-format", default=None, metavar="FMT",
                     help="with --spec: B's element format (default: A's)")
     up.add_argument("--scale-format", default=None, metavar="FMT",
@@ -227,8 +230,12 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
     pr = add("probe", fitting.cmd_probe, "write a probe suite: vectors that separate a unit's "
                                  "hypotheses")
     pr.add_argument("--kind", default="fp8",
-                    help="probe kind: fp8 (e5m2 x e4m3), mxfp8 or mxint8 (block-scaled) "
-                         "(default: %(default)s)")
+                    help="probe kind: fp8 (e5m2 x e4m3), mxfp8 or mxint8 (block-scaled), or "
+                         "blackwell (one set per Blackwell instruction, -o a folder; "
+                         "docs/blackwell.md) (default: %(default)s)")
+    pr.add_argument("--instruction", action="append", default=None, metavar="NAME",
+                    help="blackwell: probe this instruction only (repeatable; e.g. "
+                         "tcgen05-mxf8f6f4, sm120-mxf4nvf4; default: all)")
     pr.add_argument("-k", type=int, default=32,
                     help="reduction length, a multiple of 4 (of 8 for the MX kinds) "
                          "(default: %(default)s)")
@@ -239,7 +246,8 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
                     help="MX kinds: e8m0 (default) or ue4m3")
     pr.add_argument("--seed", type=int_range(0), default=0,
                     help="random seed (default: %(default)s)")
-    pr.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
+    pr.add_argument("-o", "--output", required=True, metavar="OUT.npz",
+                    help="file to write (blackwell: a folder)")
     fi = add("fit", fitting.cmd_fit, "find the simplest unit spec that reproduces observed outputs")
     fi.add_argument("inputs", metavar="IN.npz", nargs="?", help="the vectors that were run")
     fi.add_argument("observed", metavar="GPU_OUT.npz", nargs="?",
@@ -271,8 +279,8 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
     gr = gsub.add_parser("run", help="run a vector set through one GPU path")
     gr.set_defaults(func=gpus.cmd_gpu_run)
     gr.add_argument("input", metavar="IN.npz")
-    gr.add_argument("--path", required=True, metavar="PATH",
-                    help="GPU path (see `mxsim gpu info`)")
+    gr.add_argument("--path", default=None, metavar="PATH",
+                    help="GPU path (see `mxsim gpu info`; default: the one a probe set names)")
     gr.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
     add_allow_large(gr)
     gr.add_argument("--json", action="store_true", help="print JSON instead of text")

@@ -42,11 +42,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import formats, vectors
-from .errors import VectorFileError
-from .vectors import VectorSet
+from .. import formats, vectors
+from ..errors import VectorFileError
+from ..vectors import VectorSet
 
-__all__ = ["probe_suite", "KINDS", "FAMILIES", "MX_FAMILIES", "MAX_K"]
+__all__ = ["probe_suite", "mx_suite", "MxEncoding", "KINDS", "FAMILIES", "MX_FAMILIES", "MAX_K",
+           "ROWS", "COLS"]
 
 KINDS = ("fp8", "mxfp8", "mxint8")
 FAMILIES = ("pair-cancel", "c-gap", "tie", "one-large", "upcast", "random", "specials")
@@ -133,7 +134,7 @@ def probe_suite(kind: str = "fp8", *, k: int = 32, seed: int = 0, block: int | N
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise VectorFileError(f"Seed must be a non-negative integer, not {seed!r}")
     if kind in MX_ELEMENTS:
-        return _mx_suite(kind, int(k), int(seed), *_mx_scales(k, block, scale_format))
+        return mx_suite(kind, int(k), int(seed), *_mx_scales(k, block, scale_format))
     if block is not None or scale_format is not None:
         raise VectorFileError("Probe kind fp8 has no block scales; block and scale_format "
                               "are for the MX kinds (mxfp8, mxint8)")
@@ -178,11 +179,11 @@ def _mx_scales(k: int, block: int | None, scale_format: str | None) -> tuple[int
     return block, scale_format
 
 
-class _Mx:
+class MxEncoding:
     """How one MX suite encodes values: element format, block, scale format."""
 
-    def __init__(self, kind: str, k: int, block: int, scale_format: str):
-        self.elem = formats.get(MX_ELEMENTS[kind])
+    def __init__(self, elem: str, k: int, block: int, scale_format: str):
+        self.elem = formats.get(elem)
         self.scale = formats.get(scale_format)
         self.k, self.block, self.nb = k, block, k // block
         # The element's largest binade and its reach below it (INT8: 1.x down to 1/64).
@@ -222,8 +223,11 @@ class _Mx:
         return (i + self.block) % self.k
 
 
-def _mx_suite(kind: str, k: int, seed: int, block: int, scale_format: str) -> VectorSet:
-    mx = _Mx(kind, k, block, scale_format)
+def mx_suite(kind: str, k: int, seed: int, block: int, scale_format: str,
+              elem: str | None = None) -> VectorSet:
+    """The MX families for ``kind``; ``elem`` overrides its element format (the Blackwell
+    suites use e4m3 and e2m1 elements)."""
+    mx = MxEncoding(elem or MX_ELEMENTS[kind], k, block, scale_format)
     rng = np.random.default_rng([seed, 7, k])
     parts: dict[str, list[np.ndarray]] = {n: [] for n in ("a", "sa", "b", "sb", "c")}
     b, sb = mx.columns(rng)
@@ -252,7 +256,7 @@ def _mx_suite(kind: str, k: int, seed: int, block: int, scale_format: str) -> Ve
                      extra={"families": list(MX_FAMILIES), "probe": kind, "seed": seed})
 
 
-def _mx_pair_cancel(mx: _Mx, rng) -> tuple[np.ndarray, np.ndarray]:
+def _mx_pair_cancel(mx: MxEncoding, rng) -> tuple[np.ndarray, np.ndarray]:
     """+1 at i, -1 at j, a small s at t: s beyond the element's reach sits in another block."""
     rows = np.zeros((ROWS, mx.k))
     for r in range(ROWS):
@@ -266,7 +270,7 @@ def _mx_pair_cancel(mx: _Mx, rng) -> tuple[np.ndarray, np.ndarray]:
     return rows, np.zeros((ROWS, COLS))
 
 
-def _mx_c_gap(mx: _Mx, rng) -> tuple[np.ndarray, np.ndarray]:
+def _mx_c_gap(mx: MxEncoding, rng) -> tuple[np.ndarray, np.ndarray]:
     """+1 and -1 cancel exactly; C = ±2**-d times patterns of low bits (as for fp8)."""
     _, c = _c_gap(rng, mx.k)
     rows = np.zeros((ROWS, mx.k))
@@ -274,7 +278,7 @@ def _mx_c_gap(mx: _Mx, rng) -> tuple[np.ndarray, np.ndarray]:
     return rows, c
 
 
-def _mx_tie(mx: _Mx, rng) -> tuple[np.ndarray, np.ndarray]:
+def _mx_tie(mx: MxEncoding, rng) -> tuple[np.ndarray, np.ndarray]:
     """Sums on the rounding boundaries of FP32, E8M14, E8M13 and FP16: C = ±2**e_j (B's
     column factor) plus a product 2**-bits (and a sticky bit below), or, where there is more
     than one block, two products 1 and 2**-bits."""
@@ -294,7 +298,7 @@ def _mx_tie(mx: _Mx, rng) -> tuple[np.ndarray, np.ndarray]:
     return rows, c
 
 
-def _mx_overflow(mx: _Mx, rng) -> tuple[np.ndarray, np.ndarray]:
+def _mx_overflow(mx: MxEncoding, rng) -> tuple[np.ndarray, np.ndarray]:
     """Sums beyond FP32 (and E8M14), of either sign; C = ±FLT_MAX plus products near its half
     ulp 2**103 (ties that round to Inf or saturate)."""
     rows = np.zeros((ROWS, mx.k))
@@ -311,7 +315,7 @@ def _mx_overflow(mx: _Mx, rng) -> tuple[np.ndarray, np.ndarray]:
     return rows, c
 
 
-def _mx_specials(mx: _Mx, rng) -> tuple[np.ndarray, np.ndarray]:
+def _mx_specials(mx: MxEncoding, rng) -> tuple[np.ndarray, np.ndarray]:
     """Values for the specials family (codes and scales follow in _mx_special_codes): small
     terms, C Inf/NaN codes against products near -2**104, and subnormal sums."""
     rows = rng.choice([0.0, 2.0 ** -3, -(2.0 ** -2), 1.0, -1.5], size=(ROWS, mx.k))
@@ -328,15 +332,17 @@ def _mx_specials(mx: _Mx, rng) -> tuple[np.ndarray, np.ndarray]:
     return rows, c
 
 
-def _mx_special_codes(mx: _Mx, rng, a: np.ndarray, sa: np.ndarray
+def _mx_special_codes(mx: MxEncoding, rng, a: np.ndarray, sa: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray]:
     """Rows 0 mod 4: a NaN element code (E4M3 S.1111.111; INT8's -2.0 code 0x80, which
     encoders never produce); rows 1 mod 4: a scale NaN code (E8M0 0xFF, UE4M3 0x7F)."""
     a, sa = a.copy(), sa.copy()
     nan = np.array([0x7F, 0xFF] if mx.elem.kind == "float" else [0x80], np.uint8)
+    nan = nan if mx.elem.bits == 8 else nan[:0]     # E2M1 has no NaN code
     scale_nan = 0xFF if mx.scale.name == "e8m0" else 0x7F
     for r in range(0, ROWS, 4):
-        a[r, rng.integers(mx.k)] = nan[r // 4 % nan.size]
+        if nan.size:
+            a[r, rng.integers(mx.k)] = nan[r // 4 % nan.size]
         sa[r + 1, rng.integers(mx.nb)] = scale_nan
     return a, sa
 
