@@ -6,8 +6,14 @@ Keys (written by ``python -m gpu.figures`` with the others):
   dots, bit-equal, mismatches; a total per operand format;
 - ``table:hopper16-families``: dots (mismatches) per generator family and operand format;
 - ``table:hopper16-layout``: the fragment-layout check on small integers, per kernel;
+- ``table:hopper16-cublas``: the kernels cuBLAS ran, per operand format and M×N×K;
 - ``hopper16:FMT:STAT`` (FMT ``fp16``, ``bf16``, ``tf32`` or ``all``; STAT ``dots``,
-  ``mdots``, ``equal``, ``mismatches``, ``sets``) and ``versions:hopper16``.
+  ``mdots``, ``equal``, ``mismatches``, ``sets``) and ``versions:hopper16``;
+- the first run (:data:`FIRST`), whose cuBLAS tf32 sets at K = 8 disagreed with the unsplit
+  preset: ``table:hopper16-first`` (those sets), ``hopper16-first:STAT`` (all its sets),
+  ``hopper16-first:others-mismatches`` (every other set) and ``hopper16-first:split-k`` (its
+  kept cuBLAS tf32 K = 8 outputs, samples and mismatching dots, that the split-K model
+  reproduces, "N of M").
 """
 
 from __future__ import annotations
@@ -16,18 +22,26 @@ from typing import Any
 
 from . import records
 
-__all__ = ["figures", "FORMATS", "hopper16_sets"]
+__all__ = ["figures", "FORMATS", "RUN", "FIRST", "hopper16_sets", "first_split_k_scores"]
 
 FORMATS = ("fp16", "bf16", "tf32")
+#: The run the docs' Hopper 16-bit figures come from, and the first run before it.
+RUN, FIRST = "2026-12-02/hopper16", "2026-12-02/hopper16-first"
 
 
 def _n(x: int) -> str:
     return f"{x:,}"
 
 
+def _run(name: str) -> records.Run | None:
+    folder = records.DATA / name
+    return records.read(folder) if folder.is_dir() else None
+
+
 def hopper16_sets() -> list[dict[str, Any]]:
-    """Every set record of the committed ``hopper16`` runs."""
-    return [s for run in records.runs("hopper16") for s in run.sets]
+    """Every set record of the committed run :data:`RUN` (none before it exists)."""
+    run = _run(RUN)
+    return run.sets if run else []
 
 
 def _table(head: list[str], rows: list[list[Any]], right: int) -> str:
@@ -52,24 +66,28 @@ def _c_to_d(s: dict[str, Any]) -> str:
 def _main_table(sets: list[dict[str, Any]]) -> str:
     groups: dict[tuple, list] = {}
     for s in sets:
-        groups.setdefault((s["a_format"], s["path"], _c_to_d(s), s["preset"]), []).append(s)
+        groups.setdefault((s["a_format"], s["path"], _c_to_d(s), s["preset"],
+                           s.get("split_k")), []).append(s)
     rows = []
     for fmt in FORMATS:
         mine = [s for s in sets if s["a_format"] == fmt]
-        for (f, path, cd, preset), gs in groups.items():
+        for (f, path, cd, preset, split), gs in groups.items():
             if f != fmt:
                 continue
             dots = sum(s["dots"] for s in gs)
             equal = sum(s["equal"] for s in gs)
-            rows.append([fmt, f"`{path}`", cd, f"`{preset}`",
+            also = sorted({p for s in gs for p in s.get("also", {})})
+            rows.append([fmt, f"`{path}`", cd,
+                         f"`{preset}`" + (f", split-K {split}" if split else ""),
+                         "; ".join(f"`{p}`: {_n(sum(s['also'][p] for s in gs))}" for p in also),
                          ", ".join(str(k) for k in sorted({s["k"] for s in gs})),
                          len({s["family"] for s in gs}), _n(len(gs)), _n(dots), _n(equal),
                          _n(dots - equal)])
         if mine:
-            rows.append([f"**{fmt}, all paths**", "", "", "", "", "", _stat(mine, "sets"),
+            rows.append([f"**{fmt}, all paths**", "", "", "", "", "", "", _stat(mine, "sets"),
                          _stat(mine, "dots"), _stat(mine, "equal"), _stat(mine, "mismatches")])
-    return _table(["operands", "GPU path", "C → D", "preset", "K", "families", "sets", "dots",
-                   "bit-equal", "mismatches"], rows, right=4)
+    return _table(["operands", "GPU path", "C → D", "preset", "also bit-equal to", "K",
+                   "families", "sets", "dots", "bit-equal", "mismatches"], rows, right=4)
 
 
 def _family_table(sets: list[dict[str, Any]]) -> str:
@@ -85,9 +103,9 @@ def _family_table(sets: list[dict[str, Any]]) -> str:
     return _table(["family"] + [f"{f}: dots (mismatches)" for f in FORMATS], rows, right=3)
 
 
-def _layout_table() -> str:
+def _layout_table(run: records.Run) -> str:
     rows: dict[str, list[int]] = {}
-    for run in records.runs("hopper16"):
+    if run:
         for r in run.header.get("layout_check") or []:
             if "kernel" not in r:
                 rows.setdefault(f"error: {r.get('error')}", [0, 0, 0])
@@ -111,16 +129,75 @@ def _versions(run: records.Run) -> str:
             f"{run.header['started']}")
 
 
+def _cublas_table(sets: list[dict[str, Any]]) -> str:
+    rows = {}
+    for s in sets:
+        if s.get("kernels"):
+            rows.setdefault((s["a_format"], s["m"], s["n"], s["k"]),
+                            ", ".join(f"`{_kernel(k)}`" for k in s["kernels"]))
+    return _table(["operands", "M×N×K", "kernels cuBLAS ran"],
+                  [[f, f"{m}×{n}×{k}", ks] for (f, m, n, k), ks in sorted(rows.items())], right=0)
+
+
+def _kernel(name: str) -> str:
+    """A kernel's name without its template arguments and parameters."""
+    name = name.removeprefix("void ")
+    return name.split("<")[0] + ("<…>" if "<" in name else "") if "(" in name or "<" in name \
+        else name
+
+
+def _first_split(sets: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [s for s in sets if s["path"] == "cublas-tf32" and s["k"] == 8]
+
+
+def first_split_k_scores() -> tuple[int, int]:
+    """The first run's kept cuBLAS tf32 K = 8 outputs (the 16x8 samples and the mismatching
+    dots, whole) that ``hopper-mma-tf32`` split-K in 2 reproduces: (equal, of)."""
+    from mxsim.engine import fast
+
+    from .sets import load_bundle
+    run = _run(FIRST)
+    by_key = {s["sample"]: s for s in _first_split(run.sets)}
+    equal = total = 0
+    for name in ("samples.npz", "mismatches.npz"):
+        for key, vs in load_bundle(records.DATA / FIRST / name).items():
+            if key in by_key:
+                d = fast.dot(records.model_spec(by_key[key]["preset"], vs, 2), vs)
+                equal += int((d == vs.d).sum())
+                total += int(vs.d.size)
+    return equal, total
+
+
+def _first_figures() -> dict[str, str]:
+    run = _run(FIRST)
+    if run is None:
+        return {}
+    split = _first_split(run.sets)
+    others = [s for s in run.sets if s not in split]
+    rows = [[s["family"], f"{s['m']}×{s['n']}×{s['k']}", f"`{s['preset']}`", _n(s["dots"]),
+             _n(s["equal"]), _n(s["also"].get("hopper-mma-tf32", 0))] for s in split]
+    equal, total = first_split_k_scores()
+    out = {"table:hopper16-first": _table(
+        ["family", "M×N×K", "preset", "dots", "bit-equal", "bit-equal to hopper-mma-tf32"],
+        rows, right=3), "hopper16-first:others-mismatches": _stat(others, "mismatches"),
+        "hopper16-first:split-k": f"{_n(equal)} of {_n(total)}"}
+    for stat in ("dots", "mdots", "equal", "mismatches", "sets"):
+        out[f"hopper16-first:{stat}"] = _stat(run.sets, stat)
+    return out
+
+
 def figures() -> dict[str, str]:
     """Every ``hopper16`` figure key and its text (none without a committed run)."""
-    sets = hopper16_sets()
-    if not sets:
+    run = _run(RUN)
+    if run is None:
         return {}
+    sets = run.sets
     out = {"table:hopper16": _main_table(sets), "table:hopper16-families": _family_table(sets),
-           "table:hopper16-layout": _layout_table(),
-           "versions:hopper16": "; ".join(_versions(r) for r in records.runs("hopper16"))}
+           "table:hopper16-layout": _layout_table(run),
+           "table:hopper16-cublas": _cublas_table(sets), "versions:hopper16": _versions(run)}
     for fmt in (*FORMATS, "all"):
         mine = [s for s in sets if fmt == "all" or s["a_format"] == fmt]
         for stat in ("dots", "mdots", "equal", "mismatches", "sets"):
             out[f"hopper16:{fmt}:{stat}"] = _stat(mine, stat)
+    out.update(_first_figures())
     return out
