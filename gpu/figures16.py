@@ -7,6 +7,7 @@ Keys (written by ``python -m gpu.figures`` with the others):
 - ``table:hopper16-families``: dots (mismatches) per generator family and operand format;
 - ``table:hopper16-layout``: the fragment-layout check on small integers, per kernel;
 - ``table:hopper16-cublas``: the kernels cuBLAS ran, per operand format and M×N×K;
+- ``hopper16:triton-ptx``: the tensor-core PTX instructions Triton emitted (from the samples);
 - ``hopper16:FMT:STAT`` (FMT ``fp16``, ``bf16``, ``tf32`` or ``all``; STAT ``dots``,
   ``mdots``, ``equal``, ``mismatches``, ``sets``) and ``versions:hopper16``;
 - the first run (:data:`FIRST`), whose cuBLAS tf32 sets at K = 8 disagreed with the unsplit
@@ -18,11 +19,13 @@ Keys (written by ``python -m gpu.figures`` with the others):
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from . import records
 
-__all__ = ["figures", "FORMATS", "RUN", "FIRST", "hopper16_sets", "first_split_k_scores"]
+__all__ = ["figures", "FORMATS", "RUN", "FIRST", "hopper16_sets", "first_split_k_scores",
+           "triton_ptx"]
 
 FORMATS = ("fp16", "bf16", "tf32")
 #: The run the docs' Hopper 16-bit figures come from, and the first run before it.
@@ -153,18 +156,39 @@ def _first_split(sets: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def first_split_k_scores() -> tuple[int, int]:
     """The first run's kept cuBLAS tf32 K = 8 outputs (the 16x8 samples and the mismatching
     dots, whole) that ``hopper-mma-tf32`` split-K in 2 reproduces: (equal, of)."""
+    return _first_split_k_scores()
+
+
+@cache
+def _first_split_k_scores() -> tuple[int, int]:
+    import numpy as np
+
+    from mxsim import vectors
     from mxsim.engine import fast
 
     from .sets import load_bundle
-    run = _run(FIRST)
-    by_key = {s["sample"]: s for s in _first_split(run.sets)}
+    keys = {s["sample"] for s in _first_split(_run(FIRST).sets)}
     equal = total = 0
     for name in ("samples.npz", "mismatches.npz"):
         for key, vs in load_bundle(records.DATA / FIRST / name).items():
-            if key in by_key:
-                d = fast.dot(records.model_spec(by_key[key]["preset"], vs, 2), vs)
-                equal += int((d == vs.d).sum())
-                total += int(vs.d.size)
+            if key not in keys:
+                continue
+            if name == "mismatches.npz":
+                # Dots one by one are one batch entry each (slow in the chain engine): in
+                # blocks of 64 as products of their rows and columns, the diagonals the dots.
+                f = vs.flat()
+                n = f.d.size // 64 * 64
+                a = f.a[:n, 0, :].reshape(-1, 64, f.k)
+                b = np.swapaxes(f.b[:n, :, 0].reshape(-1, 64, f.k), 1, 2)
+                vs = vectors.VectorSet(a=a, b=b, a_format="tf32", b_format="tf32")
+                d = np.diagonal(fast.dot(records.model_spec("hopper-mma-tf32", vs, 2), vs),
+                                axis1=1, axis2=2).reshape(-1)
+                want = f.d.reshape(-1)[:n]
+            else:
+                d = fast.dot(records.model_spec("hopper-mma-tf32", vs, 2), vs)
+                want = vs.d
+            equal += int((d == want).sum())
+            total += int(want.size)
     return equal, total
 
 
@@ -186,6 +210,15 @@ def _first_figures() -> dict[str, str]:
     return out
 
 
+def triton_ptx() -> list[str]:
+    """The tensor-core PTX instructions Triton emitted, as the run's samples record them."""
+    from .sets import load_bundle
+    seen: set[str] = set()
+    for vs in load_bundle(records.DATA / RUN / "samples.npz").values():
+        seen.update(vs.extra.get("ptx_mma") or [])
+    return sorted(seen)
+
+
 def figures() -> dict[str, str]:
     """Every ``hopper16`` figure key and its text (none without a committed run)."""
     run = _run(RUN)
@@ -194,7 +227,8 @@ def figures() -> dict[str, str]:
     sets = run.sets
     out = {"table:hopper16": _main_table(sets), "table:hopper16-families": _family_table(sets),
            "table:hopper16-layout": _layout_table(run),
-           "table:hopper16-cublas": _cublas_table(sets), "versions:hopper16": _versions(run)}
+           "table:hopper16-cublas": _cublas_table(sets), "versions:hopper16": _versions(run),
+           "hopper16:triton-ptx": ", ".join(f"`{x}`" for x in triton_ptx())}
     for fmt in (*FORMATS, "all"):
         mine = [s for s in sets if fmt == "all" or s["a_format"] == fmt]
         for stat in ("dots", "mdots", "equal", "mismatches", "sets"):

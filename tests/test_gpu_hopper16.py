@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpu import hopper16, mma_sync16, records, validate
+from gpu import figures16, hopper16, mma_sync16, records, validate
 from gpu.figures16 import hopper16_sets
 from gpu.paths import PATHS
 from gpu.sets import load_bundle
@@ -18,6 +18,7 @@ from mxsim import presets, vectors
 from mxsim.engine import fast
 
 RUN = Path(__file__).parent / "data" / "h200" / "2026-12-02" / "hopper16"
+FIRST = RUN.parent / "hopper16-first"
 #: Salts of earlier runs and fits: a fresh run must use none of them.
 USED_SALTS = {"", "validation-2026-12-01", "heldout-2026-12-01", "bias-2026-12-01", "dry"}
 
@@ -69,9 +70,11 @@ def test_gpu_hopper16_plan_covers_every_format_path_and_family():
     assert not set(seeds) & {p.seed("another-salt") for p in todo}
 
 
-def test_gpu_hopper16_dry_run_writes_records_samples_and_figures(tmp_path):
-    """The run on the CPU (tiny sets, each preset standing in for its GPU path): records that
-    gpu.records reads, a sample of every set, no mismatches and no mismatch file."""
+def test_gpu_hopper16_dry_run_writes_records_samples_and_figures(tmp_path, monkeypatch):
+    """The run on the CPU (tiny sets, each preset standing in for its GPU path; every path,
+    format, C and K, three families): records that gpu.records reads, a sample of every set,
+    no mismatches and no mismatch file."""
+    monkeypatch.setattr(hopper16, "UNSCALED", ["subnormal", "specials", "cancellation"])
     out = tmp_path / "dry"
     hopper16.run(out, "dry", sizes={"short": 16, "long": 16}, runner=validate.model_runner)
     run = records.read(out)
@@ -83,7 +86,7 @@ def test_gpu_hopper16_dry_run_writes_records_samples_and_figures(tmp_path):
     assert not (out / "mismatches.npz").exists()
 
 
-def test_gpu_hopper16_a_disagreeing_path_leaves_its_dots_whole(tmp_path):
+def test_gpu_hopper16_a_disagreeing_path_leaves_its_dots_whole(tmp_path, monkeypatch):
     """A stand-in GPU that is one ulp off on some outputs of the mma.sync fp16 sets: the
     records count them, and mismatches.npz holds those dots whole (row of A, column of B, C,
     the GPU's D) with the preset's D beside them, enough for ``mxsim fit``."""
@@ -95,11 +98,12 @@ def test_gpu_hopper16_a_disagreeing_path_leaves_its_dots_whole(tmp_path):
         d[..., 0, :3] ^= 1
         return res.with_result(d, d_format=res.d_format, producer="fake")
 
+    monkeypatch.setattr(hopper16, "UNSCALED", ["normal", "specials"])
     out = tmp_path / "bad"
     hopper16.run(out, "fake", sizes={"short": 16, "long": 16}, runner=off_by_one)
     run = records.read(out)
     bad = [s for s in run.sets if s["equal"] != s["dots"]]
-    assert {s["path"] for s in bad} == {"mma-sync-fp16"} and len(bad) == 2 * 12
+    assert {s["path"] for s in bad} == {"mma-sync-fp16"} and len(bad) == 2 * 2
     assert all(s["dots"] - s["equal"] == 3 for s in bad)
     kept = load_bundle(out / "mismatches.npz")
     assert sorted(kept) == sorted(s["sample"] for s in bad)
@@ -137,14 +141,14 @@ def test_gpu_hopper16_h200_run_is_fresh_complete_and_bit_exact():
 
 def test_gpu_hopper16_h200_samples_replay_bit_for_bit():
     """Every committed sample (16x8 of each set: inputs and the H200's outputs) through the
-    fast engine with its record's preset."""
+    fast engine with its record's preset (split-K where the record says so)."""
     by_sample = {s["sample"]: s for s in _run().sets}
     samples = load_bundle(RUN / "samples.npz")
     assert sorted(samples) == sorted(by_sample)
     for key, vs in samples.items():
         rec = by_sample[key]
         assert (vs.a_format, vs.c_format, vs.k) == (rec["a_format"], rec["c_format"], rec["k"])
-        model = fast.dot(presets.get(rec["preset"]).spec_for(vs), vs)
+        model = fast.dot(records.model_spec(rec["preset"], vs, rec.get("split_k")), vs)
         np.testing.assert_array_equal(model, vs.d, err_msg=f"{key} {rec['group']}")
 
 
@@ -164,8 +168,62 @@ def test_gpu_hopper16_h200_sets_regenerate_from_their_seeds(fmt):
         assert records.d_sha256(d) == rec["model_sha256"] == rec["gpu_sha256"], rec["group"]
 
 
-def test_gpu_hopper16_records_file_is_what_the_machine_wrote():
-    with gzip.open(RUN / "records.jsonl.gz", "rt", encoding="utf-8") as fh:
+@pytest.mark.parametrize("folder", [RUN, FIRST])
+def test_gpu_hopper16_h200_records_are_the_plan_as_the_machine_wrote_it(folder):
+    """Each run ran exactly gpu.hopper16's plan (the fresh one with the split-K of SPLIT_K),
+    under its own salt, each seed the hash of that salt and the set's parts, records as written
+    (header first, footer last, no deadline cut), counts consistent."""
+    with gzip.open(folder / "records.jsonl.gz", "rt", encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh]
     assert rows[0]["kind"] == "header" and rows[-1]["kind"] == "footer"
     assert rows[-1]["stopped_by_deadline"] is False
+    run = records.read(folder)
+    todo = hopper16.plans(run.header["sizes"])
+    assert [(r["group"], r["path"], r["preset"], r["gen"]) for r in run.sets] == [
+        (p.group, p.path, p.preset, p.gen) for p in todo]
+    assert [r["seed"] for r in run.sets] == [p.seed(run.header["salt"]) for p in todo]
+    fresh = folder == RUN
+    assert [r.get("split_k") for r in run.sets] == [
+        hopper16.split_of(p) if fresh else None for p in todo]
+    for rec in run.sets:
+        assert rec["dots"] == rec["m"] * rec["n"] and 0 <= rec["equal"] <= rec["dots"]
+        assert (rec["gpu_sha256"] == rec["model_sha256"]) == (rec["equal"] == rec["dots"])
+        if fresh:          # the first run's log names them (gpu/h200_hopper16.sh printed them)
+            assert bool(rec["kernels"]) == rec["path"].startswith("cublas-")
+    salts = {records.read(f).header["salt"] for f in (RUN, FIRST)}
+    assert len(salts) == 2 and not salts & USED_SALTS
+
+
+def test_gpu_hopper16_triton_ran_wgmma_and_mma_sync_its_instruction():
+    """The PTX each sample records: Triton's tl.dot became wgmma k16 (k8 for tf32), with an
+    FP16 accumulator where C was FP16; the mma.sync kernels ran the instruction they name."""
+    by_sample = {s["sample"]: s for s in _run().sets}
+    for key, vs in load_bundle(RUN / "samples.npz").items():
+        rec = by_sample[key]
+        fmt, acc = rec["a_format"], "f16" if rec["c_format"] == "fp16" else "f32"
+        if rec["path"].startswith("triton-dot-"):
+            ptx = {"fp16": "f16.f16", "bf16": "bf16.bf16", "tf32": "tf32.tf32"}[fmt]
+            k = 8 if fmt == "tf32" else 16
+            assert vs.extra["ptx_mma"] == [f"wgmma.mma_async.sync.aligned.m64n64k{k}.{acc}."
+                                           f"{ptx}"], key
+        elif rec["path"].startswith("mma-sync-"):
+            assert vs.extra["instruction"] == mma_sync16.instruction(fmt, rec["c_format"])
+
+
+def test_gpu_hopper16_first_run_disagreed_only_by_cublas_split_k():
+    """The first run: every set equal to its preset but cuBLAS tf32 at K = 8, whose kept
+    outputs (16x8 samples and every mismatching dot, whole) are the preset split-K in two."""
+    run = records.read(FIRST)
+    bad = [s for s in run.sets if s["equal"] != s["dots"]]
+    assert bad and {(s["path"], s["k"], s["m"], s["n"]) for s in bad} == {
+        (path, k, m, n) for path, k, m, n in hopper16.SPLIT_K}
+    log = (FIRST / "log").read_text(encoding="utf-8")
+    assert "splitKreduce" in next(line for line in log.splitlines()
+                                  if line.startswith("cuBLAS kernels tf32 256x256x8:"))
+    kept = load_bundle(FIRST / "mismatches.npz")
+    assert sorted(kept) == sorted(s["sample"] for s in bad)
+    equal, total = figures16.first_split_k_scores()
+    assert equal == total == sum(vs.d.size for vs in kept.values()) + 128 * 12
+    unsplit = next(iter(kept.values()))
+    model = fast.dot(presets.get("hopper-wgmma-tf32").spec_for(unsplit), unsplit)
+    assert not (model == unsplit.d).any()
