@@ -25,8 +25,9 @@ KM_B200_FP8 = (
     "Khattak & Mikaitis' B200 outputs (north-numerical-computing/MATLAB-tensor-core @ b12b5a7, "
     "model_validation/B200/{E4M3,E5M2}: mma.sync.aligned.m16n8k32.row.col FP8 with C, FP32 and "
     "FP16 output; 4 x 5,000 dots, K = 32): equal to hopper-mma-sync's arithmetic in all "
-    "20,000 (the issue's first look; docs/conformance.md has the table recomputed from "
-    "tests/data/km), against about a third one ulp off with blackwell-f8f6f4")
+    "20,000 (docs/conformance.md, recomputed from tests/data/km), where blackwell-f8f6f4 "
+    "(F=25, one step, no FP16 upcast) misses 1,793 / 1,764 (e4m3 / e5m2, FP32 out) and "
+    "1,892 / 1,597 (FP16 out)")
 
 _EVIDENCE = ("evidence: MMA-Sim's published model; not verified on hardware. The B200 FP8 "
              "rows of Khattak & Mikaitis are a different instruction (legacy mma.sync without "
@@ -118,8 +119,8 @@ PRESETS = [
            "Blackwell (sm_100, B200) FP8 mma.sync m16n8k32 without kind::: FP16 emulation as "
            "hopper-mma-sync (two interleaved steps, F=25, C added after)",
            PROVENANCE["blackwell-mma-sync-f8-legacy"],
-           "Khattak & Mikaitis' B200 outputs (docs/conformance.md); not verified on hardware "
-           "by mxsim (we have no B200)",
+           "Khattak & Mikaitis' B200 outputs, e4m3/e5m2 x FP32/FP16 out, all 20,000 dots "
+           "equal (docs/conformance.md); not verified on hardware by mxsim (we have no B200)",
            tuple(product(FP8, FP8)), ((None, None),), ("fp32", "fp16"),
            _blackwell_mma_sync_f8_legacy),
 ]
