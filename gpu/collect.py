@@ -397,7 +397,8 @@ def _records_mode(args: argparse.Namespace) -> int:
     if args.what == "hopper16":
         from . import hopper16
         hopper16.run(args.out, args.salt, deadline=args.deadline, runner=runner,
-                     sizes=hopper16.DRY_SIZES if args.dry_run else None)
+                     sizes=hopper16.DRY_SIZES if args.dry_run else None,
+                     families=args.families.split(",") if args.families else None)
     elif args.what == "validate":
         validate.validate(args.out, args.salt, deadline=args.deadline, runner=runner,
                           sizes=validate.DRY_SIZES if args.dry_run else None)
@@ -435,7 +436,8 @@ def main(argv: list[str] | None = None) -> int:
                         "records "
                         "say the run was cut)")
     p.add_argument("--families", default=None, metavar="F1,F2",
-                   help="paths mode: run only these generator families")
+                   help="paths and hopper16 modes: run only these generator families "
+                        "(hopper16: e-zero too)")
     p.add_argument("--only", metavar="TEXT", default=None,
                    help="paths mode: run only the plans whose 'path:granularity' contains "
                         "TEXT (several, comma-separated: any of them)")

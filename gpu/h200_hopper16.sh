@@ -2,8 +2,9 @@
 # The Hopper fp16/bf16/tf32 run, as run on the GPU machine from a plain checkout:
 #
 #   MXSIM_GIT_COMMIT=<commit> SALT=<new salt> DEADLINE=420 bash gpu/h200_hopper16.sh OUT
+#   ... FAMILIES=e-zero NAME=hopper16-ezero bash gpu/h200_hopper16.sh OUT   # the e_zero ladders
 #
-# OUT receives hopper16/ (records.jsonl.gz, samples.npz, mismatches.npz if any set disagreed)
+# OUT receives hopper16/ (or NAME/: records.jsonl.gz, samples.npz, mismatches.npz if any set disagreed)
 # and log: the versions, the SASS tensor-core instructions ptxas chose for the mma.sync
 # kernels (nvcc -cubin -arch=sm_90, cuobjdump), and the console output of
 # `gpu.collect --what hopper16` (the fragment-layout check first, then every set).
@@ -20,5 +21,6 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
             | uniq -c
     fi
     python3 -m gpu.collect --what hopper16 --salt "${SALT:?set SALT}" \
-        --deadline "${DEADLINE:-420}" --out "$out/hopper16"
+        --deadline "${DEADLINE:-420}" ${FAMILIES:+--families "$FAMILIES"} \
+        --out "$out/${NAME:-hopper16}"
 } 2>&1 | tee "$out/log"

@@ -19,6 +19,10 @@ the fragment-layout check of :func:`gpu.mma_sync16.layout_check`), ``samples.npz
 corner of every set, inputs and GPU output, for CI to replay) and, where a set disagreed with
 its preset, ``mismatches.npz`` (up to 512 disagreeing dots of each such set, whole: enough to
 ``mxsim fit``).
+
+``--families e-zero`` runs H1's ``e-zero`` ladders instead (outputs that depend on the step's
+LSB ``2**(e_zero - F)``), each also compared with the preset's e_zero moved by
+:data:`E_ZERO_SHIFTS`: where the data can tell e_zero apart, this is where it does.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ from .sets import save_bundle
 from .validate import Plan, PlanRunner, Recorder, gpu_runner, run_plan, versions
 
 __all__ = ["plans", "run", "split_of", "FORMATS", "SIZES", "DRY_SIZES", "LONG_K",
-           "preset_name", "SPLIT_K", "SAMPLE_ROWS", "SAMPLE_COLS", "MAX_MISMATCH_DOTS"]
+           "preset_name", "SPLIT_K", "E_ZERO_SHIFTS", "SAMPLE_ROWS", "SAMPLE_COLS",
+           "MAX_MISMATCH_DOTS"]
 
 FORMATS = ("fp16", "bf16", "tf32")
 UNSCALED = [f for f in vectors.FAMILIES if f != "nan-scale"]
@@ -77,10 +82,13 @@ def _configs(fmt: str) -> list[tuple[str, str, dict[str, Any], tuple[int, ...]]]
     return out
 
 
-def plans(sizes: dict[str, int] | None = None) -> list[Plan]:
+def plans(sizes: dict[str, int] | None = None, families: list[str] | None = None
+          ) -> list[Plan]:
     """Every set of the run, interleaved configuration by configuration (a deadline cuts all
-    alike). A plan's group is its path, with ``/f16-acc`` where C and D are FP16."""
+    alike). A plan's group is its path, with ``/f16-acc`` where C and D are FP16. ``families``:
+    the generator families (default: every one but ``nan-scale``; ``e-zero`` may be named)."""
     s = sizes or SIZES
+    fams = list(families or UNSCALED)
     groups: list[list[Plan]] = []
     for fmt in FORMATS:
         for path, preset, opts, ks in _configs(fmt):
@@ -89,7 +97,7 @@ def plans(sizes: dict[str, int] | None = None) -> list[Plan]:
                 size = s["long"] if k == LONG_K else s["short"]
                 groups.append([Plan(group, path, preset, {
                     "family": fam, "a_format": fmt, "b_format": fmt, "m": size, "n": size,
-                    "k": k, "with_c": True, **opts}) for fam in UNSCALED])
+                    "k": k, "with_c": True, **opts}) for fam in fams])
     return [g[i] for i in range(max(map(len, groups))) for g in groups if i < len(g)]
 
 
@@ -109,14 +117,27 @@ def _mismatching(plan: Plan, res: vectors.VectorSet) -> vectors.VectorSet:
                                    idx[:MAX_MISMATCH_DOTS]]]})
 
 
+#: e_zero offsets the ``e-zero`` family's sets are also compared with (the preset's +- these).
+E_ZERO_SHIFTS = (-2, -1, 1, 2)
+
+
 def _also(plan: Plan, res: vectors.VectorSet) -> dict[str, int]:
-    """cuBLAS picks its own kernels (wgmma, or Ampere-style mma.sync): its sets are also
-    compared with the mma.sync preset, bit-equal outputs by preset."""
-    if not plan.path.startswith("cublas-"):
-        return {}
-    other = preset_name("mma", res.a_format)
-    model = fast.dot(model_spec(other, res, split_of(plan)), res)
-    return {other: int((np.asarray(model, res.d.dtype) == res.d).sum())}
+    """Bit-equal outputs under other models: cuBLAS picks its own kernels (wgmma, or
+    Ampere-style mma.sync), so its sets are also compared with the mma.sync preset; the
+    ``e-zero`` family's sets with the preset's e_zero moved by :data:`E_ZERO_SHIFTS`
+    (``"e_zero=-132"``)."""
+    out = {}
+    if plan.path.startswith("cublas-"):
+        other = preset_name("mma", res.a_format)
+        model = fast.dot(model_spec(other, res, split_of(plan)), res)
+        out[other] = int((np.asarray(model, res.d.dtype) == res.d).sum())
+    if plan.gen["family"] == "e-zero":
+        spec = model_spec(plan.preset, res, split_of(plan))
+        for dz in E_ZERO_SHIFTS:
+            model = fast.dot(spec.replace(e_zero=spec.e_zero + dz), res)
+            out[f"e_zero={spec.e_zero + dz}"] = int((np.asarray(model, res.d.dtype)
+                                                    == res.d).sum())
+    return out
 
 
 _KERNELS: dict[tuple, list[str]] = {}
@@ -152,13 +173,15 @@ def _layout(runner: PlanRunner) -> list[dict[str, Any]] | None:
 
 
 def run(out: Path, salt: str, *, deadline: float | None = None,
-        sizes: dict[str, int] | None = None, runner: PlanRunner = gpu_runner) -> Path:
-    """Every plan; records, samples and mismatching dots in ``out``."""
-    todo = plans(sizes)
+        sizes: dict[str, int] | None = None, runner: PlanRunner = gpu_runner,
+        families: list[str] | None = None) -> Path:
+    """Every plan (of ``families``); records, samples and mismatching dots in ``out``."""
+    todo = plans(sizes, families)
     t_start = time.monotonic()
     header = {"what": "hopper16", "salt": salt, "versions": versions(),
               "command": " ".join(sys.argv), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
               "planned": len(todo), "sizes": sizes or SIZES,
+              "families": list(families or UNSCALED),
               "runner": "gpu" if runner is gpu_runner else "dry run",
               "layout_check": _layout(runner)}
     rec = Recorder(out, header)
