@@ -14,7 +14,9 @@ Keys (written by ``python -m gpu.figures`` with the others):
   preset: ``table:hopper16-first`` (those sets), ``hopper16-first:STAT`` (all its sets),
   ``hopper16-first:others-mismatches`` (every other set) and ``hopper16-first:split-k`` (its
   kept cuBLAS tf32 K = 8 outputs, samples and mismatching dots, that the split-K model
-  reproduces, "N of M").
+  reproduces, "N of M");
+- the ``e-zero`` ladders (:data:`EZERO`): ``table:hopper16-ezero``, ``hopper16-ezero:STAT``
+  and ``versions:hopper16-ezero``.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ from typing import Any
 
 from . import records
 
-__all__ = ["figures", "FORMATS", "RUN", "FIRST", "hopper16_sets", "first_split_k_scores",
+__all__ = ["figures", "FORMATS", "RUN", "FIRST", "EZERO", "hopper16_sets", "first_split_k_scores",
            "triton_ptx"]
 
 FORMATS = ("fp16", "bf16", "tf32")
-#: The run the docs' Hopper 16-bit figures come from, and the first run before it.
-RUN, FIRST = "2026-12-02/hopper16", "2026-12-02/hopper16-first"
+#: The run the docs' Hopper 16-bit figures come from, the first run before it, and the e_zero
+#: ladders.
+RUN, FIRST, EZERO = "2026-12-02/hopper16", "2026-12-02/hopper16-first", "2026-12-02/hopper16-ezero"
 
 
 def _n(x: int) -> str:
@@ -219,6 +222,36 @@ def triton_ptx() -> list[str]:
     return sorted(seen)
 
 
+def _ezero_figures() -> dict[str, str]:
+    """The e_zero ladders: per path, operands and C → D, the outputs equal to the preset and
+    to the preset with e_zero moved (the preset's e_zero in the header)."""
+    run = _run(EZERO)
+    if run is None:
+        return {}
+    groups: dict[tuple, list] = {}
+    for s in run.sets:
+        groups.setdefault((s["a_format"], s["path"], _c_to_d(s), s["preset"],
+                           s.get("split_k")), []).append(s)
+    rows = []
+    for (fmt, path, cd, preset, split), gs in groups.items():
+        shifts = sorted({k for s in gs for k in s["also"] if k.startswith("e_zero=")},
+                        key=lambda k: int(k.split("=")[1]))
+        here = (int(shifts[1].split("=")[1]) + int(shifts[2].split("=")[1])) // 2
+        rows.append([fmt, f"`{path}`", cd,
+                     f"`{preset}`" + (f", split-K {split}" if split else ""), str(here),
+                     ", ".join(str(s["k"]) for s in gs), _n(sum(s["dots"] for s in gs)),
+                     _n(sum(s["equal"] for s in gs)),
+                     ", ".join(f"{k.split('=')[1]}: {_n(sum(s['also'][k] for s in gs))}"
+                               for k in shifts)])
+    out = {"table:hopper16-ezero": _table(
+        ["operands", "GPU path", "C → D", "preset", "its e_zero", "K", "dots", "bit-equal",
+         "bit-equal with e_zero moved to"], rows, right=2),
+        "versions:hopper16-ezero": _versions(run)}
+    for stat in ("dots", "mismatches", "sets"):
+        out[f"hopper16-ezero:{stat}"] = _stat(run.sets, stat)
+    return out
+
+
 def figures() -> dict[str, str]:
     """Every ``hopper16`` figure key and its text (none without a committed run)."""
     run = _run(RUN)
@@ -234,4 +267,5 @@ def figures() -> dict[str, str]:
         for stat in ("dots", "mdots", "equal", "mismatches", "sets"):
             out[f"hopper16:{fmt}:{stat}"] = _stat(mine, stat)
     out.update(_first_figures())
+    out.update(_ezero_figures())
     return out

@@ -19,6 +19,7 @@ from mxsim.engine import fast
 
 RUN = Path(__file__).parent / "data" / "h200" / "2026-12-02" / "hopper16"
 FIRST = RUN.parent / "hopper16-first"
+EZERO = RUN.parent / "hopper16-ezero"
 #: Salts of earlier runs and fits: a fresh run must use none of them.
 USED_SALTS = {"", "validation-2026-12-01", "heldout-2026-12-01", "bias-2026-12-01", "dry"}
 
@@ -168,7 +169,7 @@ def test_gpu_hopper16_h200_sets_regenerate_from_their_seeds(fmt):
         assert records.d_sha256(d) == rec["model_sha256"] == rec["gpu_sha256"], rec["group"]
 
 
-@pytest.mark.parametrize("folder", [RUN, FIRST])
+@pytest.mark.parametrize("folder", [RUN, FIRST, EZERO])
 def test_gpu_hopper16_h200_records_are_the_plan_as_the_machine_wrote_it(folder):
     """Each run ran exactly gpu.hopper16's plan (the fresh one with the split-K of SPLIT_K),
     under its own salt, each seed the hash of that salt and the set's parts, records as written
@@ -178,11 +179,11 @@ def test_gpu_hopper16_h200_records_are_the_plan_as_the_machine_wrote_it(folder):
     assert rows[0]["kind"] == "header" and rows[-1]["kind"] == "footer"
     assert rows[-1]["stopped_by_deadline"] is False
     run = records.read(folder)
-    todo = hopper16.plans(run.header["sizes"])
+    todo = hopper16.plans(run.header["sizes"], run.header.get("families"))
     assert [(r["group"], r["path"], r["preset"], r["gen"]) for r in run.sets] == [
         (p.group, p.path, p.preset, p.gen) for p in todo]
     assert [r["seed"] for r in run.sets] == [p.seed(run.header["salt"]) for p in todo]
-    fresh = folder == RUN
+    fresh = folder != FIRST
     assert [r.get("split_k") for r in run.sets] == [
         hopper16.split_of(p) if fresh else None for p in todo]
     for rec in run.sets:
@@ -190,8 +191,8 @@ def test_gpu_hopper16_h200_records_are_the_plan_as_the_machine_wrote_it(folder):
         assert (rec["gpu_sha256"] == rec["model_sha256"]) == (rec["equal"] == rec["dots"])
         if fresh:          # the first run's log names them (gpu/h200_hopper16.sh printed them)
             assert bool(rec["kernels"]) == rec["path"].startswith("cublas-")
-    salts = {records.read(f).header["salt"] for f in (RUN, FIRST)}
-    assert len(salts) == 2 and not salts & USED_SALTS
+    salts = {records.read(f).header["salt"] for f in (RUN, FIRST, EZERO)}
+    assert len(salts) == 3 and not salts & USED_SALTS
 
 
 def test_gpu_hopper16_triton_ran_wgmma_and_mma_sync_its_instruction():
@@ -208,6 +209,26 @@ def test_gpu_hopper16_triton_ran_wgmma_and_mma_sync_its_instruction():
                                            f"{ptx}"], key
         elif rec["path"].startswith("mma-sync-"):
             assert vs.extra["instruction"] == mma_sync16.instruction(fmt, rec["c_format"])
+
+
+def test_gpu_hopper16_h200_e_zero_ladders_separate_e_zero():
+    """The e-zero run: every path bit-equal to its preset, and wherever the output reaches
+    below the products (fp16 with FP16 output, bf16 and tf32 with FP32) every e_zero moved by
+    -2..+2 disagrees; fp16 with FP32 output cannot tell them apart. The samples replay."""
+    run = records.read(EZERO)
+    assert run.header["families"] == ["e-zero"] and run.header["layout_check"]
+    assert {s["family"] for s in run.sets} == {"e-zero"} and len(run.sets) == 22
+    assert all(s["equal"] == s["dots"] for s in run.sets)
+    for s in run.sets:
+        shifted = {k: v for k, v in s["also"].items() if k.startswith("e_zero=")}
+        assert len(shifted) == len(hopper16.E_ZERO_SHIFTS)
+        blind = s["a_format"] == "fp16" and s["d_format"] == "fp32"
+        assert all((v == s["dots"]) == blind for v in shifted.values()), s["group"]
+    by_sample = {s["sample"]: s for s in run.sets}
+    for key, vs in load_bundle(EZERO / "samples.npz").items():
+        rec = by_sample[key]
+        model = fast.dot(records.model_spec(rec["preset"], vs, rec.get("split_k")), vs)
+        np.testing.assert_array_equal(model, vs.d, err_msg=key)
 
 
 def test_gpu_hopper16_first_run_disagreed_only_by_cublas_split_k():
