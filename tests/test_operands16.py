@@ -281,6 +281,18 @@ def test_exact_unit_engines_agree(fmt):
     assert _codes_equal(fast.matmul_exact(vs), reference.matmul_exact(vs))
 
 
+def test_matmul_takes_16_bit_codes(tmp_path):
+    """mxsim.matmul keeps fp16/bf16/tf32 codes in their dtype (not cut to uint8)."""
+    import mxsim
+
+    spec = mmasim_spec("Hopper", "tf32", 8, False)
+    (tmp_path / "u.toml").write_text(spec.dumps())
+    tf32 = formats.get("tf32")
+    a, b = tf32.encode(np.full((2, 8), 1.5)), tf32.encode(np.full((8, 2), 3.0))
+    d = mxsim.matmul(a, b, a_format="tf32", unit=str(tmp_path / "u.toml"))
+    assert np.array_equal(d.view(np.float32), np.full((2, 2), 36.0, np.float32))
+
+
 # -- generators ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("fmt", SIXTEEN)
