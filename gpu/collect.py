@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python3 -m gpu.collect --out DIR [--size N] [--long-size N]
     PYTHONPATH=. python3 -m gpu.collect --what validate --salt NEW --out DIR   # gpu/validate.py
+    PYTHONPATH=. python3 -m gpu.collect --what hopper16 --salt NEW --out DIR   # gpu/hopper16.py
 
 Every vector set is rebuilt from its seed with ``mxsim.vectors.generate``, run on the local
 GPU, and compared bit for bit with the matching preset by the fast engine, on the GPU machine.
@@ -385,6 +386,29 @@ def _table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def _records_mode(args: argparse.Namespace) -> int:
+    """The modes that write records (gpu/validate.py, gpu/hopper16.py)."""
+    from . import validate
+    if args.what != "bias" and not args.salt:
+        print("gpu.collect: --salt must be a new, non-empty string for a validation run "
+              "(it changes every seed)", file=sys.stderr)
+        return 2
+    runner = validate.model_runner if args.dry_run else validate.gpu_runner
+    if args.what == "hopper16":
+        from . import hopper16
+        hopper16.run(args.out, args.salt, deadline=args.deadline, runner=runner,
+                     sizes=hopper16.DRY_SIZES if args.dry_run else None,
+                     families=args.families.split(",") if args.families else None)
+    elif args.what == "validate":
+        validate.validate(args.out, args.salt, deadline=args.deadline, runner=runner,
+                          sizes=validate.DRY_SIZES if args.dry_run else None)
+    elif args.what == "heldout":
+        validate.heldout(args.out, args.salt, runner=runner)
+    else:
+        validate.bias(args.out, args.salt or "bias")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m gpu.collect", description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, type=Path, metavar="DIR")
@@ -393,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--long-size", type=int, default=64, help="M = N of the long-K sets "
                                                              "(default: %(default)s)")
     p.add_argument("--what", choices=("hopper", "paths", "shapes", "operand-map", "probe",
-                                      "validate", "heldout", "bias"),
+                                      "validate", "heldout", "bias", "hopper16"),
                    default="hopper",
                    help="validate: every hardware validation the docs cite, one record per "
                         "vector set (gpu/validate.py); heldout: small sets of every "
@@ -404,13 +428,16 @@ def main(argv: list[str] | None = None) -> int:
                         "every code under every scale; probe: the fp8 probe suite through "
                         "triton-dot and mma-sync (default: %(default)s)")
     p.add_argument("--dry-run", action="store_true",
-                   help="validate/heldout: no GPU; each plan's preset stands in for it, on tiny "
+                   help="validate/heldout/hopper16: no GPU; each plan's preset stands in for "
+                        "it, on tiny "
                         "sets (checks the plans and the record writing)")
     p.add_argument("--deadline", type=float, default=None, metavar="SECONDS",
-                   help="validate mode: start no new set after this many seconds (the records "
+                   help="validate/hopper16: start no new set after this many seconds (the "
+                        "records "
                         "say the run was cut)")
     p.add_argument("--families", default=None, metavar="F1,F2",
-                   help="paths mode: run only these generator families")
+                   help="paths and hopper16 modes: run only these generator families "
+                        "(hopper16: e-zero too)")
     p.add_argument("--only", metavar="TEXT", default=None,
                    help="paths mode: run only the plans whose 'path:granularity' contains "
                         "TEXT (several, comma-separated: any of them)")
@@ -421,21 +448,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--candidates", default=None, metavar="P1,P2",
                    help="paths mode: compare with these presets only")
     args = p.parse_args(argv)
-    if args.what in ("validate", "heldout", "bias"):
-        from . import validate
-        if args.what != "bias" and not args.salt:
-            print("gpu.collect: --salt must be a new, non-empty string for a validation run "
-                  "(it changes every seed)", file=sys.stderr)
-            return 2
-        runner = validate.model_runner if args.dry_run else validate.gpu_runner
-        if args.what == "validate":
-            validate.validate(args.out, args.salt, deadline=args.deadline, runner=runner,
-                              sizes=validate.DRY_SIZES if args.dry_run else None)
-        elif args.what == "heldout":
-            validate.heldout(args.out, args.salt, runner=runner)
-        else:
-            validate.bias(args.out, args.salt or "bias")
-        return 0
+    if args.what in ("validate", "heldout", "bias", "hopper16"):
+        return _records_mode(args)
     if args.what == "shapes":
         run_shapes(args.out, args.candidates or "hopper-cublas", fast_accum=False,
                    salt=args.salt)

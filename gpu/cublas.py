@@ -7,6 +7,9 @@ output is exactly one wgmma k-step (there is nothing to chain or promote), which
 ``wgmma`` path is this call with K = 32. ``_scaled_mm`` takes no C, so vector sets for it have
 none (an absent C is +0 in the model, which is what a zeroed accumulator holds). The per-tensor
 scales are exactly 1.0, so the epilogue multiplies by 1.0 and changes no bit.
+
+``matmul16(vs)`` runs fp16, bf16 and tf32 sets (no C) through ``torch.mm`` with an FP32
+result: the ``cublas-{fp16,bf16,tf32}`` paths.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from mxsim.vectors import VectorSet
 from .device import capability, device_info, torch_unavailable_reason
 from .runner import require
 
-__all__ = ["unavailable_reason", "scaled_mm", "scale_tensors", "PAIRS", "ScaledMm", "Wgmma"]
+__all__ = ["unavailable_reason", "scaled_mm", "scale_tensors", "matmul16", "kernel_names", "PAIRS",
+           "MM16_FORMATS", "ScaledMm", "Wgmma", "Cublas16"]
 
 #: cuBLASLt refuses e5m2 x e5m2 FP8 GEMMs.
 PAIRS = (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3"))
@@ -113,6 +117,93 @@ def scale_tensors(torch, vs: VectorSet, nb: int, i: int):
             torch.from_numpy(np.ascontiguousarray(sb)).cuda())
 
 
+#: Operand formats of :func:`matmul16` and the K of one Hopper wgmma instruction on them.
+MM16_FORMATS = {"fp16": 16, "bf16": 16, "tf32": 8}
+
+
+def matmul16(vs: VectorSet) -> VectorSet:
+    """D = A·B of an fp16, bf16 or tf32 set without C through cuBLAS; ``d`` in FP32.
+
+    fp16/bf16: ``torch.mm(a, b, out_dtype=torch.float32)`` (FP32 accumulation and output).
+    tf32: ``torch.mm`` on FP32 words whose low 13 bits are zero with TF32 allowed
+    (``torch.backends.cuda.matmul.allow_tf32``), restored afterwards. A refusal by torch comes
+    back as one UnitError line.
+    """
+    reason = torch_unavailable_reason()
+    if reason is not None:
+        raise UnitError(f"cublas path unavailable: {reason}")
+    if vs.a_format != vs.b_format or vs.a_format not in MM16_FORMATS:
+        raise UnitError(f"cuBLAS 16-bit GEMM here takes fp16, bf16 or tf32 operands of one "
+                        f"format, not {vs.a_format} x {vs.b_format}")
+    if vs.scale_format is not None or vs.c is not None:
+        raise UnitError("the cuBLAS 16-bit path takes unscaled sets without C (generate with "
+                        "--no-c)")
+    if vs.m % 16 or vs.n % 16 or vs.k % MM16_FORMATS[vs.a_format]:
+        raise UnitError(f"the cuBLAS 16-bit path needs M and N multiples of 16 and K of "
+                        f"{MM16_FORMATS[vs.a_format]}, not {vs.m}, {vs.n}, {vs.k}")
+    import torch
+    fmt = vs.a_format
+    nb = int(np.prod(vs.batch_shape, dtype=np.int64))
+    m, n, k = vs.m, vs.n, vs.k
+
+    def operand(x):
+        if fmt == "tf32":
+            words = (x.astype(np.uint32) << np.uint32(13)).view(np.int32)
+            return torch.from_numpy(words).cuda().view(torch.float32)
+        dt = torch.float16 if fmt == "fp16" else torch.bfloat16
+        return torch.from_numpy(x.astype(np.uint16).view(np.int16)).cuda().view(dt)
+
+    a_all = operand(np.ascontiguousarray(vs.a.reshape(nb, m, k)))
+    b_all = operand(np.ascontiguousarray(vs.b.reshape(nb, k, n)))
+    out = torch.empty((nb, m, n), dtype=torch.float32, device="cuda")
+    saved = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = fmt == "tf32"
+        for i in range(nb):
+            if fmt == "tf32":
+                out[i] = torch.mm(a_all[i], b_all[i])
+            else:
+                out[i] = torch.mm(a_all[i], b_all[i], out_dtype=torch.float32)
+        torch.cuda.synchronize()
+    except (RuntimeError, TypeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        raise UnitError(f"torch.mm refused this set: {first}") from None
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+    d = out.view(torch.int32).cpu().numpy().view(np.uint32)
+    return vs.with_result(d.reshape(vs.batch_shape + (m, n)), d_format="fp32",
+                          producer="gpu cublas torch.mm", path=f"cublas-{fmt}",
+                          call="torch.mm(a, b, out_dtype=torch.float32)" if fmt != "tf32"
+                          else "torch.mm(a, b) with allow_tf32", device=device_info())
+
+
+class Cublas16:
+    """The ``cublas-{fp16,bf16,tf32}`` paths (:class:`gpu.runner.Runner`): :func:`matmul16`."""
+
+    def __init__(self, fmt: str):
+        self.fmt = fmt
+        self.name = f"cublas-{fmt}"
+        self.summary = (f"cuBLAS GEMM on {fmt} through torch.mm, FP32 output, no C "
+                        f"(wgmma on Hopper)")
+        self.instruction = ("torch.mm(..., out_dtype=torch.float32)" if fmt != "tf32" else
+                            "torch.mm with allow_tf32")
+        #: The preset the H200 run compares it with (docs/gpu.md, Hopper 16-bit section).
+        self.preset = "hopper-wgmma-" + ("f16" if fmt == "fp16" else fmt)
+
+    def __repr__(self) -> str:
+        return f"Cublas16({self.fmt!r})"
+
+    def unavailable_reason(self) -> str | None:
+        return torch_unavailable_reason()
+
+    def run(self, vs: VectorSet) -> VectorSet:
+        require(self)
+        if vs.a_format != self.fmt:
+            raise UnitError(f"GPU path {self.name} takes {self.fmt} operands, not "
+                            f"{vs.a_format}")
+        return matmul16(vs)
+
+
 class ScaledMm:
     """The ``cublas-fast`` and ``cublas`` paths (:class:`gpu.runner.Runner`): :func:`scaled_mm`."""
 
@@ -155,3 +246,16 @@ class Wgmma:
                             f"through cuBLASLt), not K = {vs.k}")
         res = scaled_mm(vs, fast_accum=True)
         return res.with_result(res.d, producer=res.producer, path="wgmma")
+
+
+def kernel_names(fmt: str, m: int, n: int, k: int) -> list[str]:
+    """The CUDA kernels cuBLAS ran for one :func:`matmul16` of ``fmt`` (torch's profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    codes = np.zeros((m, k), np.uint32 if fmt == "tf32" else np.uint16)
+    vs = VectorSet(a=codes, b=np.zeros((k, n), codes.dtype), a_format=fmt, b_format=fmt)
+    matmul16(vs)                                                  # warm-up: handles, heuristics
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        matmul16(vs)
+    return sorted({e.key for e in prof.key_averages() if "memcpy" not in e.key.lower()
+                   and "memset" not in e.key.lower()})

@@ -16,7 +16,9 @@ samples; nothing in a marked span is typed by hand. Keys:
   ``equal``, ``mismatches``, ``sets``: sums over the validation records of those presets or
   groups; ``total:STAT`` over all of them, ``generated:STAT`` over all but the operand map;
   ``heldout:STAT`` over the held-out sample;
-- ``map:entries``, ``map:distinct``, ``map:dots``, ``map:mismatches``: the operand map.
+- ``map:entries``, ``map:distinct``, ``map:dots``, ``map:mismatches``: the operand map;
+- the Hopper fp16/bf16/tf32 run's keys (``table:hopper16``, ``hopper16:FMT:STAT``, ...):
+  ``gpu/figures16.py``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from . import records
+from . import figures16, records
 
 __all__ = ["figures", "render", "DOCS", "bias_scores", "blockwise_order_scores", "rederive"]
 
@@ -352,6 +354,7 @@ def figures() -> dict[str, str]:
         held = [s for r in records.runs("heldout") for s in r.sets]
         out[f"heldout:{stat}"] = _sum(held, stat)
     out.update(_map_figures(sets))
+    out.update(figures16.figures())
     return out
 
 

@@ -30,9 +30,11 @@ import numpy as np
 
 from mxsim import presets, vectors
 from mxsim.engine import fast
+from mxsim.formats import Rounding
+from mxsim.spec import UnitSpec
 
 __all__ = ["Run", "read", "runs", "d_sha256", "inputs_sha256", "regenerate", "model_d",
-           "DATA"]
+           "model_spec", "split_k", "DATA"]
 
 #: Where the committed runs live.
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "h200"
@@ -121,7 +123,29 @@ def regenerate(rec: dict[str, Any]) -> vectors.VectorSet:
     return vectors.generate(gen.pop("family"), seed=rec["seed"], **gen)
 
 
+def split_k(spec: UnitSpec, parts: int, k: int) -> UnitSpec:
+    """``spec`` over a K of ``k`` split in ``parts`` equal parts, as a split-K GEMM runs it:
+    each part from +0 through the instructions, the partials added into an FP32 total (which
+    starts as C) with RNE. A part shorter than one instruction is one instruction on that
+    part (the rest of its K zero)."""
+    chunk = k // parts
+    if parts < 1 or chunk * parts != k or spec.k is None:
+        raise ValueError(f"cannot split a K of {k} in {parts} parts of {spec.name}")
+    step = dict(k=chunk, promote_every=1) if chunk < spec.k else dict(
+        promote_every=chunk // spec.k)
+    return spec.replace(**step, promote_rounding=Rounding.RNE,
+                        instruction=f"{spec.instruction}, K split in {parts} (split-K): "
+                                    f"partials added in FP32 (RNE)")
+
+
+def model_spec(preset: str, vs: vectors.VectorSet, parts: int | None = None) -> UnitSpec:
+    """The spec a record compares with: ``preset``'s for ``vs``, split-K in ``parts`` if
+    given."""
+    spec = presets.get(preset).spec_for(vs)
+    return spec if parts is None else split_k(spec, parts, vs.k)
+
+
 def model_d(rec: dict[str, Any], vs: vectors.VectorSet | None = None) -> np.ndarray:
-    """The record's preset applied to its inputs by the fast engine."""
+    """The record's preset (split-K as recorded) applied to its inputs by the fast engine."""
     vs = regenerate(rec) if vs is None else vs
-    return fast.dot(presets.get(rec["preset"]).spec_for(vs), vs)
+    return fast.dot(model_spec(rec["preset"], vs, rec.get("split_k")), vs)

@@ -6,9 +6,16 @@ scales), so every output is a chain of K/32 dot steps, each fed the previous res
 Hopper ``tl.dot`` on FP8 lowers to ``wgmma`` k32 (Triton may promote the accumulator: the data
 says which), and ``tl.dot_scaled`` is emulated (elements upcast to bf16, scales folded in);
 on Blackwell it is native. Which preset matches each is the probe-and-fit issue's question.
+
+On fp16, bf16 and tf32 operands (:func:`run_dot16`, the ``triton-dot-{fp16,bf16,tf32}``
+paths) each step is a ``tl.dot`` of K = 16, the accumulator FP32 (or FP16 for fp16 operands
+with an FP16 C): on Hopper one ``wgmma ... k16`` (two ``k8`` for tf32) per step. The PTX
+instructions Triton emitted are recorded with every result (``ptx_mma``).
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -18,8 +25,8 @@ from mxsim.vectors import VectorSet
 from .device import device_info, needs
 from .runner import require
 
-__all__ = ["unavailable_reason", "run_dot", "run_dot_scaled", "DOT_SCALED_FORMATS", "TritonDot",
-           "TritonDotScaled"]
+__all__ = ["unavailable_reason", "run_dot", "run_dot_scaled", "run_dot16", "ptx_mma",
+           "DOT_SCALED_FORMATS", "DOT16_FORMATS", "TritonDot", "TritonDotScaled", "TritonDot16"]
 
 BLOCK_M = BLOCK_N = 64
 BLOCK_K = 32
@@ -78,7 +85,29 @@ def _kernels():
             acc = tl.dot_scaled(a, sa, A_FMT, b, sb, B_FMT, acc)
         tl.store(d_ptr + rm[:, None] * N + rn[None, :], acc)
 
-    _KERNELS = (dot_kernel, dot_scaled_kernel)
+    @triton.jit
+    def dot16_kernel(a_ptr, b_ptr, c_ptr, d_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
+                     BK: tl.constexpr, IS_F32: tl.constexpr, ACC_F16: tl.constexpr):
+        # fp16/bf16 operands, or fp32 words whose low 13 bits are zero (tf32); C in FP32,
+        # or in FP16 with ACC_F16 (the accumulator stays FP16 from step to step).
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        rm = pid_m * BM + tl.arange(0, BM)
+        rn = pid_n * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.load(c_ptr + rm[:, None] * N + rn[None, :])
+        for k0 in range(0, K, BK):
+            a = tl.load(a_ptr + rm[:, None] * K + (k0 + rk)[None, :])
+            b = tl.load(b_ptr + (k0 + rk)[:, None] * N + rn[None, :])
+            if IS_F32:
+                acc = tl.dot(a, b, acc, input_precision="tf32")
+            elif ACC_F16:
+                acc = tl.dot(a, b, acc, out_dtype=tl.float16)
+            else:
+                acc = tl.dot(a, b, acc)
+        tl.store(d_ptr + rm[:, None] * N + rn[None, :], acc)
+
+    _KERNELS = (dot_kernel, dot_scaled_kernel, dot16_kernel)
     return _KERNELS
 
 
@@ -109,7 +138,7 @@ def run_dot(vs: VectorSet) -> VectorSet:
         raise UnitError(f"tl.dot here takes unscaled e4m3/e5m2 operands, not {vs.a_format} x "
                         f"{vs.b_format}")
     import torch
-    dot_kernel, _ = _kernels()
+    dot_kernel = _kernels()[0]
     dt = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))
     m, n, k = vs.m, vs.n, vs.k
@@ -138,7 +167,7 @@ def run_dot_scaled(vs: VectorSet) -> VectorSet:
     import torch
 
     from mxsim.formats import pack_fp4
-    _, kernel = _kernels()
+    kernel = _kernels()[1]
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))
     m, n, k = vs.m, vs.n, vs.k
     a_pack = 2 if vs.a_format == "e2m1" else 1
@@ -161,6 +190,105 @@ def run_dot_scaled(vs: VectorSet) -> VectorSet:
             A_PACK=a_pack, B_PACK=b_pack, BM=BLOCK_M, BN=BLOCK_N, BK=BLOCK_K)
         out[i] = d.view(torch.int32).cpu().numpy().view(np.uint32)
     return _result(vs, out, "triton-dot-scaled")
+
+
+#: Formats tl.dot takes here on 16-bit and TF32 operands, and the K of one tl.dot: Triton
+#: wants K >= 16, so a tf32 step is two wgmma k8 instructions, chained.
+DOT16_FORMATS = {"fp16": 16, "bf16": 16, "tf32": 16}
+_MMA_PTX = re.compile(r"\b(wgmma\.mma_async[\w.]*|mma\.sync[\w.]*)")
+
+
+def ptx_mma(compiled) -> list[str]:
+    """The tensor-core instructions in a compiled Triton kernel's PTX (empty if unreadable)."""
+    try:
+        ptx = compiled.asm["ptx"]
+    except (AttributeError, KeyError, TypeError):
+        return []
+    return sorted(set(_MMA_PTX.findall(ptx)))
+
+
+def _check16(vs: VectorSet) -> None:
+    reason = unavailable_reason()
+    if reason is not None:
+        raise UnitError(f"triton-dot path unavailable: {reason}")
+    if vs.a_format != vs.b_format or vs.a_format not in DOT16_FORMATS:
+        raise UnitError(f"tl.dot here takes fp16, bf16 or tf32 operands of one format, not "
+                        f"{vs.a_format} x {vs.b_format}")
+    bk = DOT16_FORMATS[vs.a_format]
+    if vs.m % BLOCK_M or vs.n % BLOCK_N or vs.k % bk or vs.scale_format is not None:
+        raise UnitError(f"The Triton runner needs unscaled sets with M and N multiples of "
+                        f"{BLOCK_M} and K of {bk}, not {vs.m}, {vs.n}, {vs.k}")
+    if vs.c_format not in ("fp32", "fp16") or (vs.c_format == "fp16" and vs.a_format != "fp16"):
+        raise UnitError(f"tl.dot on {vs.a_format} accumulates in FP32"
+                        f"{' or FP16' if vs.a_format == 'fp16' else ''}, not {vs.c_format}")
+
+
+def run_dot16(vs: VectorSet) -> VectorSet:
+    """D = A·B + C of an fp16, bf16 or tf32 set through ``tl.dot`` (tf32: fp32 words whose
+    low 13 bits are zero, ``input_precision="tf32"``); ``d`` in C's format."""
+    _check16(vs)
+    import torch
+    kernel = _kernels()[2]
+    fmt, acc16 = vs.a_format, vs.c_format == "fp16"
+    bk = DOT16_FORMATS[fmt]
+    nb = int(np.prod(vs.batch_shape, dtype=np.int64))
+    m, n, k = vs.m, vs.n, vs.k
+
+    def operand(x):
+        if fmt == "tf32":
+            words = (x.astype(np.uint32) << np.uint32(13)).view(np.int32)
+            return torch.from_numpy(words).cuda().view(torch.float32)
+        dt = torch.float16 if fmt == "fp16" else torch.bfloat16
+        return torch.from_numpy(x.astype(np.uint16).view(np.int16)).cuda().view(dt)
+
+    c_np, c_t, raw = ((np.uint16, torch.float16, torch.int16) if acc16 else
+                      (np.uint32, torch.float32, torch.int32))
+    out = np.empty((nb, m, n), c_np)
+    seen: set[str] = set()
+    for i in range(nb):
+        a = operand(np.ascontiguousarray(vs.a.reshape(nb, m, k)[i]))
+        b = operand(np.ascontiguousarray(vs.b.reshape(nb, k, n)[i]))
+        c = (torch.from_numpy(vs.c.reshape(nb, m, n)[i].copy().view(
+            np.int16 if acc16 else np.int32)).cuda().view(c_t)
+             if vs.c is not None else torch.zeros((m, n), dtype=c_t, device="cuda"))
+        d = torch.full_like(c, float("nan"))               # poisoned: every D is written
+        compiled = kernel[(m // BLOCK_M, n // BLOCK_N)](
+            a, b, c, d, m, n, k, BM=BLOCK_M, BN=BLOCK_N, BK=bk, IS_F32=fmt == "tf32",
+            ACC_F16=acc16)
+        seen.update(ptx_mma(compiled))
+        out[i] = d.view(raw).cpu().numpy().view(c_np)
+    import triton
+    return vs.with_result(out.reshape(vs.batch_shape + (m, n)), d_format=vs.c_format,
+                          producer=f"gpu triton-dot-{fmt}", path=f"triton-dot-{fmt}",
+                          triton=triton.__version__, device=device_info(),
+                          block=[BLOCK_M, BLOCK_N, bk], ptx_mma=sorted(seen))
+
+
+class TritonDot16:
+    """The ``triton-dot-{fp16,bf16,tf32}`` paths (:class:`gpu.runner.Runner`):
+    :func:`run_dot16`."""
+
+    def __init__(self, fmt: str):
+        self.fmt = fmt
+        self.name = f"triton-dot-{fmt}"
+        self.summary = (f"Triton tl.dot on {fmt}, 64x64x{DOT16_FORMATS[fmt]} tiles, accumulator "
+                        f"chained over K (wgmma on Hopper)")
+        self.instruction = "tl.dot" + (' input_precision="tf32"' if fmt == "tf32" else "")
+        #: The preset the H200 run compares it with (docs/gpu.md, Hopper 16-bit section).
+        self.preset = "hopper-wgmma-" + ("f16" if fmt == "fp16" else fmt)
+
+    def __repr__(self) -> str:
+        return f"TritonDot16({self.fmt!r})"
+
+    def unavailable_reason(self) -> str | None:
+        return unavailable_reason()
+
+    def run(self, vs: VectorSet) -> VectorSet:
+        require(self)
+        if vs.a_format != self.fmt:
+            raise UnitError(f"GPU path {self.name} takes {self.fmt} operands, not "
+                            f"{vs.a_format}")
+        return run_dot16(vs)
 
 
 class TritonDot:

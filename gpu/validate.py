@@ -37,7 +37,7 @@ from mxsim.compare import compare
 from mxsim.engine import fast
 from mxsim.versions import installed
 
-from .records import d_sha256, inputs_sha256
+from .records import d_sha256, inputs_sha256, model_spec
 from .sets import SHAPES, operand_map_sets, save_bundle
 from .sets import seed as seed_of
 
@@ -236,14 +236,18 @@ def model_runner(plan: Plan, vs: vectors.VectorSet) -> vectors.VectorSet:
                           path=plan.path)
 
 
-def run_plan(plan: Plan, salt: str, runner: PlanRunner = gpu_runner
-             ) -> tuple[dict[str, Any], vectors.VectorSet]:
-    """Run one plan on the GPU (or ``runner``) and compare; the record and the GPU result."""
+def run_plan(plan: Plan, salt: str, runner: PlanRunner = gpu_runner, *,
+             split_k: int | None = None) -> tuple[dict[str, Any], vectors.VectorSet]:
+    """Run one plan on the GPU (or ``runner``) and compare; the record and the GPU result.
+
+    ``split_k``: the preset's K split in that many parts added in FP32, as a library's split-K
+    GEMM does (:func:`gpu.records.split_k`); recorded as ``split_k``.
+    """
     vs = plan.make(salt)
     t0 = time.perf_counter()
     res = runner(plan, vs)
     t1 = time.perf_counter()
-    spec = presets.get(plan.preset).spec_for(res)
+    spec = model_spec(plan.preset, res, split_k)
     model = fast.dot(spec, res)
     t2 = time.perf_counter()
     rep = compare(res, model, expected_format=spec.d_format, actual_name=plan.path,
@@ -264,6 +268,8 @@ def run_plan(plan: Plan, salt: str, runner: PlanRunner = gpu_runner
            "inputs_sha256": inputs_sha256(vs), "gpu_sha256": d_sha256(res.d),
            "model_sha256": d_sha256(model), "first": [m.__dict__ for m in rep.mismatches],
            "seconds": {"gpu": round(t1 - t0, 4), "model": round(t2 - t1, 4)}}
+    if split_k is not None:
+        rec["split_k"] = split_k
     return rec, res
 
 

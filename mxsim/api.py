@@ -33,8 +33,9 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str = "exact", a_format: str 
     from . import formats
 
     b_format = b_format or a_format
-    a = _codes("a", a, formats.get(a_format).bits, "element codes")
-    b = _codes("b", b, formats.get(b_format).bits, "element codes")
+    fa, fb = formats.get(a_format), formats.get(b_format)
+    a = _codes("a", a, fa.bits, "element codes", fa.code_dtype)
+    b = _codes("b", b, fb.bits, "element codes", fb.code_dtype)
     if c is not None:
         c = np.asarray(c)
         c = (c.astype(np.float32).view(np.uint32) if c.dtype.kind == "f"

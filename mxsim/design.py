@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import units
-from .microarch import MicroArch, check_rtl
+from .microarch import MicroArch, check_rtl, check_rtl_formats
 from .spec import UnitSpec
 
 __all__ = ["resolve_design"]
@@ -30,7 +30,10 @@ def resolve_design(unit: str | UnitSpec | units.Unit, a_format: str | None = Non
     Raises the spec's errors for a bad override, and MicroArchError (one line, naming what the
     RTL cannot build) unless the RTL generator builds the pair.
     """
-    spec = units.get(unit).spec_for_formats(a_format, b_format)
+    # The RTL's formats first: a preset that has fp16 operands should not answer for it.
+    found = units.get(unit)
+    check_rtl_formats(found.name, a_format, b_format)
+    spec = found.spec_for_formats(a_format, b_format)
     if overrides:
         spec = spec.replace(**overrides)
     ua = MicroArch(lanes=lanes if lanes is not None else spec.k or 1, stages=stages)

@@ -71,7 +71,9 @@ DEFAULT_SEARCH: dict[str, list[Any]] = {
     "acc_format": ["fp32", "e8m13", "fp16", "bf16", *[f"e8m{m}" for m in range(22, 9, -1)
                                                        if m != 13]],
     "acc_rounding": ["rz", "rne", "rd", "ru"],
-    "e_zero": [-133, -21, -139, -127, -149, -200],
+    # MMA-Sim's e_zero by architecture (FP32 out -133/-132/-131, FP16 out -21/-20/-19) come
+    # after the earlier values, so that a fit where e_zero ties reports what it did before.
+    "e_zero": [-133, -21, -139, -127, -149, -200, -132, -20, -131, -19],
     "c_rounding": ["rne", "rz"],
     # Foreign MX units: NaN/Inf handling and overflow (searched only where the data can show
     # them, see _prune), GST groups and reduction trees.
@@ -366,7 +368,8 @@ def _prune(search: dict[str, list[Any]], observed: VectorSet,
            start: UnitSpec) -> dict[str, list[Any]]:
     """The default search without the parameters these data cannot show: ``specials`` where no
     input code is NaN or Inf, ``overflow`` where the starting spec's outputs are the same
-    under each rule, and GST ``group``/``reduce`` without E8M0/UE4M3 block scales."""
+    under each rule, GST ``group``/``reduce`` without E8M0/UE4M3 block scales, and ``upcast``
+    for fp16/bf16/tf32 operands."""
     def has_special(fmt_name: str, codes: np.ndarray | None) -> bool:
         if codes is None:
             return False
@@ -388,6 +391,8 @@ def _prune(search: dict[str, list[Any]], observed: VectorSet,
     if not block_scales:
         search.pop("group", None)
         search.pop("reduce", None)
+    if not {observed.a_format, observed.b_format} <= set(formats.ELEMENT_FORMATS):
+        search.pop("upcast", None)          # fp16/bf16/tf32 operands reach the unit as they are
     return search
 
 
@@ -403,13 +408,14 @@ def _check_fit_args(observed: VectorSet, k: Any) -> None:
 
 
 def _default_start(observed: VectorSet, k: int) -> UnitSpec:
-    """A one-step, truncating spec (F = 24) for the observed formats."""
+    """A one-step, truncating spec (F = 24) for the observed formats, rounding to FP32 by RZ
+    or to FP16 by RNE (as MMA-Sim's T-FDPA does)."""
     f16 = observed.d_format == "fp16"
     return UnitSpec(
         name="fitted", instruction="fitted by mxsim fit", a_format=observed.a_format,
         b_format=observed.b_format, scale_format=observed.scale_format, block=observed.block,
         k=k, frac_bits=24, acc_format="fp16" if f16 else "fp32", d_format=observed.d_format,
-        e_zero=-21 if f16 else -133)
+        acc_rounding="rne" if f16 else "rz", e_zero=-21 if f16 else -133)
 
 
 def _starts(s: _Search, base: UnitSpec) -> list[UnitSpec]:
@@ -493,7 +499,8 @@ class _Search:
         window = [v for v in self.search.get("frac_bits", [])
                   if v is not None and abs(v - f) <= 3]
         improved = False
-        for param in ("upcast", "product", "align", "acc_format", "c_mode", "schedule"):
+        # e_zero too: where zeros lead a step, the LSB is 2**(e_zero - F).
+        for param in ("upcast", "product", "align", "acc_format", "c_mode", "schedule", "e_zero"):
             for value in self.search.get(param, []):
                 for fb in window:
                     cand = _candidate(spec, param, value)

@@ -13,7 +13,8 @@ differ from other micro-architectures only in timing and area.
 
 :func:`check_rtl` says, before anything is elaborated, whether a spec is one the RTL generator
 builds: single-step truncated fused sums (T-FDPA), optionally with E8M0 or UE4M3 block scales
-over the whole instruction (ST-FDPA), FP32 output.
+over the whole instruction (ST-FDPA), FP32 output, and A and B in MX element formats
+(:func:`check_rtl_formats`: fp16, bf16 and tf32 operands run in the model only).
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ import operator
 from dataclasses import dataclass
 
 from .errors import MxsimError
-from .formats import ELEMENT_FORMATS
+from .formats import ELEMENT_FORMATS, OPERAND_FORMATS
 from .spec import Align, CMode, Product, Reduce, Specials, UnitSpec, ZeroSign
 
-__all__ = ["MicroArch", "MicroArchError", "check_rtl", "RTL_FORMATS", "MAX_STAGES",
-           "RTL_EXP_WIDTH", "RTL_MAX_K"]
+__all__ = ["MicroArch", "MicroArchError", "check_rtl", "check_rtl_formats", "RTL_FORMATS",
+           "MAX_STAGES", "RTL_EXP_WIDTH", "RTL_MAX_K"]
 
-#: Element formats the RTL decodes: every element format.
+#: Element formats the RTL decodes: every MX element format (not fp16, bf16 or tf32, which
+#: the model computes).
 RTL_FORMATS = ELEMENT_FORMATS
 MAX_STAGES = 3
 #: Signed width of every exponent the RTL carries (element, scale, accumulator, e_zero, and
@@ -78,15 +80,25 @@ class MicroArch:
         return self.passes(spec) + (self.stages if chained else 0)
 
 
+def check_rtl_formats(unit: str, a_format: str | None, b_format: str | None) -> None:
+    """Raise MicroArchError unless the RTL decodes A and B of these formats (None: not given,
+    nothing to check): the MX element formats; fp16, bf16 and tf32 run in the model only."""
+    for name, value in (("a_format", a_format), ("b_format", b_format)):
+        if value is None or value in RTL_FORMATS:
+            continue
+        model = (f"; {value} operands run in the model (`mxsim run`)"
+                 if value in OPERAND_FORMATS else "")
+        raise MicroArchError(f"Unit {unit!r} cannot be built as RTL: {name} {value!r} is not "
+                             f"decoded in RTL: the RTL generator builds MX element formats "
+                             f"only ({', '.join(RTL_FORMATS)}){model}")
+
+
 def check_rtl(spec: UnitSpec, ua: MicroArch | None = None) -> None:
     """Raise MicroArchError unless the RTL generator builds ``spec`` with ``ua``."""
     def fail(msg: str) -> MicroArchError:
         return MicroArchError(f"Unit {spec.name!r} cannot be built as RTL: {msg}")
 
-    for name in ("a_format", "b_format"):
-        if getattr(spec, name) not in RTL_FORMATS:
-            raise fail(f"{name} {getattr(spec, name)!r} is not decoded in RTL (choose one of "
-                       f"{', '.join(RTL_FORMATS)})")
+    check_rtl_formats(spec.name, spec.a_format, spec.b_format)
     if spec.reduce is not Reduce.CHAIN:
         raise fail("the RTL builds fused steps, not a reduction tree of rounding adders "
                    "(reduce tree)")

@@ -102,3 +102,26 @@ def test_gpu_paths_live_run_and_record_provenance(name, opts):
     first, second = path.run(vs), path.run(vs)
     np.testing.assert_array_equal(first.d, second.d)
     assert first.extra["path"] == name and first.extra["device"]["gpu"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,fmt,c_format", [
+    ("mma-sync-fp16", "fp16", "fp16"), ("mma-sync-bf16", "bf16", "fp32"),
+    ("mma-sync-tf32", "tf32", "fp32"), ("triton-dot-fp16", "fp16", "fp16"),
+    ("triton-dot-tf32", "tf32", "fp32"), ("cublas-bf16", "bf16", None),
+])
+def test_gpu_paths_live_16bit_match_their_presets(name, fmt, c_format):
+    """The fp16/bf16/tf32 paths against their presets (docs/gpu.md, Hopper 16-bit section)."""
+    path = _live(name)
+    vs = vectors.generate("specials", a_format=fmt, b_format=fmt, m=64, n=64, k=256, seed=3,
+                          with_c=c_format is not None, c_format=c_format or "fp32")
+    res = path.run(vs)
+    np.testing.assert_array_equal(res.d, fast.dot(presets.get(path.preset).spec_for(res), res))
+
+
+@pytest.mark.gpu
+def test_gpu_paths_live_mma_sync16_fragment_layouts():
+    from gpu import mma_sync16
+    _live("mma-sync-fp16")
+    rows = mma_sync16.layout_check()
+    assert rows and all(r["equal"] == r["outputs"] for r in rows)

@@ -8,6 +8,7 @@ import pytest
 from mxsim import formats, vectors
 from mxsim.engine import fast, reference
 from mxsim.errors import VectorFileError
+from mxsim.fit import fit
 from mxsim.formats import Rounding
 from mxsim.spec import UnitSpec
 
@@ -200,8 +201,8 @@ def adversarial_set(fmt: str, c_format: str, seed: int, rows: int = 4,
     return vectors.VectorSet(a=a, b=b, a_format=fmt, b_format=fmt, c=c, c_format=c_format)
 
 
-def reference_sample(vs: vectors.VectorSet, seed: int, per_family: int = 5,
-                     cross: int = 16) -> np.ndarray:
+def reference_sample(vs: vectors.VectorSet, seed: int, per_family: int = 3,
+                     cross: int = 8) -> np.ndarray:
     """Flat dot indices for the slow reference: ``per_family`` dots inside each family's own
     block and ``cross`` between families."""
     rng = np.random.default_rng(seed)
@@ -242,6 +243,54 @@ def test_engines_equal_mmasim(kind, arch, shape_and_type):
     dots = reference_sample(vs, len(arch))
     ref = reference.dot(spec, vs.take_dots(dots)).reshape(-1)
     assert _codes_equal(ref, ours.reshape(-1)[dots])
+    ladders = vectors.generate("e-zero", a_format=spec.a_format, m=16, n=4, k=32,
+                               c_format=spec.d_format, seed=1)
+    ours = fast.dot(spec, ladders)
+    assert _codes_equal(mmasim_adapter.run_instruction(kind, arch, shape_and_type, ladders), ours)
+    assert _codes_equal(reference.dot(spec, ladders.subset(rows=slice(0, 4))), ours[:4])
+
+
+VARIANTS = [
+    dict(align="rne", product="normalized"),
+    dict(align="rz-jam", c_mode="after", c_rounding="rz"),
+    dict(align="rd", acc_format="e8m13", zero_sign="ieee", e_zero=-140),
+    dict(specials="none", overflow="saturate", frac_bits=23),
+    dict(promote_every=2, acc_rounding="rne", nan_code=0x7FC00000),
+]
+
+
+@pytest.mark.parametrize("fmt", SIXTEEN)
+def test_engines_equal_on_spec_variants(fmt):
+    """Alignment roundings, normalised products, C after, a narrow accumulator, IEEE zero
+    signs, no specials, promotion: reference == fast (kernel and numpy) on 16-bit operands."""
+    base = mmasim_spec("Hopper", fmt, 8, False)
+    vs = adversarial_set(fmt, "fp32", 7, rows=2)
+    dots = reference_sample(vs, 7, per_family=2, cross=4)
+    for changes in VARIANTS:
+        spec = base.replace(**changes)
+        ours = fast.dot(spec, vs)
+        assert _codes_equal(fast.dot(spec, vs, kernel=False), ours), changes
+        ref = reference.dot(spec, vs.take_dots(dots)).reshape(-1)
+        assert _codes_equal(ref, ours.reshape(-1)[dots]), changes
+
+
+@pytest.mark.parametrize("fmt", SIXTEEN)
+def test_exact_unit_engines_agree(fmt):
+    """The exact unit (one rounding of the exact sum) on 16-bit operands: fast == reference."""
+    vs = adversarial_set(fmt, "fp32", 4, rows=2)
+    assert _codes_equal(fast.matmul_exact(vs), reference.matmul_exact(vs))
+
+
+def test_matmul_takes_16_bit_codes(tmp_path):
+    """mxsim.matmul keeps fp16/bf16/tf32 codes in their dtype (not cut to uint8)."""
+    import mxsim
+
+    spec = mmasim_spec("Hopper", "tf32", 8, False)
+    (tmp_path / "u.toml").write_text(spec.dumps())
+    tf32 = formats.get("tf32")
+    a, b = tf32.encode(np.full((2, 8), 1.5)), tf32.encode(np.full((8, 2), 3.0))
+    d = mxsim.matmul(a, b, a_format="tf32", unit=str(tmp_path / "u.toml"))
+    assert np.array_equal(d.view(np.float32), np.full((2, 2), 36.0, np.float32))
 
 
 # -- generators ------------------------------------------------------------------------------
@@ -266,3 +315,71 @@ def test_generators_every_family(fmt):
     with pytest.raises(VectorFileError, match="^Scales go with MX element formats only; "
                                               f"a_format is {fmt}"):
         vectors.generate("normal", a_format=fmt, scale_format="e8m0")
+
+
+# -- the fitter ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("arch, fmt, k, f16", [("Ampere", "bf16", 16, False),
+                                               ("Ampere", "fp16", 16, True)])
+def test_fit_recovers_a_16_bit_unit(arch, fmt, k, f16):
+    """Outputs of an MMA-Sim-parameter spec on bf16/fp16 operands, with the e-zero ladders: the
+    fit reproduces every one. FP32 out: it finds F, the steps and e_zero; FP16 out: its
+    ladders show only the step's LSB when zeros lead, 2**(e_zero - F), which it finds."""
+    spec = mmasim_spec(arch, fmt, k, f16)
+    vs = vectors.generate_suite(["normal", "cancellation", "e-zero"], a_format=fmt, m=32, n=8,
+                                k=32, c_format=spec.d_format, seed=5)
+    observed = vs.with_result(fast.dot(spec, vs), d_format=spec.d_format, producer="test")
+    found = fit(observed, k=k)
+    assert found.equal == found.total == observed.num_dots
+    assert np.array_equal(fast.dot(found.spec, observed), observed.d)
+    assert found.spec.upcast is None and found.spec.acc_rounding is spec.acc_rounding
+    if f16:
+        assert found.spec.e_zero - found.spec.frac_bits == spec.e_zero - spec.frac_bits
+    else:
+        assert (found.spec.frac_bits, found.spec.schedule, found.spec.e_zero) == (
+            spec.frac_bits, spec.schedule, spec.e_zero)
+        assert "e_zero" not in found.unseparated
+
+
+def test_e_zero_ladders_separate_e_zero():
+    """The e-zero family: each e_zero within 3 of MMA-Sim's gives other outputs (bf16 and tf32
+    to FP32, fp16 to FP16), and MMA-Sim computes what the engines do."""
+    pytest.importorskip("mmasim")
+    import mmasim_adapter
+
+    for kind, arch, shape_and_type in (("mma", "Ampere", "m16n8k16.f32.bf16.bf16.f32"),
+                                       ("wgmma", "Hopper", "m64n8k8.f32.tf32.tf32"),
+                                       ("mma", "Volta", "m8n8k4.f16.f16.f16.f16")):
+        spec = _instruction_spec(arch, shape_and_type)
+        vs = vectors.generate("e-zero", a_format=spec.a_format, m=64, n=8, k=32,
+                              c_format=spec.d_format, seed=2)
+        d = fast.dot(spec, vs)
+        assert _codes_equal(mmasim_adapter.run_instruction(kind, arch, shape_and_type, vs), d)
+        for delta in (-3, -2, -1, 1, 2, 3):
+            assert not _codes_equal(fast.dot(spec.replace(e_zero=spec.e_zero + delta), vs), d)
+
+
+# -- the RTL refuses, the model runs ---------------------------------------------------------
+
+@pytest.mark.parametrize("verb, fmt", [("rtl", "fp16"), ("verify", "tf32"), ("rtl", "bf16")])
+def test_rtl_refuses_16_bit_operands_in_one_line(tmp_path, capsys, verb, fmt):
+    from mxsim.cli import main
+
+    spec_file = tmp_path / "u.toml"
+    spec_file.write_text(mmasim_spec("Hopper", fmt, 16 if fmt != "tf32" else 8, False).dumps())
+    args = [verb, "--unit", str(spec_file), "--a-format", fmt]
+    if verb == "rtl":
+        args += ["-o", str(tmp_path / "u.v")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"mxsim: error: Unit 'hopper-{fmt}-f32' cannot be built as RTL: "
+                          f"a_format '{fmt}' is not decoded in RTL: the RTL generator builds "
+                          f"MX element formats only (e4m3, ")
+    assert f"{fmt} operands run in the model (`mxsim run`)" in err
+    assert not (tmp_path / "u.v").exists()
+    # ... and the model takes them
+    vs_path, out = tmp_path / "in.npz", tmp_path / "out.npz"
+    vectors.save(vectors.generate("normal", a_format=fmt, m=2, n=2, k=16), vs_path)
+    assert main(["run", str(vs_path), "--unit", str(spec_file), "-o", str(out)]) == 0
+    assert vectors.load(out).d.shape == (2, 2)

@@ -788,7 +788,8 @@ def test_vectors_generate_one_large(fmt):
 
 GEN_BAD = {
     "family": (dict(family="bogus"),
-               f"Family must be one of {', '.join(vectors.FAMILIES)}, not 'bogus'"),
+               f"Family must be one of {', '.join(vectors.FAMILIES + vectors.EXTRA_FAMILIES)}, "
+               f"not 'bogus'"),
     "nan-scale": (dict(family="nan-scale"),
                   "Family 'nan-scale' needs block scales; pass a scale format"),
     "cancellation-odd-k": (dict(family="cancellation", k=33),

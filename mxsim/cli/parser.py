@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from .. import __version__, units, vectors
+from ..vectors.importers import KM_REPOSITORY, LAYOUTS
 from . import exploring, fitting, gpus, listing, quantizing, rtl, running
 from .common import Parser, add_allow_large, int_range
 
@@ -194,6 +195,25 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
     g.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
     add_allow_large(g)
     g.add_argument("--json", action="store_true", help="print JSON instead of text")
+    im = vsub.add_parser("import", help="import published dot-product data as a vector set",
+                         description="import published dot-product data as a vector set: "
+                                     "--layout km reads a model_validation/<GPU>/<fmt> folder "
+                                     "of Khattak & Mikaitis' MATLAB-tensor-core (docs/vectors.md)")
+    im.set_defaults(func=running.cmd_vectors_import)
+    im.add_argument("folder", metavar="DIR", help="the folder to import")
+    im.add_argument("--layout", default="km", choices=LAYOUTS,
+                    help="the data's layout (default: %(default)s)")
+    im.add_argument("--d-format", default="fp32", choices=("fp32", "fp16"),
+                    help="which results to take, d_<GPU>_fp32.txt or _fp16.txt "
+                         "(default: %(default)s)")
+    im.add_argument("--gpu", default=None, metavar="NAME",
+                    help="the GPU's name in meta (default: the name in the file names)")
+    im.add_argument("--repository", default=KM_REPOSITORY, metavar="URL",
+                    help="where the data came from, for meta.source (default: %(default)s)")
+    im.add_argument("--commit", default=None, metavar="HASH",
+                    help="the repository's commit, for meta.source (default: none)")
+    im.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
+    im.add_argument("--json", action="store_true", help="print JSON instead of text")
     i = vsub.add_parser("info", help="describe a vector-set file")
     i.set_defaults(func=running.cmd_vectors_info)
     i.add_argument("input", metavar="IN.npz")

@@ -11,7 +11,8 @@ from ..errors import MxsimError
 from ..output import check_output
 from .common import emit
 
-__all__ = ["cmd_vectors_gen", "cmd_vectors_info", "cmd_run", "cmd_compare"]
+__all__ = ["cmd_vectors_gen", "cmd_vectors_info", "cmd_vectors_import", "cmd_run",
+           "cmd_compare"]
 
 
 def _describe(vs: vectors.VectorSet) -> dict[str, Any]:
@@ -43,6 +44,20 @@ def cmd_vectors_gen(args: argparse.Namespace) -> int:
     emit(args, f"wrote {args.output}: {info['dots']} dot products of K={vs.k} "
                f"({vs.a_format} x {vs.b_format}"
                f"{', ' + vs.scale_format + ' scales' if vs.scale_format else ''})", info)
+    return 0
+
+
+def cmd_vectors_import(args: argparse.Namespace) -> int:
+    from ..vectors import importers
+
+    check_output(args.output)
+    vs = importers.read(args.layout, args.folder, d_format=args.d_format, gpu=args.gpu,
+                        repository=args.repository, commit=args.commit)
+    vectors.save(vs, args.output)
+    info = _describe(vs)
+    emit(args, f"wrote {args.output}: {vs.num_dots} dot products of K={vs.k} "
+               f"({vs.a_format} x {vs.b_format}, {vs.extra['gpu']}, d {vs.d_format}; "
+               f"{vs.extra['converted_inexact']} elements converted inexactly)", info)
     return 0
 
 

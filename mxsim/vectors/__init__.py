@@ -9,7 +9,14 @@ and the GPU runners, and results come back in it (see ``docs/vectors.md``, field
 - :mod:`.generators`: :func:`generate` and :func:`generate_suite`, the seeded families.
 """
 
-from .generators import DIRECTED_FAMILIES, FAMILIES, RANDOM_FAMILIES, generate, generate_suite
+from .generators import (
+    DIRECTED_FAMILIES,
+    EXTRA_FAMILIES,
+    FAMILIES,
+    RANDOM_FAMILIES,
+    generate,
+    generate_suite,
+)
 from .io import from_arrays, load, npy_header, save, to_arrays
 from .schema import (
     ACC_FORMATS,
@@ -25,7 +32,7 @@ from .schema import (
 
 __all__ = [
     "SCHEMA", "ELEMENT_FORMATS", "OPERAND_FORMATS", "SCALE_FORMATS", "ACC_FORMATS", "FAMILIES",
-    "RANDOM_FAMILIES", "DIRECTED_FAMILIES",
+    "RANDOM_FAMILIES", "DIRECTED_FAMILIES", "EXTRA_FAMILIES",
     "LARGE_BYTES", "LARGE_PRODUCTS",
     "VectorSet", "load", "save", "check_size", "npy_header", "from_arrays", "to_arrays", "generate",
     "generate_suite",

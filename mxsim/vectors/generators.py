@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from .. import formats
 from ..errors import VectorFileError
+from ._ladder import ladder_operands
 from .schema import (
     ACC_FORMATS,
     ELEMENT_FORMATS,
@@ -23,12 +24,16 @@ from .schema import (
     check_size,
 )
 
-__all__ = ["RANDOM_FAMILIES", "DIRECTED_FAMILIES", "FAMILIES", "generate", "generate_suite"]
+__all__ = ["RANDOM_FAMILIES", "DIRECTED_FAMILIES", "FAMILIES", "EXTRA_FAMILIES", "generate",
+           "generate_suite"]
 
 RANDOM_FAMILIES = ("uniform", "normal", "llm")
 DIRECTED_FAMILIES = ("zeros", "max", "subnormal", "specials", "nan-scale", "scale-extremes",
                      "cancellation", "one-large", "c-dominant", "c-negligible")
 FAMILIES = RANDOM_FAMILIES + DIRECTED_FAMILIES
+#: Families asked for by name only, outside the default suite: ``e-zero`` (ladders whose
+#: outputs depend on the step's LSB when zero terms lead; see ``_ladder``).
+EXTRA_FAMILIES = ("e-zero",)
 
 
 def _typical(fmt: formats.Format) -> float:
@@ -126,6 +131,8 @@ def _c_values(rng: np.random.Generator, family: str, shape: tuple[int, ...],
         c = c * 2.0 ** -40
     elif family == "zeros":
         c = rng.choice(np.array([0.0, -0.0, 1.0, -1.0]), size=shape)
+    elif family == "e-zero":
+        c = np.zeros(shape)
     elif family == "specials":
         pick = rng.random(shape)
         c = np.where(pick < 0.03, np.nan, c)
@@ -139,6 +146,10 @@ def _c_values(rng: np.random.Generator, family: str, shape: tuple[int, ...],
 def _scales(rng: np.random.Generator, family: str, scale_format: str, block: int | None,
             batch: tuple[int, ...], m: int, n: int, k: int, granularity: str):
     """(a_scale, b_scale) for a family, in the dtype and shape the schema asks."""
+    if scale_format in ("e8m0", "ue4m3") and family == "e-zero":
+        # Scales of 1 (E8M0 0x7F, UE4M3 0x38) keep the ladders where they are.
+        one = np.uint8(127 if scale_format == "e8m0" else 0x38)
+        return (np.full(batch + (m, k // block), one), np.full(batch + (k // block, n), one))
     if scale_format in ("e8m0", "ue4m3"):
         sa_shape, sb_shape = batch + (m, k // block), batch + (k // block, n)
         if scale_format == "e8m0":
@@ -171,6 +182,8 @@ def _scales(rng: np.random.Generator, family: str, scale_format: str, block: int
 
     def draw(shape):
         v = np.exp2(rng.uniform(-6, 6, size=shape)) * rng.uniform(1, 2, size=shape)
+        if family == "e-zero":
+            v = np.ones(shape)
         if family == "scale-extremes":
             v = np.exp2(rng.choice(np.array([-126.0, -60.0, 0.0, 60.0, 126.0]), size=shape))
         elif family == "nan-scale":
@@ -211,8 +224,9 @@ def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None
     A set over the size limits (:func:`check_size`) is refused unless ``allow_large``.
     Raises VectorFileError, one line, for options that break a rule.
     """
-    if family not in FAMILIES:
-        raise VectorFileError(f"Family must be one of {', '.join(FAMILIES)}, not {family!r}")
+    if family not in FAMILIES + EXTRA_FAMILIES:
+        raise VectorFileError(f"Family must be one of {', '.join(FAMILIES + EXTRA_FAMILIES)}, "
+                              f"not {family!r}")
     fa, fb = formats.get(a_format), formats.get(b_format or a_format)
     for name, f in (("a_format", fa), ("b_format", fb)):
         if f.name not in OPERAND_FORMATS:
@@ -229,8 +243,11 @@ def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None
         raise VectorFileError(f"Seed must be a non-negative integer, not {seed!r}")
     block = _block(family, scale_format, block, scale_granularity)
     batch = tuple(batch)
-    rng = np.random.default_rng([seed, FAMILIES.index(family)])
-    a, b = _operands(rng, family, fa, fb, batch, m, n, k)
+    rng = np.random.default_rng([seed, (FAMILIES + EXTRA_FAMILIES).index(family)])
+    if family == "e-zero":
+        a, b = ladder_operands(rng, fa, fb, c_format if with_c else "fp32", batch, m, n, k)
+    else:
+        a, b = _operands(rng, family, fa, fb, batch, m, n, k)
     a_scale = b_scale = None
     if scale_format is not None:
         _check_scale_fit(scale_format, block, n, k)

@@ -10,6 +10,7 @@ from ..epilogue import without_epilogue
 from .chain import chain_dot
 from .exact import matmul_exact
 from .scales import apply_epilogue, block_fma, block_slices
+from .stack import stack_factor, stacked, unstacked
 
 __all__ = ["dot"]
 
@@ -32,4 +33,9 @@ def dot(spec: UnitSpec, vs: VectorSet, *, kernel: bool = True) -> npt.NDArray:
     if spec.epilogue is not None:
         inner, plain = without_epilogue(spec, vs)
         return apply_epilogue(spec, vs, dot(inner, plain, kernel=kernel))
+    g = stack_factor(vs)
+    if g > 1:
+        # Many small batch entries: computed as block-diagonal entries g at a time, the same
+        # bits (each output depends only on its row, column and C).
+        return unstacked(chain_dot(spec, stacked(vs, g), kernel), vs, g)
     return chain_dot(spec, vs, kernel)

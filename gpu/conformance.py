@@ -1,0 +1,299 @@
+"""Conformance with other labs' real-GPU data: every K&M set under ``tests/data/km`` through
+the preset named for its GPU, operand format and output, bit for bit.
+
+    python -m gpu.conformance            # rewrite the table in docs/conformance.md
+    python -m gpu.conformance --check    # exit 1 (and say where) if the doc differs
+    python -m gpu.conformance --unseparated   # what the data cannot separate (minutes)
+
+The sets are Khattak & Mikaitis' ``model_validation`` outputs (``gpu/km_import.py`` imports
+them); each is replayed through :data:`PRESET` 's preset with the fast engine and its ``d``
+compared code for code with the GPU's. The table sits between ``<!-- fig:km-table -->`` and
+``<!-- /fig -->`` in ``docs/conformance.md``; this module writes only the ``km-`` spans (the
+MMA-Sim parity span is another script's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from mxsim import units, vectors
+from mxsim.errors import MxsimError
+from mxsim.fit import schedules
+
+from .km_import import DATA, EVIDENCE
+
+__all__ = ["PRESET", "Row", "rows", "table", "render", "DOC", "mismatches", "replay", "sets",
+           "preset_for", "figures"]
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "conformance.md"
+MARK = re.compile(r"<!-- fig:(km-[A-Za-z0-9_.:+/-]+) -->(.*?)<!-- /fig -->", re.DOTALL)
+#: The order GPUs are listed in: by architecture.
+GPUS = ("V100", "A100", "A2", "Ada", "L40S", "H100", "H200", "B200")
+FORMATS = ("fp16", "bf16", "tf32", "e4m3", "e5m2")
+_ARCH = {"V100": "volta", "A100": "ampere", "A2": "ampere", "Ada": "ada", "L40S": "ada",
+         "H100": "hopper", "H200": "hopper", "B200": "blackwell"}
+_SUFFIX = {"fp16": "f16", "bf16": "bf16", "tf32": "tf32"}
+
+
+def preset_for(gpu: str, fmt: str, out: str) -> str:
+    """The preset named for the instruction that produced a K&M set (COMMON names)."""
+    arch = _ARCH[gpu]
+    if fmt in _SUFFIX:                     # wmma::mma_sync: HMMA on every architecture
+        return f"{arch}-mma-{_SUFFIX[fmt]}"
+    if arch == "hopper":                   # FP32 output: wgmma with C = 0; FP16: mma.sync
+        return "hopper-wgmma" if out == "fp32" else "hopper-mma-sync"
+    if arch == "blackwell":
+        return "blackwell-mma-sync-f8-legacy"
+    return f"{arch}-mma-f8"
+
+
+#: (GPU, operand format, output) -> preset, for every set under tests/data/km.
+PRESET = {(g, f, o): preset_for(g, f, o) for g in GPUS for f in FORMATS for o in ("fp32", "fp16")}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One K&M set replayed through its preset."""
+    gpu: str
+    fmt: str
+    out: str
+    preset: str
+    instruction: str
+    dots: int             #: dots replayed (the committed rows)
+    source_rows: int      #: rows in the K&M files
+    mismatches: int | None    #: None: the preset does not exist (yet)
+    note: str
+
+
+def _key(path: Path) -> tuple[int, int, int]:
+    gpu, fmt, out = path.stem.split("_")
+    return GPUS.index(gpu), FORMATS.index(fmt), ("fp32", "fp16").index(out)
+
+
+def sets() -> list[Path]:
+    """The committed K&M sets, in table order."""
+    return sorted(DATA.glob("*_*_*.npz"), key=_key)
+
+
+def _packed(vs: vectors.VectorSet) -> tuple[vectors.VectorSet, int]:
+    """The set's dots packed ``g`` to a batch entry, and ``g``: entry ``t`` is a g x g GEMM
+    whose diagonal output ``(i, i)`` is dot ``t*g + i`` (its row of A, column of B and C; C
+    is +0 off the diagonal). Each output depends only on its own row, column and C, so the
+    diagonal is the set's ``d`` bit for bit; the fast engine's cost is per batch entry, so
+    this is some 20x faster than one dot an entry, for g x more (ignored) products."""
+    rows = vs.num_dots
+    g = next(x for x in (100, 50, 40, 25, 20, 10, 8, 5, 4, 2, 1) if rows % x == 0)
+    nb, idx = rows // g, np.arange(g)
+    c = np.zeros((nb, g, g), vs.c.dtype)
+    c[:, idx, idx] = vs.c.reshape(nb, g)
+    b = np.ascontiguousarray(vs.b.reshape(nb, g, vs.k).transpose(0, 2, 1))
+    return vs.replace(a=vs.a.reshape(nb, g, vs.k), b=b, c=c, d=None), g
+
+
+def replay(vs: vectors.VectorSet, preset: str, engine: str = "fast") -> np.ndarray:
+    """``d`` codes of ``preset`` on the K&M set's dots (in their order, flat)."""
+    unit = units.get(preset)
+    if engine != "fast":
+        return unit.compute(vs, engine=engine).reshape(-1)
+    packed, g = _packed(vs)
+    idx = np.arange(g)
+    return unit.compute(packed, engine=engine)[:, idx, idx].reshape(-1)
+
+
+def mismatches(vs: vectors.VectorSet, preset: str, engine: str = "fast") -> np.ndarray:
+    """Indices of the dots whose ``d`` the preset does not reproduce bit for bit (the fast
+    engine on the packed set, :func:`_packed`; the reference engine one dot an entry)."""
+    return np.flatnonzero(replay(vs, preset, engine) != vs.d.reshape(-1))
+
+
+def _note(vs: vectors.VectorSet) -> str:
+    meta = vs.extra
+    parts = []
+    if meta["padded_from"] != meta["padded_to"]:
+        parts.append(f"K {meta['padded_from']} padded to {meta['padded_to']}")
+    if any(n.startswith("C = +0") for n in meta["notes"]):
+        parts.append("C = +0 (wgmma; Validate_TC_models.m)")
+    return "; ".join(parts)
+
+
+@cache
+def rows() -> tuple[Row, ...]:
+    """Every committed set through its preset (cached: the data does not change in a run)."""
+    out = []
+    for path in sets():
+        gpu, fmt, d = path.stem.split("_")
+        vs = vectors.load(path)
+        name = PRESET[(gpu, fmt, d)]
+        try:
+            bad = int(mismatches(vs, name).size)
+        except MxsimError:        # the preset is not defined (yet)
+            bad = None
+        out.append(Row(gpu, fmt, d, name, _short_instruction(vs.extra["instruction"]),
+                       vs.num_dots, vs.extra.get("rows_in_source", vs.extra["rows"]), bad,
+                       _note(vs)))
+    return tuple(out)
+
+
+def _short_instruction(text: str) -> str:
+    """The instruction without the explanation in brackets (the doc gives it)."""
+    return text.split(" (")[0].split(" with ")[0]
+
+
+def table(rs: tuple[Row, ...] | None = None) -> str:
+    """The Markdown table of :func:`rows`."""
+    rs = rows() if rs is None else rs
+    head = ["GPU", "A, B", "C, D", "instruction", "preset", "dots", "of", "mismatches", "notes"]
+    lines = ["| " + " | ".join(head) + " |",
+             "|" + "|".join("---:" if h in ("dots", "of", "mismatches") else "---"
+                            for h in head) + "|"]
+    for r in rs:
+        bad = "no preset" if r.mismatches is None else f"{r.mismatches:,}"
+        lines.append(f"| {r.gpu} | {r.fmt} | {r.out} | `{r.instruction}` | `{r.preset}` | "
+                     f"{r.dots:,} | {r.source_rows:,} | {bad} | {r.note} |")
+    total = sum(r.dots for r in rs)
+    bad = sum(r.mismatches or 0 for r in rs)
+    lines.append(f"| **all** | | | | {len(rs)} sets | {total:,} | "
+                 f"{sum(r.source_rows for r in rs):,} | {bad:,} | |")
+    return "\n".join(lines)
+
+
+#: The FP8 presets every FP8 set is also replayed through (the evidence table).
+RIVALS = ("hopper-wgmma", "hopper-mma-sync", "ada-mma-f8", "blackwell-f8f6f4")
+
+
+@cache
+def evidence() -> str:
+    """The evidence table: each FP8 set through every FP8 preset (mismatches), and the sets
+    imported with C = +0 also with the C of their c file."""
+    c_files = np.load(EVIDENCE)
+    head = ["set", *(f"`{p}`" for p in RIVALS), "`hopper-wgmma`, c file's C",
+            "`hopper-mma-sync`, c file's C"]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for path in sets():
+        gpu, fmt, out = path.stem.split("_")
+        if fmt not in ("e4m3", "e5m2"):
+            continue
+        vs = vectors.load(path)
+        cells = [f"{mismatches(vs, p).size:,}" for p in RIVALS]
+        key = f"{gpu}_{fmt}"
+        if out == "fp32" and key in c_files:
+            with_c = vs.replace(c=c_files[key].reshape(vs.c.shape))
+            cells += [f"{mismatches(with_c, p).size:,}" for p in RIVALS[:2]]
+        else:
+            cells += ["", ""]
+        lines.append(f"| {gpu} {fmt} {out} ({vs.num_dots:,}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def commands() -> str:
+    """The import command of every committed set (a code block)."""
+    commit = {vectors.load(p).extra["source"]["commit"] for p in sets()}
+    lines = ["```sh", f"C={' '.join(sorted(map(str, commit)))}"]
+    for path in sets():
+        vs = vectors.load(path)
+        gpu, fmt, out = path.stem.split("_")
+        folder = next(p for p in vs.extra["source"]["files"] if "/a_" in p).rsplit("/", 1)[0]
+        lines.append(f"mxsim vectors import --layout km {folder} --d-format {out} "
+                     f"--commit $C -o {path.name}")
+    return "\n".join([*lines, "```"])
+
+
+def figures() -> dict[str, str]:
+    rs = rows()
+    return {"km-table": table(rs), "km-sets": str(len(rs)),
+            "km-dots": f"{sum(r.dots for r in rs):,}",
+            "km-mismatches": f"{sum(r.mismatches or 0 for r in rs):,}",
+            "km-evidence": evidence(), "km-commands": commands()}
+
+
+def _variants(spec) -> dict[str, list]:
+    """The values :func:`unseparated` tries for each parameter of ``spec``."""
+    f = spec.frac_bits
+    return {"e_zero": [-133, -132, -131, -21, -20, -19, -149, -200],
+            "frac_bits": [f - 2, f - 1, f + 1, f + 2] if f else [],
+            "schedule": list(schedules(spec.k).items()),
+            "acc_rounding": ["rz", "rne"], "align": ["rz", "rne"]}
+
+
+def unseparated() -> Iterator[str]:
+    """For each preset of the table, one parameter varied at a time over all its sets: the
+    mismatches of each value (lines of text; minutes of work)."""
+    by: dict[str, list[vectors.VectorSet]] = {}
+    for path in sets():
+        gpu, fmt, out = path.stem.split("_")
+        by.setdefault(PRESET[(gpu, fmt, out)], []).append(vectors.load(path))
+    for preset, vss in by.items():
+        specs = [units.get(preset).spec_for(vs) for vs in vss]
+        yield f"{preset} ({len(vss)} sets, {sum(vs.num_dots for vs in vss):,} dots)"
+        for param, values in _variants(specs[0]).items():
+            cells = []
+            for v in values:
+                label, v = v if param == "schedule" else (v, v)
+                bad = sum(int(np.count_nonzero(replay(vs, s.replace(**{param: v}))
+                                               != vs.d.reshape(-1)))
+                          for vs, s in zip(vss, specs, strict=True))
+                cells.append(f"{label}: {bad}")
+            yield f"    {param:12} " + ", ".join(cells)
+
+
+def render(text: str, figs: dict[str, str]) -> tuple[str, list[str]]:
+    """``text`` with every ``km-`` span replaced; and the keys whose text changed."""
+    changed = []
+
+    def sub(m: re.Match) -> str:
+        key, old = m.group(1), m.group(2)
+        if key not in figs:
+            raise KeyError(key)
+        new = figs[key]
+        if "\n" in old or "\n" in new:
+            new = "\n" + new + "\n"
+        if new != old:
+            changed.append(key)
+        return f"<!-- fig:{key} -->{new}<!-- /fig -->"
+
+    return MARK.sub(sub, text), changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m gpu.conformance",
+                                description=__doc__.split("\n")[0])
+    p.add_argument("--check", action="store_true",
+                   help="change nothing; exit 1 if the doc's table differs from the data")
+    p.add_argument("--unseparated", action="store_true",
+                   help="print, for each preset, the mismatches of the other values of its "
+                        "parameters (what the data cannot separate; minutes)")
+    args = p.parse_args(argv)
+    if args.unseparated:
+        for line in unseparated():
+            print(line, flush=True)
+        return 0
+    text = DOC.read_text(encoding="utf-8")
+    try:
+        new, changed = render(text, figures())
+    except KeyError as exc:
+        print(f"gpu.conformance: {DOC.name}: unknown figure key {exc.args[0]!r}",
+              file=sys.stderr)
+        return 2
+    if not changed:
+        print(f"{DOC.relative_to(ROOT)}: up to date")
+        return 0
+    if args.check:
+        print(f"{DOC.relative_to(ROOT)}: stale: {', '.join(changed)} (run python -m "
+              f"gpu.conformance)", file=sys.stderr)
+        return 1
+    DOC.write_text(new, encoding="utf-8")
+    print(f"{DOC.relative_to(ROOT)}: rewrote {', '.join(changed)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
