@@ -2,7 +2,8 @@
 
 ``python -m gpu.mmasim_parity`` runs every instruction of PyPI ``mmasim``
 (:func:`gpu.mmasim_ops.instructions`) that a preset computes on a random suite (``uniform``,
-``normal``, ``llm``) and the directed suites (every other generator family the formats take),
+``normal``, ``llm``) and the directed suites (every other generator family the formats take,
+``e-zero`` included),
 through MMA-Sim and through mxsim's fast engine, compares ``d`` bit for bit, and writes
 ``docs/data/mmasim_parity.json`` and the table between ``<!-- fig:mmasim-parity -->`` and
 ``<!-- /fig -->`` in ``docs/conformance.md``. ``--check`` only checks that the table is the
@@ -44,8 +45,9 @@ _SCALED_ONLY = ("nan-scale", "scale-extremes")
 
 
 def families(ins: Instruction) -> list[str]:
-    """The generator families run for ``ins``: the random ones, then every directed one."""
-    return [f for f in vectors.FAMILIES
+    """The generator families run for ``ins``: the random ones, then every directed one
+    (``e-zero`` too: ladders whose outputs depend on the zero terms' exponent)."""
+    return [f for f in vectors.FAMILIES + vectors.EXTRA_FAMILIES
             if ins.scale_format is not None or f not in _SCALED_ONLY]
 
 
