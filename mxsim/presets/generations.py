@@ -140,9 +140,49 @@ _TABLE = [
      _mma("m16n8k16", "sm_120"), True),
 ]
 
+_KM = ("Khattak & Mikaitis' outputs (north-numerical-computing/MATLAB-tensor-core @ b12b5a7, "
+       "model_validation; wmma::mma_sync m16n16k16, tf32 m16n16k8, the row's elements and +0 "
+       "in the rest of the fragment, imported by gpu/km_import.py)")
+
+
+def _km(gpus: str, sets: str, dots: str, other: str) -> str:
+    return (f"Confirmed on {_KM}: {gpus} {sets}, every one of {dots} dots equal; {other} "
+            f"(docs/conformance.md)")
+
+
+_PAD = ("the rows hold {n} elements padded with +0 to k, so they cannot tell steps of {n} from "
+        "one step")
 #: Evidence beyond MMA-Sim, by preset (Khattak & Mikaitis' rows, H200 runs): filled in as the
 #: conformance tables (docs/conformance.md) and our own runs confirm a preset.
 EVIDENCE: dict[str, str] = {
+    "volta-mma-f16": _km("V100", "fp16, FP32 and FP16 output", "2 x 5,000",
+                         "F=24 (Turing's) misses 1,200 of the FP32-output rows; FP16 output "
+                         "cannot separate F"),
+    "ampere-mma-f16": _km("A100 and A2", "fp16, FP32 and FP16 output", "4 x 5,000",
+                          "Hopper's F=25 misses 766 and 815 FP32-output rows; "
+                          + _PAD.format(n=8)),
+    "ampere-mma-bf16": _km("A100 and A2", "bf16", "2 x 5,000", "Hopper's F=25 misses 426 and "
+                           "400; " + _PAD.format(n=8)),
+    "ampere-mma-tf32": _km("A100 and A2", "tf32", "2 x 5,000", "Hopper's F=25 misses 465 and "
+                           "487; " + _PAD.format(n=4)),
+    "ada-mma-f16": _km("Ada (the L40S files are the same bytes)", "fp16, FP32 and FP16 output",
+                       "2 x 5,000", "Hopper's F=25 misses 828 FP32-output rows; "
+                       + _PAD.format(n=8)),
+    "ada-mma-bf16": _km("Ada (= L40S)", "bf16", "5,000", "Hopper's F=25 misses 415; "
+                        + _PAD.format(n=8)),
+    "ada-mma-tf32": _km("Ada (= L40S)", "tf32", "5,000", "Hopper's F=25 misses 467; "
+                        + _PAD.format(n=4)),
+    "hopper-mma-f16": _km("H100 and H200", "fp16, FP32 and FP16 output", "4 x 5,000",
+                          "Ampere's F=24 and steps of 8 miss 1,757 and 1,755 FP32-output rows"),
+    "hopper-mma-bf16": _km("H100 and H200", "bf16", "2 x 5,000", "Ampere's parameters miss "
+                           "1,080 and 1,091"),
+    "hopper-mma-tf32": _km("H100 and H200", "tf32", "2 x 5,000", "Ampere's parameters miss 498 "
+                           "and 483"),
+    "blackwell-mma-f16": _km("B200", "fp16, FP32 and FP16 output", "2 x 5,000",
+                             "Ampere's parameters miss 1,812 FP32-output rows; Hopper's are the "
+                             "same as Blackwell's"),
+    "blackwell-mma-bf16": _km("B200", "bf16", "5,000", "Ampere's parameters miss 1,073"),
+    "blackwell-mma-tf32": _km("B200", "tf32", "5,000", "Ampere's parameters miss 481"),
     "ada-mma-f8":
         "Confirmed on Khattak & Mikaitis' Ada outputs (north-numerical-computing/"
         "MATLAB-tensor-core @ b12b5a7, model_validation/Ada/{E4M3,E5M2}, mma.sync m16n8k32 "
@@ -153,9 +193,26 @@ EVIDENCE: dict[str, str] = {
 }
 #: ``verified`` by preset where it is more than MMA-Sim's model.
 VERIFIED: dict[str, str] = {
+    name: f"Khattak & Mikaitis' {gpus} outputs ({what}): every dot equal "
+          f"(docs/conformance.md); not verified on hardware by mxsim"
+    for name, gpus, what in [
+        ("volta-mma-f16", "V100", "fp16, FP32/FP16 out, 10,000 dots"),
+        ("ampere-mma-f16", "A100 and A2", "fp16, FP32/FP16 out, 20,000 dots"),
+        ("ampere-mma-bf16", "A100 and A2", "bf16, 10,000 dots"),
+        ("ampere-mma-tf32", "A100 and A2", "tf32, 10,000 dots"),
+        ("ada-mma-f16", "Ada (= L40S)", "fp16, FP32/FP16 out, 10,000 dots"),
+        ("ada-mma-bf16", "Ada (= L40S)", "bf16, 5,000 dots"),
+        ("ada-mma-tf32", "Ada (= L40S)", "tf32, 5,000 dots"),
+        ("hopper-mma-f16", "H100 and H200", "fp16, FP32/FP16 out, 20,000 dots"),
+        ("hopper-mma-bf16", "H100 and H200", "bf16, 10,000 dots"),
+        ("hopper-mma-tf32", "H100 and H200", "tf32, 10,000 dots"),
+        ("blackwell-mma-f16", "B200", "fp16, FP32/FP16 out, 10,000 dots"),
+        ("blackwell-mma-bf16", "B200", "bf16, 5,000 dots"),
+        ("blackwell-mma-tf32", "B200", "tf32, 5,000 dots")]}
+VERIFIED.update({
     "ada-mma-f8": "Khattak & Mikaitis' Ada (= L40S) outputs, e4m3/e5m2 x FP32/FP16 out, all "
-                  "20,000 dots equal (docs/conformance.md); not run on hardware by mxsim",
-}
+                  "20,000 dots equal (docs/conformance.md); not verified on hardware by mxsim",
+})
 
 
 _LEGACY_F8 = ("MMA-Sim models sm_120's FP8 mma.sync without kind:: as kind::f8f6f4; the same "
