@@ -52,6 +52,29 @@ def test_cli_units_brief_and_filtered_by_a_format(capsys):
     assert "blackwell-mxf4" in names and "hopper-wgmma" not in names
 
 
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "tf32"])
+def test_cli_runs_16_bit_operands_through_exact_and_a_named_unit(fmt, capsys, tmp_path):
+    from mxsim import presets
+    from mxsim.engine import reference
+
+    vin, vout = tmp_path / "in.npz", tmp_path / "out.npz"
+    k = 8 if fmt == "tf32" else 16
+    rc, _, _ = _run(capsys, "vectors", "gen", "--family", "normal,subnormal,specials",
+                    "--a-format", fmt, "-k", str(k), "-m", "4", "-n", "4", "-o", str(vin))
+    assert rc == 0
+    rc, _, _ = _run(capsys, "run", str(vin), "-o", str(vout))      # the default unit: exact
+    assert rc == 0
+    vs = vectors.load(vout)
+    assert vs.a.dtype == formats.get(fmt).code_dtype
+    spec = presets.get("exact").spec_for(vs)
+    assert np.array_equal(vs.d, reference.dot(spec, vectors.load(vin)))
+    rc, _, _ = _run(capsys, "run", str(vin), "--unit", f"hopper-mma-{fmt.replace('fp', 'f')}",
+                    "-o", str(vout))
+    assert rc == 0
+    rc, out, _ = _run(capsys, "compare", str(vout), "--unit", "exact")
+    assert rc == 1 and "outputs   48" in out        # F=25 truncation is not exact
+
+
 def test_cli_gen_run_compare_agree(capsys, tmp_path):
     vin, vout = tmp_path / "in.npz", tmp_path / "out.npz"
     rc, out, _ = _run(capsys, "vectors", "gen", "--family", "normal,specials", "--a-format",

@@ -191,7 +191,7 @@ def test_cli_explore_check_says_which_engine_path(capsys):
 def _preset_cases():
     for p in presets.PRESETS.values():
         for a, b in p.pairs:
-            for scale, block in p.scales:
+            for scale, block in p.scales_for(a, b):
                 for c in p.c_formats:
                     yield p.name, a, b, scale, block, c
 

@@ -167,9 +167,12 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
                                     + ", ".join(vectors.FAMILIES))
     g.set_defaults(func=running.cmd_vectors_gen)
     g.add_argument("--family", default="all", metavar="NAME[,NAME]",
-                   help="generator family, a comma list, or 'all' (default: %(default)s)")
+                   help="generator family, a comma list, or 'all' (default: %(default)s): "
+                        f"{', '.join(vectors.FAMILIES)}; also, outside 'all': "
+                        f"{', '.join(vectors.EXTRA_FAMILIES)} (docs/vectors.md)")
     g.add_argument("--a-format", default="e4m3", metavar="FMT",
-                   help="element format of A (default: %(default)s)")
+                   help="element format of A (default: %(default)s): an MX element format, "
+                        "fp16, bf16 or tf32")
     g.add_argument("--b-format", default=None, metavar="FMT",
                    help="element format of B (default: the A format)")
     g.add_argument("-m", type=int_range(1), default=16,

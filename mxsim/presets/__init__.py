@@ -50,7 +50,8 @@ _OCP = ("a reading of OCP MX v1.0 §6 (Dot Product): each block's dot product ex
 _EXACT = Preset(
     "exact", "infinitely precise A·B + C (scales applied exactly), rounded once to FP32 RNE",
     "definition (mathematically exact); no hardware computes it", "n/a",
-    tuple(product(ELEMENT_FORMATS, ELEMENT_FORMATS)),
+    tuple(product(ELEMENT_FORMATS, ELEMENT_FORMATS)) + (("fp16", "fp16"), ("bf16", "bf16"),
+                                                        ("tf32", "tf32")),
     ((None, None), ("e8m0", 32), ("e8m0", 16), ("ue4m3", 16), ("ue4m3", 32), ("fp32", None),
      ("fp32", 128)), ("fp32",), _exact)
 _OCP_FP32 = Preset(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UnitError
+from ..formats import ELEMENT_FORMATS
 from ..spec import UnitSpec
 
 __all__ = ["Preset", "SpecPreset", "from_spec", "MMASIM", "UNVERIFIED"]
@@ -50,9 +51,9 @@ class Preset:
             pairs = ", ".join(f"{a}x{b}" for a, b in self.pairs)
             raise UnitError(f"Unit {self.name} does not take {a_format} x {b_format}; it "
                             f"takes {pairs}")
-        if (scale_format, block) not in self.scales:
+        if (scale_format, block) not in self.scales_for(a_format, b_format):
             want = " or ".join(f"{s} scales in blocks of {b}" if s else "no block scales"
-                               for s, b in self.scales)
+                               for s, b in self.scales_for(a_format, b_format))
             got = f"{scale_format} scales in blocks of {block}" if scale_format \
                 else "no block scales"
             raise UnitError(f"Unit {self.name} takes {want}, not {got}")
@@ -63,6 +64,14 @@ class Preset:
             return _built(self.make, a_format, b_format, scale_format, block, c_format,
                           granularity=granularity or "row")
         return _built(self.make, a_format, b_format, scale_format, block, c_format)
+
+    def scales_for(self, a_format: str, b_format: str) -> tuple[tuple[str | None, int | None],
+                                                                 ...]:
+        """The scale patterns the pair takes: :attr:`scales`, less every scale for a pair
+        that is not two MX element formats (FP16, BF16 and TF32 operands take none)."""
+        if a_format in ELEMENT_FORMATS and b_format in ELEMENT_FORMATS:
+            return self.scales
+        return tuple((s, b) for s, b in self.scales if s is None)
 
     def spec_for(self, vs) -> UnitSpec:
         """The spec that applies to a vector set's formats (and FP32 scale granularity).
@@ -116,6 +125,14 @@ class SpecPreset(Preset):
         otherwise."""
         self.only.check_operands(a_format, b_format or a_format, scale_format, block, c_format)
         return self.only
+
+    def scales_for(self, a_format: str, b_format: str) -> tuple[tuple[str | None, int | None],
+                                                                 ...]:
+        """The scale patterns the pair takes: :attr:`scales`, less every scale for a pair
+        that is not two MX element formats (FP16, BF16 and TF32 operands take none)."""
+        if a_format in ELEMENT_FORMATS and b_format in ELEMENT_FORMATS:
+            return self.scales
+        return tuple((s, b) for s, b in self.scales if s is None)
 
     def spec_for(self, vs) -> UnitSpec:
         """The spec, when it takes the vector set's formats; raises UnitError otherwise."""
