@@ -8,11 +8,10 @@ mirror will do): its ``model_validation`` folder at ``--rev`` (default HEAD) is 
 with ``git archive`` into a temporary folder and each ``model_validation/<GPU>/<fmt>`` folder
 is imported once per result file (``d_<GPU>_fp32.txt``, ``d_<GPU>_fp16.txt``) into
 ``<GPU>_<fmt>_<out>.npz``; the C words of the sets imported with C = +0 go to
-``evidence/fp8_fp32_c_files.npz``. The FP8 sets are kept whole; the FP16/BF16/TF32 sets keep their
-first ``--sample`` rows (default 1,000) to keep the committed data small, with ``rows`` the
-rows kept and ``rows_in_source`` the file's; the sha256 of every source file in ``meta``
-lets anyone re-derive the rest (``--sample 0`` keeps every row). The data is BSD-2-Clause,
-(c) Khattak & Mikaitis; mxsim commits it as imported samples with this provenance.
+``evidence/fp8_fp32_c_files.npz``. Every set is kept whole (``--sample N`` keeps the first N
+rows of the FP16/BF16/TF32 sets, with ``rows`` the rows kept and ``rows_in_source`` the
+file's); the sha256 of every source file in ``meta`` pins what was imported. The data is
+BSD-2-Clause, (c) Khattak & Mikaitis; mxsim commits it, imported, with this provenance.
 """
 
 from __future__ import annotations
@@ -63,7 +62,7 @@ def _sample(vs: vectors.VectorSet, rows: int) -> vectors.VectorSet:
     return vs.replace(a=vs.a[:rows], b=vs.b[:rows], c=vs.c[:rows], d=vs.d[:rows], extra=extra)
 
 
-def import_all(source: Path, out: Path, rev: str = "HEAD", sample: int = 1000,
+def import_all(source: Path, out: Path, rev: str = "HEAD", sample: int = 0,
                only: tuple[str, ...] | None = None) -> list[Path]:
     """Import every GPU x format x output of the K&M data at ``source`` into ``out``; the
     files written. ``only`` keeps the operand formats named (all by default)."""
@@ -101,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="a git repository (or bare mirror) of MATLAB-tensor-core")
     ap.add_argument("--rev", default="HEAD", help="the revision to import (default: HEAD)")
     ap.add_argument("--out", type=Path, default=DATA, help="the folder to write")
-    ap.add_argument("--sample", type=int, default=1000,
-                    help="rows kept of the FP16/BF16/TF32 sets (0: all; default: 1000)")
+    ap.add_argument("--sample", type=int, default=0,
+                    help="rows kept of the FP16/BF16/TF32 sets (default: 0, all)")
     ap.add_argument("--only", default=None, help="comma list of operand formats to import")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
