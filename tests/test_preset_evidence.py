@@ -7,9 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from mxsim import presets, units, vectors
-
 from gpu import conformance
+from mxsim import presets, units, vectors
 
 DATA = conformance.DATA
 
