@@ -50,7 +50,7 @@ def _blackwell_mxf8f6f4(a, b, scale_format, block, c_format) -> UnitSpec:
     return UnitSpec(
         name="blackwell-mxf8f6f4",
         instruction=f"mma.sync.m16n8k32.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.{a}.{b}"
-                    f".f32.ue8m0 (sm_120a) / tcgen05.mma.kind::mxf8f6f4.block_scale (sm_100a)",
+                    f".f32.ue8m0 / tcgen05.mma.kind::mxf8f6f4.block_scale",
         a_format=a, b_format=b, scale_format="e8m0", block=32, k=32, frac_bits=25,
         acc_format="fp32", acc_rounding=Rounding.RZ, e_zero=-133,
         provenance=PROVENANCE["blackwell-mxf8f6f4"])
