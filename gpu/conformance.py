@@ -84,34 +84,15 @@ def sets() -> list[Path]:
     return sorted(DATA.glob("*_*_*.npz"), key=_key)
 
 
-def _packed(vs: vectors.VectorSet) -> tuple[vectors.VectorSet, int]:
-    """The set's dots packed ``g`` to a batch entry, and ``g``: entry ``t`` is a g x g GEMM
-    whose diagonal output ``(i, i)`` is dot ``t*g + i`` (its row of A, column of B and C; C
-    is +0 off the diagonal). Each output depends only on its own row, column and C, so the
-    diagonal is the set's ``d`` bit for bit; the fast engine's cost is per batch entry, so
-    this is some 20x faster than one dot an entry, for g x more (ignored) products."""
-    rows = vs.num_dots
-    g = next(x for x in (100, 50, 40, 25, 20, 10, 8, 5, 4, 2, 1) if rows % x == 0)
-    nb, idx = rows // g, np.arange(g)
-    c = np.zeros((nb, g, g), vs.c.dtype)
-    c[:, idx, idx] = vs.c.reshape(nb, g)
-    b = np.ascontiguousarray(vs.b.reshape(nb, g, vs.k).transpose(0, 2, 1))
-    return vs.replace(a=vs.a.reshape(nb, g, vs.k), b=b, c=c, d=None), g
-
-
-def replay(vs: vectors.VectorSet, preset: str, engine: str = "fast") -> np.ndarray:
-    """``d`` codes of ``preset`` on the K&M set's dots (in their order, flat)."""
-    unit = units.get(preset)
-    if engine != "fast":
-        return unit.compute(vs, engine=engine).reshape(-1)
-    packed, g = _packed(vs)
-    idx = np.arange(g)
-    return unit.compute(packed, engine=engine)[:, idx, idx].reshape(-1)
+def replay(vs: vectors.VectorSet, preset, engine: str = "fast") -> np.ndarray:
+    """``d`` codes of ``preset`` (a name or a spec) on the K&M set's dots (in their order,
+    flat). The fast engine computes the one-dot batch entries stacked (bit for bit the
+    same as one at a time)."""
+    return units.get(preset).compute(vs, engine=engine).reshape(-1)
 
 
 def mismatches(vs: vectors.VectorSet, preset: str, engine: str = "fast") -> np.ndarray:
-    """Indices of the dots whose ``d`` the preset does not reproduce bit for bit (the fast
-    engine on the packed set, :func:`_packed`; the reference engine one dot an entry)."""
+    """Indices of the dots whose ``d`` the preset does not reproduce bit for bit."""
     return np.flatnonzero(replay(vs, preset, engine) != vs.d.reshape(-1))
 
 
