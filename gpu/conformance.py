@@ -4,6 +4,7 @@ the preset named for its GPU, operand format and output, bit for bit.
     python -m gpu.conformance            # rewrite the table in docs/conformance.md
     python -m gpu.conformance --check    # exit 1 (and say where) if the doc differs
     python -m gpu.conformance --unseparated   # what the data cannot separate (minutes)
+    python -m gpu.conformance --fit      # mxsim fit on every set -> docs/data/km_fits.json
 
 The sets are Khattak & Mikaitis' ``model_validation`` outputs (``gpu/km_import.py`` imports
 them); each is replayed through :data:`PRESET` 's preset with the fast engine and its ``d``
@@ -15,8 +16,12 @@ MMA-Sim parity span is another script's).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import os
 import re
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -26,12 +31,14 @@ import numpy as np
 
 from mxsim import units, vectors
 from mxsim.errors import MxsimError
-from mxsim.fit import schedules
+from mxsim.fit import fit, schedules
+from mxsim.spec import UnitSpec
 
 from .km_import import DATA, EVIDENCE
 
 __all__ = ["PRESET", "Row", "rows", "table", "render", "DOC", "mismatches", "replay", "sets",
-           "preset_for", "figures"]
+           "preset_for", "figures", "FITS", "fit_set", "fit_all", "fits", "fit_table",
+           "fit_figures"]
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "conformance.md"
@@ -84,34 +91,15 @@ def sets() -> list[Path]:
     return sorted(DATA.glob("*_*_*.npz"), key=_key)
 
 
-def _packed(vs: vectors.VectorSet) -> tuple[vectors.VectorSet, int]:
-    """The set's dots packed ``g`` to a batch entry, and ``g``: entry ``t`` is a g x g GEMM
-    whose diagonal output ``(i, i)`` is dot ``t*g + i`` (its row of A, column of B and C; C
-    is +0 off the diagonal). Each output depends only on its own row, column and C, so the
-    diagonal is the set's ``d`` bit for bit; the fast engine's cost is per batch entry, so
-    this is some 20x faster than one dot an entry, for g x more (ignored) products."""
-    rows = vs.num_dots
-    g = next(x for x in (100, 50, 40, 25, 20, 10, 8, 5, 4, 2, 1) if rows % x == 0)
-    nb, idx = rows // g, np.arange(g)
-    c = np.zeros((nb, g, g), vs.c.dtype)
-    c[:, idx, idx] = vs.c.reshape(nb, g)
-    b = np.ascontiguousarray(vs.b.reshape(nb, g, vs.k).transpose(0, 2, 1))
-    return vs.replace(a=vs.a.reshape(nb, g, vs.k), b=b, c=c, d=None), g
-
-
-def replay(vs: vectors.VectorSet, preset: str, engine: str = "fast") -> np.ndarray:
-    """``d`` codes of ``preset`` on the K&M set's dots (in their order, flat)."""
-    unit = units.get(preset)
-    if engine != "fast":
-        return unit.compute(vs, engine=engine).reshape(-1)
-    packed, g = _packed(vs)
-    idx = np.arange(g)
-    return unit.compute(packed, engine=engine)[:, idx, idx].reshape(-1)
+def replay(vs: vectors.VectorSet, preset, engine: str = "fast") -> np.ndarray:
+    """``d`` codes of ``preset`` (a name or a spec) on the K&M set's dots (in their order,
+    flat). The fast engine computes the one-dot batch entries stacked (bit for bit the
+    same as one at a time)."""
+    return units.get(preset).compute(vs, engine=engine).reshape(-1)
 
 
 def mismatches(vs: vectors.VectorSet, preset: str, engine: str = "fast") -> np.ndarray:
-    """Indices of the dots whose ``d`` the preset does not reproduce bit for bit (the fast
-    engine on the packed set, :func:`_packed`; the reference engine one dot an entry)."""
+    """Indices of the dots whose ``d`` the preset does not reproduce bit for bit."""
     return np.flatnonzero(replay(vs, preset, engine) != vs.d.reshape(-1))
 
 
@@ -212,7 +200,8 @@ def figures() -> dict[str, str]:
     return {"km-table": table(rs), "km-sets": str(len(rs)),
             "km-dots": f"{sum(r.dots for r in rs):,}",
             "km-mismatches": f"{sum(r.mismatches or 0 for r in rs):,}",
-            "km-evidence": evidence(), "km-commands": commands()}
+            "km-evidence": evidence(), "km-commands": commands(),
+            **(fit_figures(record) if (record := fits()) else {})}
 
 
 def _variants(spec) -> dict[str, list]:
@@ -245,6 +234,136 @@ def unseparated() -> Iterator[str]:
             yield f"    {param:12} " + ", ".join(cells)
 
 
+#: What ``--fit`` found on every set: ``mxsim fit`` blind (no preset as a start), k = the
+#: set's preset's instruction k; the doc's fit table is rendered from it.
+FITS = ROOT / "docs" / "data" / "km_fits.json"
+#: Fields that name a spec rather than say its arithmetic (left out of the comparison).
+_NAMING = ("name", "instruction", "provenance")
+
+
+def _fields(spec: UnitSpec) -> dict:
+    """Every field of ``spec`` as plain data (:meth:`UnitSpec.to_dict`, defaults included)."""
+    out = spec.to_dict()
+    for f in dataclasses.fields(spec):
+        value = getattr(spec, f.name)
+        out.setdefault(f.name, getattr(value, "value", value))
+    return out
+
+
+def _shown(param: str, value, k: int):
+    """A field's value as the fitter labels it (a schedule by its name, others as text)."""
+    if param == "schedule":
+        return next((name for name, sched in schedules(k).items()
+                     if (None if sched is None else [list(x) for x in sched]) == value),
+                    "custom")
+    return str(value)
+
+
+def _head(vs: vectors.VectorSet, rows: int) -> vectors.VectorSet:
+    """The first ``rows`` dots of a K&M set (one dot a batch entry)."""
+    return vs.replace(a=vs.a[:rows], b=vs.b[:rows], c=vs.c[:rows], d=vs.d[:rows])
+
+
+def fit_set(path: Path, rows: int | None = None) -> dict:
+    """``mxsim fit`` on one committed set (its first ``rows`` dots; all by default), with k
+    the instruction k of the set's preset: what it reproduces, whether it gives the preset's
+    outputs on every dot, the fields where it differs from the preset's spec and the values
+    the data cannot separate (JSON-ready; ``seconds`` is the only field that varies)."""
+    gpu, fmt, out = path.stem.split("_")
+    vs = vectors.load(path)
+    whole = vs.num_dots
+    vs = _head(vs, rows) if rows and rows < whole else vs
+    name = PRESET[(gpu, fmt, out)]
+    preset = units.get(name).spec_for(vs)
+    t0 = time.perf_counter()
+    result = fit(vs, k=preset.k)
+    seconds = time.perf_counter() - t0
+    same = replay(vs, result.spec) == replay(vs, name)
+    mine, theirs = _fields(result.spec), _fields(preset)
+    differs = {}
+    for f in mine:
+        if f not in _NAMING and mine[f] != theirs[f]:
+            was = _shown(f, theirs[f], preset.k)
+            differs[f] = {"fitted": _shown(f, mine[f], preset.k), "preset": was,
+                          "unseparated": was in result.unseparated.get(f, [])}
+    return {"gpu": gpu, "fmt": fmt, "out": out, "preset": name, "k": preset.k,
+            "rows": vs.num_dots, "rows_in_set": whole, "reproduced": result.equal,
+            "total": result.total, "same_as_preset": bool(same.all()),
+            "outputs_unlike_preset": int((~same).sum()), "differs": differs,
+            "unseparated": result.unseparated,
+            "tried": {p: len(v) for p, v in result.evidence.items()},
+            "evaluated": result.evaluated, "seconds": round(seconds, 1),
+            "spec": result.spec.to_dict()}
+
+
+def fit_all(fp8_rows: int | None = None) -> dict:
+    """:func:`fit_set` on every committed set (the FP8 sets on their first ``fp8_rows``
+    dots, if given), printing a line a set; the record ``--fit`` writes to :data:`FITS`."""
+    t0, entries = time.perf_counter(), {}
+    for path in sets():
+        fp8 = path.stem.split("_")[1] in ("e4m3", "e5m2")
+        e = entries[path.stem] = fit_set(path, fp8_rows if fp8 else None)
+        print(f"{path.stem:16} {e['preset']:30} k {e['k']:2}: {e['reproduced']:,} of "
+              f"{e['total']:,}, same as preset: {e['same_as_preset']}, differs in "
+              f"{sorted(e['differs'])}, {e['seconds']} s", flush=True)
+    return {"command": "python -m gpu.conformance --fit"
+                       + (f" --fp8-rows {fp8_rows}" if fp8_rows else ""),
+            "what": "mxsim.fit.fit on every committed K&M set, blind (no preset as a start), "
+                    "k = the instruction k of the set's preset; fast engine",
+            "fp8_rows": fp8_rows, "cpus": os.cpu_count(),
+            "seconds": round(time.perf_counter() - t0), "sets": entries}
+
+
+def fits() -> dict | None:
+    """The committed record of ``--fit`` (None where there is none)."""
+    return json.loads(FITS.read_text(encoding="utf-8")) if FITS.exists() else None
+
+
+def _unseparated_cell(e: dict) -> str:
+    """What a set cannot separate: each parameter with its other values (or how many)."""
+    parts = []
+    for param, values in e["unseparated"].items():
+        if len(values) + 1 == e["tried"].get(param):
+            parts.append(f"`{param}` (all {len(values) + 1} tried)")
+        else:
+            parts.append(f"`{param}` {', '.join(values)}")
+    return "; ".join(parts)
+
+
+def fit_table(record: dict) -> str:
+    """The Markdown table of a ``--fit`` record."""
+    head = ["set", "preset", "k", "`mxsim fit` reproduces", "fitted = preset",
+            "fitted differs from the preset in", "the data cannot separate"]
+    lines = ["| " + " | ".join(head) + " |", "|---|---|---:|---:|---|---|---|"]
+    for stem, e in record["sets"].items():
+        same = "yes" if e["same_as_preset"] else f"no ({e['outputs_unlike_preset']:,} dots)"
+        differs = "; ".join(f"`{f}` {d['fitted']} (preset: {d['preset']})"
+                            + ("" if d["unseparated"] else " jointly")
+                            for f, d in e["differs"].items())
+        lines.append(f"| {stem.replace('_', ' ')} | `{e['preset']}` | {e['k']} | "
+                     f"{e['reproduced']:,} / {e['total']:,} | {same} | {differs or '-'} | "
+                     f"{_unseparated_cell(e)} |")
+    return "\n".join(lines)
+
+
+def fit_figures(record: dict) -> dict[str, str]:
+    """The doc's ``km-fit`` spans, from a ``--fit`` record."""
+    es = list(record["sets"].values())
+    counts: dict[str, int] = {}
+    for e in es:
+        for param in e["unseparated"]:
+            counts[param] = counts.get(param, 0) + 1
+    return {"km-fit-table": fit_table(record), "km-fit-sets": str(len(es)),
+            "km-fit-exact": str(sum(e["reproduced"] == e["total"] for e in es)),
+            "km-fit-same": str(sum(e["same_as_preset"] for e in es)),
+            "km-fit-command": f"`{record['command']}`",
+            "km-fit-minutes": f"{record['seconds'] / 60:.0f}",
+            "km-fit-cpus": str(record["cpus"]),
+            "km-fit-unseparated": "; ".join(f"`{p}` in {n} of {len(es)} sets"
+                                            for p, n in sorted(counts.items(),
+                                                               key=lambda kv: -kv[1]))}
+
+
 def render(text: str, figs: dict[str, str]) -> tuple[str, list[str]]:
     """``text`` with every ``km-`` span replaced; and the keys whose text changed."""
     changed = []
@@ -271,7 +390,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--unseparated", action="store_true",
                    help="print, for each preset, the mismatches of the other values of its "
                         "parameters (what the data cannot separate; minutes)")
+    p.add_argument("--fit", action="store_true",
+                   help=f"run mxsim fit on every set, write {FITS.relative_to(ROOT)} and the "
+                        f"doc's fit table (minutes)")
+    p.add_argument("--fp8-rows", type=int, default=None, metavar="N",
+                   help="with --fit: fit the FP8 sets on their first N dots (default: all)")
     args = p.parse_args(argv)
+    if args.fit:
+        FITS.parent.mkdir(exist_ok=True)
+        FITS.write_text(json.dumps(fit_all(args.fp8_rows), indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {FITS.relative_to(ROOT)}")
     if args.unseparated:
         for line in unseparated():
             print(line, flush=True)

@@ -85,12 +85,9 @@ def test_evidence_separates_the_fp8_instructions():
 
 @pytest.mark.parametrize("path", SETS, ids=[p.stem for p in SETS])
 def test_reference_engine_on_a_sample(path):
-    """The reference engine, one dot a batch entry as imported, on the first dots; and the
-    fast engine unpacked on the same dots (the packing of the fast replay is exact)."""
+    """The reference engine, one dot a batch entry as imported, on the first dots."""
     vs = vectors.load(path)
     head = vs.replace(a=vs.a[:3], b=vs.b[:3], c=vs.c[:3], d=vs.d[:3])
     name = conformance.PRESET[tuple(path.stem.split("_"))]
     ref = units.get(name).compute(head, engine="reference").reshape(-1)
     assert np.array_equal(ref, head.d.reshape(-1))
-    fast = units.get(name).compute(head).reshape(-1)
-    assert np.array_equal(fast, conformance.replay(head, name))
