@@ -1,12 +1,14 @@
 """K&M conformance: every committed K&M set replayed through the preset named for it, bit for
 bit, and docs/conformance.md's figures equal to the ones computed from the data."""
 
+import json
 import re
 
 import numpy as np
 import pytest
 
 from gpu import conformance
+from gpu.km_import import DATA
 from mxsim import units, vectors
 
 SETS = conformance.sets()
@@ -91,3 +93,32 @@ def test_reference_engine_on_a_sample(path):
     name = conformance.PRESET[tuple(path.stem.split("_"))]
     ref = units.get(name).compute(head, engine="reference").reshape(-1)
     assert np.array_equal(ref, head.d.reshape(-1))
+
+
+def test_fit_spans_are_what_the_fit_record_renders():
+    """docs/conformance.md's km-fit spans equal docs/data/km_fits.json rendered, and the
+    record covers every committed set."""
+    record = conformance.fits()
+    assert record is not None and set(record["sets"]) == EXPECTED
+    spans = {m.group(1): m.group(2).strip("\n")
+             for m in conformance.MARK.finditer(conformance.DOC.read_text(encoding="utf-8"))}
+    figs = conformance.fit_figures(record)
+    assert {k for k in spans if k.startswith("km-fit")} == set(figs)
+    for key, text in figs.items():
+        assert spans[key] == text, f"docs/conformance.md's {key} is stale: run python -m " \
+                                   f"gpu.conformance"
+    for stem, e in record["sets"].items():
+        assert e["preset"] == conformance.PRESET[tuple(stem.split("_"))]
+        assert e["same_as_preset"] == (e["outputs_unlike_preset"] == 0)
+
+
+def test_one_real_fit_equals_its_record():
+    """mxsim fit, blind, on one committed set (V100 fp16 fp32, 1,000 dots, some seconds):
+    the same spec, counts and unseparated values as docs/data/km_fits.json records."""
+    stem = "V100_fp16_fp32"
+    entry = json.loads(json.dumps(conformance.fit_set(DATA / f"{stem}.npz")))
+    recorded = dict(conformance.fits()["sets"][stem])
+    entry.pop("seconds"), recorded.pop("seconds")
+    assert entry == recorded
+    assert entry["reproduced"] == entry["total"] == 1000 and entry["same_as_preset"]
+    assert "e_zero" in entry["unseparated"]
