@@ -297,22 +297,37 @@ def fit_set(path: Path, rows: int | None = None) -> dict:
             "spec": result.spec.to_dict()}
 
 
-def fit_all(fp8_rows: int | None = None) -> dict:
-    """:func:`fit_set` on every committed set (the FP8 sets on their first ``fp8_rows``
-    dots, if given), printing a line a set; the record ``--fit`` writes to :data:`FITS`."""
-    t0, entries = time.perf_counter(), {}
+def fit_all(fp8_rows: int | None = None, rows: int | None = None,
+            only: tuple[str, ...] | None = None) -> dict:
+    """:func:`fit_set` on every committed set (the FP8 sets on their first ``fp8_rows`` dots,
+    the others on their first ``rows``, if given), printing a line a set; the record ``--fit``
+    writes to :data:`FITS`. With ``only`` (operand formats), only those sets are fitted and
+    the committed record's other entries are kept (its commands list says what ran)."""
+    t0, old = time.perf_counter(), (fits() if only else None) or {}
+    entries = dict(old.get("sets", {}))
     for path in sets():
-        fp8 = path.stem.split("_")[1] in ("e4m3", "e5m2")
-        e = entries[path.stem] = fit_set(path, fp8_rows if fp8 else None)
+        fmt = path.stem.split("_")[1]
+        if only and fmt not in only:
+            continue
+        fp8 = fmt in ("e4m3", "e5m2")
+        e = entries[path.stem] = fit_set(path, fp8_rows if fp8 else rows)
         print(f"{path.stem:16} {e['preset']:30} k {e['k']:2}: {e['reproduced']:,} of "
               f"{e['total']:,}, same as preset: {e['same_as_preset']}, differs in "
               f"{sorted(e['differs'])}, {e['seconds']} s", flush=True)
-    return {"command": "python -m gpu.conformance --fit"
-                       + (f" --fp8-rows {fp8_rows}" if fp8_rows else ""),
+    command = ("python -m gpu.conformance --fit"
+               + (f" --fp8-rows {fp8_rows}" if fp8_rows else "")
+               + (f" --rows {rows}" if rows else "")
+               + (f" --only {','.join(only)}" if only else ""))
+    commands = [c for c in old.get("commands", [old["command"]] if "command" in old else [])
+                if not only or "--only" not in c or c.split("--only ")[1] != ",".join(only)]
+    return {"command": "; ".join(commands + [command]), "commands": commands + [command],
             "what": "mxsim.fit.fit on every committed K&M set, blind (no preset as a start), "
                     "k = the instruction k of the set's preset; fast engine",
-            "fp8_rows": fp8_rows, "cpus": os.cpu_count(),
-            "seconds": round(time.perf_counter() - t0), "sets": entries}
+            "fp8_rows": fp8_rows if not only or "e4m3" in only else old.get("fp8_rows"),
+            "rows": rows if not only or "fp16" in only else old.get("rows"),
+            "cpus": os.cpu_count(),
+            "seconds": round(time.perf_counter() - t0) + (old.get("seconds", 0) if only else 0),
+            "sets": {p.stem: entries[p.stem] for p in sets() if p.stem in entries}}
 
 
 def fits() -> dict | None:
@@ -419,10 +434,18 @@ def main(argv: list[str] | None = None) -> int:
                         "doc's fit table (minutes)")
     p.add_argument("--fp8-rows", type=int, default=None, metavar="N",
                    help="with --fit: fit the FP8 sets on their first N dots (default: all)")
+    p.add_argument("--rows", type=int, default=None, metavar="N",
+                   help="with --fit: fit the FP16/BF16/TF32 sets on their first N dots "
+                        "(default: all)")
+    p.add_argument("--only", default=None, metavar="FMT[,FMT]",
+                   help="with --fit: fit only the sets of these operand formats and keep the "
+                        "committed record's other entries")
     args = p.parse_args(argv)
     if args.fit:
         FITS.parent.mkdir(exist_ok=True)
-        FITS.write_text(json.dumps(fit_all(args.fp8_rows), indent=1) + "\n", encoding="utf-8")
+        FITS.write_text(json.dumps(fit_all(
+            args.fp8_rows, args.rows, tuple(args.only.split(",")) if args.only else None),
+            indent=1) + "\n", encoding="utf-8")
         print(f"wrote {FITS}")
     if args.unseparated:
         for line in unseparated():
