@@ -20,7 +20,7 @@ from mxsim.errors import UnitError
 from mxsim.vectors import VectorSet
 
 from .device import capability, device_info, torch_unavailable_reason
-from .runner import require
+from .runner import require, require_operands
 
 __all__ = ["unavailable_reason", "scaled_mm", "scale_tensors", "matmul16", "kernel_names", "PAIRS",
            "MM16_FORMATS", "ScaledMm", "Wgmma", "Cublas16"]
@@ -197,10 +197,7 @@ class Cublas16:
         return torch_unavailable_reason()
 
     def run(self, vs: VectorSet) -> VectorSet:
-        require(self)
-        if vs.a_format != self.fmt:
-            raise UnitError(f"GPU path {self.name} takes {self.fmt} operands, not "
-                            f"{vs.a_format}")
+        require_operands(self, vs, self.fmt)
         return matmul16(vs)
 
 

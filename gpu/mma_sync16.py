@@ -27,7 +27,7 @@ from mxsim.errors import UnitError
 from mxsim.vectors import VectorSet
 
 from .device import capability, device_info, needs
-from .runner import require
+from .runner import require_operands
 
 __all__ = ["source", "unavailable_reason", "run", "layout_check", "FORMATS", "KERNELS",
            "INSTRUCTION_K", "instruction", "MmaSync16"]
@@ -226,8 +226,5 @@ class MmaSync16:
         return unavailable_reason()
 
     def run(self, vs: VectorSet) -> VectorSet:
-        require(self)
-        if vs.a_format != self.fmt:
-            raise UnitError(f"GPU path {self.name} takes {self.fmt} operands, not "
-                            f"{vs.a_format}")
+        require_operands(self, vs, self.fmt)
         return run(vs)

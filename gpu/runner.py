@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 from mxsim.errors import UnitError
 from mxsim.vectors import VectorSet
 
-__all__ = ["Runner", "require"]
+__all__ = ["Runner", "require", "require_operands"]
 
 
 @runtime_checkable
@@ -44,3 +44,11 @@ def require(runner: Runner) -> None:
     reason = runner.unavailable_reason()
     if reason is not None:
         raise UnitError(f"GPU path {runner.name} is unavailable here: {reason}")
+
+
+def require_operands(runner: Runner, vs, fmt: str) -> None:
+    """:func:`require`, then the one-line UnitError of a set whose A is not ``fmt`` (the
+    paths of one operand format: fp16, bf16 or tf32)."""
+    require(runner)
+    if vs.a_format != fmt:
+        raise UnitError(f"GPU path {runner.name} takes {fmt} operands, not {vs.a_format}")

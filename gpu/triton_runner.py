@@ -23,7 +23,7 @@ from mxsim.errors import UnitError
 from mxsim.vectors import VectorSet
 
 from .device import device_info, needs
-from .runner import require
+from .runner import require, require_operands
 
 __all__ = ["unavailable_reason", "run_dot", "run_dot_scaled", "run_dot16", "ptx_mma",
            "DOT_SCALED_FORMATS", "DOT16_FORMATS", "TritonDot", "TritonDotScaled", "TritonDot16"]
@@ -284,10 +284,7 @@ class TritonDot16:
         return unavailable_reason()
 
     def run(self, vs: VectorSet) -> VectorSet:
-        require(self)
-        if vs.a_format != self.fmt:
-            raise UnitError(f"GPU path {self.name} takes {self.fmt} operands, not "
-                            f"{vs.a_format}")
+        require_operands(self, vs, self.fmt)
         return run_dot16(vs)
 
 
