@@ -318,10 +318,69 @@ def replay(summary: dict[str, Any], arrays: Any, *, rows: int = 2,
     return out
 
 
+# -- the figures of docs/torch.md, from the committed run ---------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "h200" / "2026-12-02-torch"
+DOC = ROOT / "docs" / "torch.md"
+NOT_RUN = ("_not yet run on the H200: `python -m gpu.torch_layer --out "
+           "tests/data/h200/2026-12-02-torch` writes the files this table is computed from_")
+
+
+def _row(c: dict[str, Any]) -> list[str]:
+    fast = "on" if c.get("use_fast_accum") else "off"
+    out = {"bfloat16": "bf16", "float32": "fp32"}.get(c.get("out_dtype"), "?")
+    if "torch_refused" in c:
+        torch_col = f"refused: {c['torch_refused'].split(': ', 1)[-1]}"
+    else:
+        torch_col = "skipped" if "skipped" in c else "error" if "error" in c else "ran"
+    unit = c.get("mxsim_unit") or ("refused" if "mxsim_unit_refused" in c else "")
+    dots = f"{c['dots']:,}" if "dots" in c else ""
+    mism = f"{c['mismatches']:,}" if "mismatches" in c else ""
+    secs = (f"{c['torch_s']:.3f} / {c['mxsim_s']:.2f}" if "mismatches" in c else "")
+    return [c.get("scales", "?"), fast, out, torch_col, f"`{unit}`" if unit else "", dots, mism,
+            secs]
+
+
+def figures(data: Path = DATA) -> dict[str, str]:
+    """The figure spans of docs/torch.md (``torch:layer``, ``torch:device``), computed from
+    the committed summary, or saying that the run has not been committed."""
+    path = data / "torch_layer.json"
+    if not path.exists():
+        return {"torch:layer": NOT_RUN, "torch:device": "not run"}
+    summary = json.loads(path.read_text())
+    head = ["scales", "fast accum", "out", "torch._scaled_mm", "mxsim.torch unit", "outputs",
+            "mismatches", "seconds (torch / mxsim)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 5 + "---:|" * 3]
+    lines += ["| " + " | ".join(_row(c)) + " |" for c in summary["configs"]]
+    shape = summary["shape"]
+    dev = summary.get("versions", {}).get("device", {})
+    device = (f"{dev.get('gpu', '?')}, torch {dev.get('torch', '?')}, CUDA {dev.get('cuda', '?')},"
+              f" cuBLAS {dev.get('cublas', '?')}; M x K x N = {shape['m']} x {shape['k']} x "
+              f"{shape['n']}, seed {summary['seed']}, engine {summary['engine']}")
+    return {"torch:layer": "\n".join(lines), "torch:device": device}
+
+
+def render_doc(check: bool, doc: Path = DOC, data: Path = DATA) -> int:
+    """Fill (or, with ``check``, compare) the figure spans of docs/torch.md: 0 when they
+    are current, 1 when ``check`` finds one stale."""
+    from .figures import render
+    text = doc.read_text()
+    new, changed = render(text, figures(data))
+    if check:
+        return 1 if changed else 0
+    if new != text:
+        doc.write_text(new)
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gpu.torch_layer", description=__doc__.split(
         "\n\n")[0])
-    p.add_argument("--out", required=True, metavar="DIR", help="where the summary goes")
+    p.add_argument("--out", metavar="DIR", help="where the summary goes")
+    p.add_argument("--figures", action="store_true",
+                   help="fill docs/torch.md's figures from the committed run, and stop")
+    p.add_argument("--check", action="store_true", help="with --figures: only compare")
     p.add_argument("--shape", type=int, nargs=3, metavar=("M", "K", "N"), default=SHAPE,
                    help="M K N (default: %(default)s)")
     p.add_argument("--quick", action="store_true", help=f"shape {QUICK}")
@@ -338,6 +397,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     args.argv = argv
+    if args.figures:
+        return render_doc(args.check)
+    if not args.out:
+        print("gpu.torch_layer: error: --out DIR is required", file=sys.stderr)
+        return 2
     if args.quick:
         args.shape = QUICK
     m, k, n = args.shape

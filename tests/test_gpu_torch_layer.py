@@ -68,6 +68,15 @@ def test_torch_layer_runs_every_configuration_on_cpu(tmp_path, monkeypatch):
     assert recs["tensor-nofast-fp32"]["mxsim_unit"] == "hopper-cublas-rowwise"
     replayed = tl.replay(summary, arrays)
     assert len(replayed) == 10 and all(e == t == 2 * 256 for e, t in replayed.values())
+    table = tl.figures(tmp_path)["torch:layer"].splitlines()
+    assert len(table) == 2 + 12 and "| row | on | bf16 | ran | `hopper-cublas-fast+col-row` | " \
+        "1,024 | 0 |" in table[5]
+    assert "refused: scaled_gemm doesn't support fast accum" in table[7]
+
+
+def test_torch_layer_figures_in_the_doc_are_current():
+    """docs/torch.md's table is what the committed run gives (or says it has not run)."""
+    assert tl.render_doc(check=True) == 0
 
 
 def test_torch_layer_reports_a_mismatch_and_replay_finds_it(tmp_path, monkeypatch):

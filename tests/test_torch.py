@@ -348,10 +348,11 @@ def test_recipes_table_names_every_recipe():
 
 
 def test_none_recipe_casts_to_the_units_operand_format():
-    x = torch.tensor([[1.0 + 2.0 ** -9, 500.0]])                 # rounds in bf16; > e4m3 max
-    w = torch.ones(2, 1)
+    x = torch.zeros(1, 32)
+    x[0, :2] = torch.tensor([1.0 + 2.0 ** -9, 500.0])          # rounds in bf16; > e4m3 max
+    w = torch.ones(32, 1)
     assert mt.matmul(x, w).item() == 1.0 + 500.0                 # exact: bf16 operands
     assert mt.matmul(x, w, unit="hopper-cublas-fast").item() == 1.0 + 448.0   # e4m3, saturated
-    f16 = mt.matmul(x.half(), w.half(), unit="exact")
-    assert f16.dtype == torch.float16 and f16.item() == float(np.float16(1.0 + 2.0 ** -9) + 500)
-    assert formats.get("bf16").decode(np.uint16(0x3F80)) == 1.0
+    f16 = mt.matmul(x.half(), w.half(), unit="exact")            # fp16 operands: 1 + 2**-9 kept
+    assert f16.dtype == torch.float16
+    assert _u16(f16)[0, 0] == formats.get("fp16").encode(np.float64(501.001953125), "rne")
