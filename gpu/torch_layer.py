@@ -19,8 +19,10 @@ rewritten after each.
 Written to ``--out``: ``torch_layer.json`` (per configuration: shapes, seed, sha256 of
 torch's and of mxsim's output bits, mismatches, times, the first mismatching entries) and
 ``torch_layer.npz`` (``SAMPLE_ROWS`` whole rows of every real output, mxsim's where they
-differ, and the sample's rows and column tiles). :func:`replay` draws the sample's inputs again on a CPU and
-holds ``mxsim.torch`` (fast engine) equal to the recorded rows (tests/test_gpu_torch_layer.py).
+differ, and the sample's rows and column tiles). :func:`replay` draws the sample's inputs again
+on a CPU and holds ``mxsim.torch`` (fast engine) equal to the recorded rows
+(tests/test_gpu_torch_layer.py). ``--resume`` keeps the finished configurations of an earlier
+run in ``--out`` (after a timeout) and runs the rest.
 
 How the draw makes a sample cheap to redraw: row r of X comes from its own generator, and
 so does each tile of 128 columns of B; X[0, 0] and B[0, 0] hold the tensors' largest
