@@ -171,6 +171,21 @@ def _mismatches(torch: Any, real: Any, mine: Any, limit: int = 8) -> tuple[int, 
     return count, first
 
 
+def _profiled(torch: Any, fn: Any) -> tuple[Any, list[str]]:
+    """``fn()`` and the names of the CUDA kernels it ran (torch's profiler; none on a CPU)."""
+    if not torch.cuda.is_available():
+        return fn(), []
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            out = fn()
+        names = sorted({e.key for e in prof.key_averages()
+                        if not any(w in e.key.lower() for w in ("memcpy", "memset"))})
+        return out, names
+    except Exception as exc:                           # noqa: BLE001 (the profiler is extra:
+        return fn(), [f"profiler failed: {_first_line(exc)}"]   # run fn again without it)
+
+
 def _unit_name(gran: str, fast: bool) -> str:
     from mxsim import units
     from mxsim.torch.functions import fp32_unit
@@ -190,7 +205,8 @@ def run_config(torch: Any, ops: tuple, cfg: tuple[str, str, bool], engine: str,
     t0 = time.perf_counter()
     try:
         real = real_scaled_mm(torch, *ops, dtype, fast)
-        again = real_scaled_mm(torch, *ops, dtype, fast)
+        again, rec["torch_kernels"] = _profiled(torch, lambda: real_scaled_mm(
+            torch, *ops, dtype, fast))
         rec["torch_repeat_equal"] = bool(torch.equal(_bits(torch, real), _bits(torch, again)))
         del again
     except RuntimeError as exc:
@@ -372,7 +388,7 @@ def figures(data: Path = DATA) -> dict[str, str]:
     the committed summary, or saying that the run has not been committed."""
     path = data / "torch_layer.json"
     if not path.exists():
-        return {"torch:layer": NOT_RUN, "torch:device": "not run"}
+        return {"torch:layer": NOT_RUN, "torch:device": "not run", "torch:kernels": "not run"}
     summary = json.loads(path.read_text())
     head = ["scales", "fast accum", "out", "torch._scaled_mm", "mxsim.torch unit", "outputs",
             "mismatches", "seconds (torch / mxsim)"]
@@ -383,7 +399,9 @@ def figures(data: Path = DATA) -> dict[str, str]:
     device = (f"{dev.get('gpu', '?')}, torch {dev.get('torch', '?')}, CUDA {dev.get('cuda', '?')},"
               f" cuBLAS {dev.get('cublas', '?')}; M x K x N = {shape['m']} x {shape['k']} x "
               f"{shape['n']}, seed {summary['seed']}, engine {summary['engine']}")
-    return {"torch:layer": "\n".join(lines), "torch:device": device}
+    kernels = sorted({k for c in summary["configs"] for k in c.get("torch_kernels", [])})
+    return {"torch:layer": "\n".join(lines), "torch:device": device,
+            "torch:kernels": ", ".join(f"`{k}`" for k in kernels) or "none recorded"}
 
 
 def render_doc(check: bool, doc: Path = DOC, data: Path = DATA) -> int:
