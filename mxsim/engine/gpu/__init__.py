@@ -1,0 +1,1 @@
+"""The GPU engine (H1 owns this file; a minimal placeholder on the cuda branch)."""
