@@ -67,7 +67,8 @@ def _bench_table() -> str:
                 f"`python benchmarks/bench_gpu_engine.py --json {_rel(BENCH)}` on the device.")
     b = json.loads(BENCH.read_text())
     rows = [[r["what"], f"{r['dots']:,}", f"{r['seconds']:.3g}", f"{r['dots_per_s']:.3g}",
-             r.get("ratio") or "-", r.get("equal", "-")] for r in b["rows"]]
+             r.get("ratio") or "-", "-" if r.get("equal") is None else r["equal"]]
+            for r in b["rows"]]
     return (_table(["what", "dots", "seconds", "dots/s", "ratio", "bit-equal"], rows)
             + f"\n\n{b['device']}; {b['versions']}; {b.get('note', '')}".rstrip("; "))
 

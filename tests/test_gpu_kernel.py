@@ -11,7 +11,9 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
+import types
 from pathlib import Path
 
 import numpy as np
@@ -233,3 +235,85 @@ def test_nvcc_compiles_every_kernel_for_sm90(tmp_path):
     for align in _MODES:
         for normalized in (False, True):
             assert kernels.kernel_name(align, normalized).encode() + b"\0" in data
+
+
+def _kernel_params() -> list[tuple[str, str]]:
+    """(C type, name) of the GPU kernels' parameters, read from step.cu."""
+    import re
+    text = kernels.source()
+    head = text[text.index("mxsim_step_##MODE##_##NORM("):]
+    head = head[head.index("(") + 1:head.index(")")].replace("\\", " ")
+    params = [" ".join(p.split()) for p in head.split(",")]
+    return [re.match(r"(.*?)\s*\*?\s*(\w+)$", p).groups() for p in params]
+
+
+class _FakeCupy(types.ModuleType):
+    """numpy dressed as CuPy, whose RawModule runs the host build of step.cu: kernels.py's
+    plumbing (argument order and types, grid and block) checked against step.cu's kernels."""
+
+    def __init__(self, dll):
+        super().__init__("cupy")
+        self.dll, self.launches = dll, []
+        self.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0))
+        fake = self
+
+        class RawModule:
+            def __init__(self, code, options):
+                assert code == kernels.source() and "-std=c++17" in options
+
+            def get_function(self, name):
+                return lambda grid, block, args: fake.launch(name, grid, block, args)
+        self.RawModule = RawModule
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    def launch(self, name, grid, block, args):
+        params = _kernel_params()
+        assert len(args) == len(params)
+        kw = {}
+        for (ctype, pname), value in zip(params, args, strict=True):
+            if "*" in ctype or pname.startswith(("a_", "b_", "c_", "out_")):
+                want = np.int32 if ctype.endswith("int") else np.int64
+                assert value.dtype == want and value.flags.c_contiguous, pname
+            else:
+                want = np.int64 if "long" in ctype else np.int32
+                assert type(value) is want, pname
+            kw[pname] = value
+        r, n = int(kw["r"]), int(kw["n"])
+        assert block == (kernels.TILE_COLS, kernels.TILE_ROWS)
+        assert kw["col_tiles"] == -(-n // 32) and grid == (-(-r // 8) * kw["col_tiles"],)
+        mode, norm = (int(x) for x in name.split("_")[2:])
+        self.launches.append(name)
+        ptr = [kw[f"{s}_{f}"].ctypes.data_as(_I32 if s != "c" else _I64)
+               for s in "abc" for f in ("sign", "sig", "lsb", "e", "flag")]
+        assert self.dll.mxsim_step_host(
+            *ptr, ctypes.c_int64(r), ctypes.c_int64(n), ctypes.c_int(kw["g"]),
+            ctypes.c_int(kw["has_acc"]), ctypes.c_int(kw["zero_acc"]),
+            ctypes.c_int(kw["frac_bits"]), ctypes.c_int(mode), ctypes.c_int(norm),
+            ctypes.c_int(kw["e_zero"]),
+            *(kw[o].ctypes.data_as(_I64) for o in ("out_sum", "out_lsb", "out_flag"))) == 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cupy_loader_calls_the_kernels_as_step_cu_declares_them(host, monkeypatch, seed):
+    fake = _FakeCupy(host)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    kernels._module.cache_clear()
+    kernels._kernel.cache_clear()
+    try:
+        a, sa, b, sb, acc, frac_bits, e_zero, zero_acc = _case(seed)
+        b_side = kernels.prepare_b(b, sb)
+        np.testing.assert_array_equal(b_side[5], _kernels.prepare_b(b, sb)[5])
+        for align in _MODES:
+            for normalized in (False, True):
+                args = (frac_bits, align, normalized, e_zero, zero_acc)
+                want = _kernels.step_sums(a, sa, _kernels.prepare_b(b, sb), acc, *args)
+                got = kernels.step_sums(a, sa, b_side, acc, *args)
+                for w, x in zip(want, got, strict=True):
+                    assert x.dtype == np.int64
+                    np.testing.assert_array_equal(x, w)
+        assert len(fake.launches) == 8 and fake.launches[-1] == "mxsim_step_3_1"
+    finally:
+        kernels._module.cache_clear()
+        kernels._kernel.cache_clear()
