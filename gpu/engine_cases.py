@@ -5,11 +5,11 @@ A case is a dict that rebuilds its vector set and unit spec anywhere (:func:`vec
 formats, the generator family, the shape and the seed. Kinds:
 
 - ``preset``: every preset x every generator family (its operand pairs, scale patterns and C
-  formats taken in turn), ``small`` (replayed on CPU in CI) and ``mid`` sizes;
+  formats taken in turn), 16 x 16 dots (``small``: replayed on the CPU in CI);
 - ``drawn``: specs drawn by hypothesis with the random-spec strategy of tests/test_engine.py
-  (``_specs``; deterministic: ``derandomize``), ``small`` and ``mid`` sizes;
-- ``bulk``: a few presets on millions of dots (the dot count);
-- ``chain``: long K (up to 65,536) on small M x N.
+  (``_specs``; deterministic: ``derandomize``), 16 x 16 dots;
+- ``bulk``: a dozen presets on 10.5 million dots each (the dot count);
+- ``chain``: long K (4,096 to 65,536) on 16 x 32 dots.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ FIXTURE = ROOT / "tests" / "data" / "gpu_engine_fixture" / "engine_check.json"
 STAND_IN = "fast (CPU stand-in for the GPU engine: a test fixture, not a device run)"
 FAMILIES = vectors.FAMILIES
 #: (m, n) of each size class; ``quick`` shrinks every class.
-SIZES = {"small": (16, 16), "mid": (256, 256), "bulk": (2048, 4096), "chain": (16, 32)}
-QUICK_SIZES = {"small": (8, 8), "mid": (32, 32), "bulk": (128, 256), "chain": (4, 8)}
+SIZES = {"small": (16, 16), "bulk": (4096, 2560), "chain": (16, 32)}
+QUICK_SIZES = {"small": (8, 8), "bulk": (128, 256), "chain": (4, 8)}
 #: Presets run on millions of dots, and the long chains (preset, operand formats, scales).
 BULK = (("hopper-wgmma", "e4m3", "e4m3", None, None),
         ("hopper-cublas", "e4m3", "e5m2", None, None),
@@ -48,8 +48,10 @@ BULK = (("hopper-wgmma", "e4m3", "e4m3", None, None),
         ("ocp-fp32", "int8", "e4m3", "e8m0", 32),
         ("exact", "e4m3", "e4m3", None, None))
 CHAIN_K = (4096, 16384, 65536)
-#: The presets chained to K = 65,536 (the others to 16,384): single-threaded on the CPU.
-LONGEST = ("hopper-wgmma", "hopper-cublas", "blackwell-mxf4nvf4", "exact")
+#: The longest chain of each bulk preset (the others: 4,096). A chain is one Python step
+#: loop on the GPU (K / k fused steps) and one thread on the CPU: the long ones cost the most.
+LONGEST = {"hopper-wgmma": 65536, "hopper-cublas": 65536, "blackwell-mxf4nvf4": 16384,
+           "exact": 16384}
 _ELEMS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
 
 
@@ -187,7 +189,10 @@ def _bulk_cases(quick: bool) -> list[dict[str, Any]]:
         out.append(dict(kind="bulk", size="bulk", family=("normal", "llm")[i % 2], **base,
                         m=m, n=n, k=_k_of(s, scale, block), seed=_seed("bulk", name)))
         m, n = (QUICK_SIZES if quick else SIZES)["chain"]
-        for kk in CHAIN_K[:1] if quick else CHAIN_K[:3 if name in LONGEST else 2]:
+        longest = 4096 if quick else LONGEST.get(name, 4096)
+        for kk in (k for k in CHAIN_K if k <= longest):
+            if quick and name not in LONGEST:
+                continue
             out.append(dict(kind="chain", size="chain", family=("llm", "normal")[i % 2],
                             **base, m=m, n=n, k=kk, seed=_seed("chain", name, kk)))
     return out
@@ -196,14 +201,11 @@ def _bulk_cases(quick: bool) -> list[dict[str, Any]]:
 def all_cases(quick: bool = False, drawn: int = 200) -> list[dict[str, Any]]:
     """Every case of the check, in order (ids are list positions)."""
     cases = []
-    sizes = ("small",) if quick else ("small", "mid")
     for name in presets.names():
         for fi, family in enumerate(FAMILIES):
-            for size in sizes:
-                cases.append(_preset_case(name, fi, family, size, quick))
+            cases.append(_preset_case(name, fi, family, "small", quick))
     for i, s in enumerate(drawn_specs(drawn)):
-        for size in sizes:
-            cases.append(_drawn_case(s, i, size, quick))
+        cases.append(_drawn_case(s, i, "small", quick))
     cases += _bulk_cases(quick)
     for i, c in enumerate(cases):
         c["id"] = i
