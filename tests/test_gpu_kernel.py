@@ -34,19 +34,23 @@ _I32, _I64 = ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int64)
 _MODES = ("rz", "rd", "rne", "rz-jam")
 
 
-def _build() -> ctypes.CDLL:
-    """step.cu as a host library (-DMXSIM_HOST), cached by the source's hash."""
+def _library(tag: str, flags: list[str]) -> Path:
+    """step.cu built for the host (-DMXSIM_HOST) with ``flags``, cached by the source's hash."""
     text = kernels.source().encode()
     folder = Path(tempfile.gettempdir()) / "mxsim-gpu-kernel"
     folder.mkdir(exist_ok=True)
-    lib = folder / f"step-{hashlib.sha256(text).hexdigest()[:16]}.so"
+    lib = folder / f"step-{tag}-{hashlib.sha256(text + str(flags).encode()).hexdigest()[:16]}.so"
     if not lib.exists():
         tmp = folder / f"{lib.stem}.{os.getpid()}.so"
-        subprocess.run(["g++", "-O2", "-std=c++17", "-Wall", "-Werror", "-shared", "-fPIC",
+        subprocess.run(["g++", *flags, "-std=c++17", "-Wall", "-Wextra", "-shared", "-fPIC",
                         "-x", "c++", "-DMXSIM_HOST", str(kernels.SOURCE), "-o", str(tmp)],
                        check=True, capture_output=True)
         os.replace(tmp, lib)            # atomic: parallel workers never load a partial file
-    dll = ctypes.CDLL(str(lib))
+    return lib
+
+
+def _build() -> ctypes.CDLL:
+    dll = ctypes.CDLL(str(_library("O2", ["-O2"])))
     dll.mxsim_step_host.restype = ctypes.c_int
     return dll
 
@@ -213,6 +217,40 @@ def test_host_kernel_in_the_engine_on_drawn_specs(host, monkeypatch, spec, famil
     if spec.d_format == "fp16" and with_c:
         vs = _fp16_c(vs)
     _three_ways(host, monkeypatch, spec, vs)
+
+
+_SANITIZED_RUN = """
+import ctypes, sys
+import test_gpu_kernel as t
+from mxsim.engine import _kernels
+dll = ctypes.CDLL(sys.argv[1])
+dll.mxsim_step_host.restype = ctypes.c_int
+for seed in range(12):
+    a, sa, b, sb, acc, frac_bits, e_zero, zero_acc = t._case(seed)
+    b_side = _kernels.prepare_b(b, sb)
+    for align in t._MODES:
+        args = (a, sa, b_side, acc, frac_bits, align, seed % 2, e_zero, zero_acc)
+        for w, x in zip(_kernels.step_sums(*args), t._host_step_sums(dll, *args)):
+            assert (w == x).all()
+print("clean")
+"""
+
+
+def test_host_kernel_reads_and_computes_only_in_bounds_under_asan_and_ubsan():
+    """AddressSanitizer: no tile load reads past an operand (the partial tiles at the edges of
+    rows, columns and terms); UBSan: no undefined shift or overflow."""
+    asan = subprocess.run(["g++", "-print-file-name=libasan.so"], capture_output=True,
+                          text=True).stdout.strip()
+    if not Path(asan).is_absolute():
+        pytest.skip("g++ has no AddressSanitizer runtime here")
+    lib = _library("asan", ["-O1", "-g", "-fsanitize=address,undefined",
+                            "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"])
+    env = dict(os.environ, LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0",
+               PYTHONPATH=os.pathsep.join([str(Path(__file__).parent),
+                                           os.environ.get("PYTHONPATH", "")]))
+    run = subprocess.run([sys.executable, "-c", _SANITIZED_RUN, str(lib)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "clean", run.stderr[-2000:]
 
 
 def _nvcc() -> str | None:
