@@ -10,7 +10,8 @@ The run computes every case of :mod:`gpu.engine_cases` with ``engine="gpu"``
 and runs the reference engine (exact fractions) against both on a 2 x 2 corner of every small
 case. It writes ``DIR/engine_check.json``: per case the recipe (unit or the drawn spec, its
 digest, formats, family, shape, seed), the dots, the sha256 of the GPU's and the CPU's output
-codes, the mismatches and the seconds; and the totals. Without a GPU (or CuPy) it exits 2 with
+codes, the mismatches and the seconds (a case that raises: its error, every dot counted as a
+mismatch); and the totals. Without a GPU (or CuPy) it exits 2 with
 one line. ``--stand-in-cpu`` computes the "GPU" side with the fast engine (a fixture for the
 replay test until the device summary exists; the summary says so).
 
@@ -104,6 +105,7 @@ def _totals(results: list[dict[str, Any]]) -> dict[str, Any]:
         t["max_k"] = max(t["max_k"], r["k"])
     return dict(cases=len(results), dots=sum(r["dots"] for r in results),
                 mismatches=sum(r["mismatches"] for r in results),
+                errors=sum("error" in r for r in results),
                 ref_dots=sum(r.get("ref_dots", 0) for r in results),
                 ref_mismatches=sum(r.get("ref_mismatches", 0) for r in results),
                 presets=len({r["unit"] for r in results if r["kind"] == "preset"}),
@@ -138,11 +140,17 @@ def run(out_dir: Path, quick: bool, stand_in: bool, shard: str | None = None) ->
     results: list[dict[str, Any]] = []
     summary = dict(head, seconds=0.0, totals=_totals(results), cases=results)
     for c in cases:
-        results.append(_run_case(c, dev_dot))
-        r = results[-1]
+        try:
+            r = _run_case(c, dev_dot)
+        except Exception as exc:  # noqa: BLE001 - one failing case must not lose the run
+            dots = c["m"] * c["n"]
+            r = dict(c, digest=None, dots=dots, gpu_sha256=None, cpu_sha256=None,
+                     mismatches=dots, error=f"{type(exc).__name__}: {exc}"[:300])
+        results.append(r)
         if r["mismatches"] or r.get("ref_mismatches"):
             print(f"MISMATCH case {r['id']} {r['unit']} {r['family']} k={r['k']}: "
-                  f"{r['mismatches']} (reference {r.get('ref_mismatches')})", flush=True)
+                  f"{r['mismatches']} (reference {r.get('ref_mismatches')}) "
+                  f"{r.get('error', '')}", flush=True)
         if len(results) % 100 == 0 or len(results) == len(cases):
             summary = dict(head, seconds=round(time.time() - t0, 1), totals=_totals(results),
                            cases=results)

@@ -44,7 +44,8 @@ def _check_text(s: dict[str, Any], path: Path) -> str:
                   f"(`{_rel(path)}`)")
     return (f"{t['cases']:,} cases, {t['dots']:,} dots: {t['presets']} presets x "
             f"{t['families']} generator families, {t['drawn_specs']} drawn specs, K up to "
-            f"{t['max_k']:,}; **{t['mismatches']} mismatches**; the reference engine on "
+            f"{t['max_k']:,}; **{t['mismatches']} mismatches**, {t.get('errors', 0)} cases "
+            f"failing to run; the reference engine on "
             f"{t['ref_dots']:,} dots, {t['ref_mismatches']} mismatches. Run: {where}; "
             f"{s['versions']}; {s['seconds']:,} s.")
 
