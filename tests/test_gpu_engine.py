@@ -30,6 +30,7 @@ def test_summary_covers_what_the_issue_asks(summary_path):
     s = json.loads(summary_path.read_text())
     t = s["totals"]
     assert t["mismatches"] == 0 and t["ref_mismatches"] == 0 and t["ref_dots"] > 0
+    assert t.get("errors", 0) == 0
     assert t["presets"] == len(presets.names())
     assert t["drawn_specs"] >= 200
     assert all(c["gpu_sha256"] == c["cpu_sha256"] for c in s["cases"])
