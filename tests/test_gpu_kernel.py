@@ -27,6 +27,7 @@ from mxsim import presets, vectors
 from mxsim.engine import _kernels, fast
 from mxsim.engine.fast import step as fast_step
 from mxsim.engine.fast.operands import Operand
+from mxsim.engine.fast.paths import kernel_applies
 from mxsim.engine.gpu import kernels
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
@@ -177,10 +178,17 @@ def test_host_kernel_negative_zero_and_special_flags(host):
 
 def _dot_through_host(host, monkeypatch, spec, vs):
     """fast.dot with its compiled step replaced by the host build of step.cu."""
+    calls = []
+
+    def step_sums(*args, **kw):
+        calls.append(1)
+        return _host_step_sums(host, *args, **kw)
+
     with monkeypatch.context() as m:
-        m.setattr(fast_step._kernels, "step_sums",
-                  lambda *args, **kw: _host_step_sums(host, *args, **kw))
-        return fast.dot(spec, vs)
+        m.setattr(fast_step._kernels, "step_sums", step_sums)
+        d = fast.dot(spec, vs)
+    assert bool(calls) == kernel_applies(spec)      # the host build really ran
+    return d
 
 
 def _three_ways(host, monkeypatch, spec, vs):
@@ -293,9 +301,9 @@ class _FakeCupy(types.ModuleType):
     """numpy dressed as CuPy, whose RawModule runs the host build of step.cu: kernels.py's
     plumbing (argument order and types, grid and block) checked against step.cu's kernels."""
 
-    def __init__(self, dll):
+    def __init__(self, dll, base=np, unwrap=lambda x: x):
         super().__init__("cupy")
-        self.dll, self.launches = dll, []
+        self.dll, self.launches, self.base, self.unwrap = dll, [], base, unwrap
         self.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0))
         fake = self
 
@@ -308,9 +316,10 @@ class _FakeCupy(types.ModuleType):
         self.RawModule = RawModule
 
     def __getattr__(self, name):
-        return getattr(np, name)
+        return getattr(self.base, name)
 
     def launch(self, name, grid, block, args):
+        args = [self.unwrap(x) for x in args]
         params = _kernel_params()
         assert len(args) == len(params)
         kw = {}
@@ -359,3 +368,32 @@ def test_cupy_loader_calls_the_kernels_as_step_cu_declares_them(host, monkeypatc
     finally:
         kernels._module.cache_clear()
         kernels._kernel.cache_clear()
+
+
+@pytest.fixture
+def cupy_on_host(host, monkeypatch):
+    """kernels.py on the strict CuPy stand-in of tests/fake_device.py (the engine's device
+    tests), its RawModule running the host build of step.cu."""
+    fake_device = pytest.importorskip("fake_device")
+    cupy = _FakeCupy(host, fake_device.fake,
+                     lambda x: x._a if isinstance(x, fake_device.Dev) else x)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    kernels._module.cache_clear()
+    kernels._kernel.cache_clear()
+    yield cupy, fake_device
+    kernels._module.cache_clear()
+    kernels._kernel.cache_clear()
+
+
+@pytest.mark.parametrize("preset,opts", CONFIGS[:13], ids=[p for p, _ in CONFIGS[:13]])
+def test_engine_on_device_arrays_through_kernels_py(cupy_on_host, preset, opts):
+    """The GPU engine's path (fast engine on device arrays, kernels.py's step) == numba."""
+    cupy, fake_device = cupy_on_host
+    gen = {key: v for key, v in opts.items() if key != "c_fp16"}
+    vs = vectors.generate("specials", m=5, n=37, **{"k": 64, **gen}, seed=4)
+    if opts.get("c_fp16"):
+        vs = _fp16_c(vs)
+    spec = presets.get(preset).spec_for(vs)
+    got = fast.dot(spec, fake_device.to_fake(vs), kernel=kernels)
+    np.testing.assert_array_equal(fake_device.fake.asnumpy(got), fast.dot(spec, vs))
+    assert bool(cupy.launches) == kernel_applies(spec)
