@@ -14,6 +14,7 @@ import numpy.typing as npt
 from ... import formats
 from ...spec import ZeroSign
 from ..exactsum import exact_sums
+from ..xp import of as xp_of
 from .operands import Operand, special_codes
 
 __all__ = ["add_round", "convert"]
@@ -26,7 +27,8 @@ def add_round(out: formats.Format, x: npt.NDArray, fx: formats.Format, y: npt.ND
     ox, oy = Operand.read(fx, x), Operand.read(fy, y)
     shape = ox.sig.shape
     n = ox.sig.size
-    dots = np.concatenate([np.arange(n), np.arange(n)])
+    xp = xp_of(ox.sig)
+    dots = xp.concatenate([xp.arange(n), xp.arange(n)])
     neg, mag, lsb_exp, sticky, zero = exact_sums(
         dots, np.concatenate([ox.sign.ravel(), oy.sign.ravel()]).astype(np.uint8),
         np.concatenate([ox.sig.ravel(), oy.sig.ravel()]).astype(np.uint64),

@@ -16,7 +16,12 @@ from ... import formats
 from ...spec import Specials, UnitSpec
 from ...vectors import VectorSet
 
-__all__ = ["Operand", "Operands", "special_codes"]
+__all__ = ["Operand", "Operands", "index_count", "special_codes"]
+
+
+def index_count(idx) -> int:
+    """How many K indices ``idx`` (an index array or a slice) selects."""
+    return len(range(*idx.indices(1 << 62))) if isinstance(idx, slice) else len(idx)
 
 
 @dataclass

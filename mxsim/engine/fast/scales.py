@@ -14,10 +14,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ... import formats
-from ...formats import Overflow
+from ...formats import Overflow, bit_length
 from ...spec import UnitSpec
 from ...vectors import VectorSet
 from ..epilogue import without_epilogue
+from ..xp import of as xp_of
 from .operands import Operand, special_codes
 
 __all__ = ["apply_epilogue", "block_fma", "block_slices", "fma_fp32", "mul_fp32"]
@@ -36,21 +37,51 @@ def mul_fp32(x: npt.NDArray, y: npt.NDArray) -> npt.NDArray[np.uint32]:
 
 
 def fma_fp32(x: npt.NDArray, y: npt.NDArray, z: npt.NDArray) -> npt.NDArray[np.uint32]:
-    """IEEE FP32 ``fma(x, y, z)`` on bit patterns: rounded once to nearest even.
+    """IEEE FP32 ``fma(x, y, z)`` on bit patterns, in integers: rounded once to nearest even.
 
-    In float64 the product of two FP32 values is exact; TwoSum gives the sum's rounding error
-    exactly, which turns the float64 sum into its round-to-odd value (53 >= 24 + 2 bits), and
-    rounding that to FP32 is the correctly rounded FMA (Boldo & Melquiond, 2008)."""
-    with np.errstate(all="ignore"):         # NaN and Inf flow through as IEEE says
-        f64 = [np.asarray(v, np.uint32).view(np.float32).astype(np.float64) for v in (x, y, z)]
-        prod = f64[0] * f64[1]
-        s = prod + f64[2]
-        bb = s - prod
-        err = (prod - (s - bb)) + (f64[2] - bb)
-        even = (s.view(np.uint64) & np.uint64(1)) == 0
-        fix = np.isfinite(s) & (err != 0) & even
-        s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
-        return s.astype(np.float32).view(np.uint32)
+    The product's 48-bit significand is exact; both terms are placed in a 62-bit window
+    whose top is the larger term's leading bit. Only the smaller term can lose bits there
+    (then it lies below 2**-11 of the larger, so the sum keeps 59 bits): a sticky bit stands
+    for them, and subtracting them borrows one unit of the window. ``round_to`` rounds the
+    sum once. An exact zero is -0 only when both terms are -0; NaN (any NaN, Inf * 0,
+    Inf - Inf) is FP32's canonical NaN code."""
+    fp32 = formats.get("fp32")
+    xp = xp_of(x, y, z)
+    x, y, z = xp.broadcast_arrays(*(xp.asarray(v, np.uint32) for v in (x, y, z)))
+    ox, oy, oz = Operand.of(fp32, x), Operand.of(fp32, y), Operand.of(fp32, z)
+    sp = ox.sign ^ oy.sign
+    p, lp = ox.sig * oy.sig, ox.lsb + oy.lsb                    # exact: 24 x 24 bits
+    none = -(1 << 20)
+    mp = xp.where(p == 0, none, lp + bit_length(p.astype(np.uint64)) - 1)
+    mz = xp.where(oz.sig == 0, none, oz.lsb + bit_length(oz.sig.astype(np.uint64)) - 1)
+    base = xp.maximum(mp, mz) - 60                              # the window's LSB exponent
+    tp, stp = _window(p, base - lp)
+    tz, stz = _window(oz.sig, base - oz.lsb)
+    sticky = stp | stz
+    total = xp.where(sp == 1, -tp, tp) + xp.where(oz.sign == 1, -tz, tz)
+    mag = xp.abs(total) - ((sp != oz.sign) & sticky)            # the borrow
+    codes = formats.round_to(fp32, total < 0, base, mag.astype(np.uint64), sticky, "rne",
+                             Overflow.IEEE)
+    exact_zero = (mag == 0) & ~sticky
+    neg_zero = (p == 0) & oz.zero & (sp == 1) & (oz.sign == 1)
+    codes = xp.where(exact_zero, xp.where(neg_zero, np.uint32(0x80000000), np.uint32(0)),
+                     codes)
+    pnan = ox.nan | oy.nan | (ox.inf & oy.zero) | (ox.zero & oy.inf)
+    pinf = (ox.inf | oy.inf) & ~pnan
+    nan = pnan | oz.nan
+    pos = pinf & (sp == 0) | oz.inf & (oz.sign == 0)
+    neg = pinf & (sp == 1) | oz.inf & (oz.sign == 1)
+    return special_codes(fp32, nan, pos, neg, codes)
+
+
+def _window(sig: npt.NDArray, shift: npt.NDArray) -> tuple[npt.NDArray, npt.NDArray]:
+    """``sig`` (below 2**48) moved ``shift`` bits right (left where negative, at most 62):
+    the kept integer and whether non-zero bits fell off."""
+    xp = xp_of(sig)
+    right = xp.clip(shift, 0, 62)
+    kept = xp.where(shift > 0, sig >> right, sig << xp.clip(-shift, 0, 62))
+    lost = (shift > 0) & ((sig & ((np.int64(1) << right) - 1)) != 0)
+    return kept, lost
 
 
 def block_slices(spec: UnitSpec, vs: VectorSet
@@ -61,11 +92,12 @@ def block_slices(spec: UnitSpec, vs: VectorSet
     out = []
     for kb in range(vs.k // 128):
         inner, plain = without_epilogue(spec, vs, slice(kb * 128, (kb + 1) * 128))
-        sa = np.asarray(vs.a_scale, np.float32)[..., kb][..., :, None]
-        sb = np.repeat(np.asarray(vs.b_scale, np.float32)[..., kb, :], 128, axis=-1)[..., :n]
+        xp = xp_of(vs.a)
+        sa = xp.asarray(vs.a_scale, np.float32).view(np.uint32)[..., kb][..., :, None]
+        sb = xp.repeat(xp.asarray(vs.b_scale, np.float32).view(np.uint32)[..., kb, :], 128,
+                       axis=-1)[..., :n]
         shape = vs.batch_shape + (vs.m, n)
-        s = mul_fp32(np.broadcast_to(sa, shape).view(np.uint32),
-                     np.broadcast_to(sb[..., None, :], shape).view(np.uint32))
+        s = mul_fp32(xp.broadcast_to(sa, shape), xp.broadcast_to(sb[..., None, :], shape))
         out.append((plain, s))
     return inner, out
 
@@ -76,7 +108,8 @@ def block_fma(spec: UnitSpec, vs: VectorSet,
     """Block-wise FP32 scales: ``total = fma(partial, fl(sa*sb), total)`` over the blocks'
     ``(partial, fl(sa*sb))`` in K order, from C (or +0); NaN becomes ``spec.d_nan``."""
     shape = vs.batch_shape + (vs.m, vs.n)
-    total = np.zeros(shape, np.uint32) if vs.c is None else np.asarray(vs.c, np.uint32)
+    xp = xp_of(vs.a)
+    total = xp.zeros(shape, np.uint32) if vs.c is None else xp.asarray(vs.c, np.uint32)
     for partial, s in partials:
         total = fma_fp32(partial, s, total)
     nan = formats.get("fp32").classify(total) == formats.Class.NAN
@@ -86,12 +119,12 @@ def block_fma(spec: UnitSpec, vs: VectorSet,
 def _epilogue_scales(vs: VectorSet) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
     """FP32 bits of each dot's A scale and B scale (per tensor or row-wise)."""
     shape = vs.batch_shape + (vs.m, vs.n)
-    sa = np.broadcast_to(np.asarray(vs.a_scale, np.float32), shape if vs.a_scale.ndim == 0
-                         else vs.batch_shape + (vs.m, 1))
-    sb = np.broadcast_to(np.asarray(vs.b_scale, np.float32), shape if vs.b_scale.ndim == 0
-                         else vs.batch_shape + (1, vs.n))
-    return (np.broadcast_to(sa, shape).view(np.uint32),
-            np.broadcast_to(sb, shape).view(np.uint32))
+    xp = xp_of(vs.a)
+    sa = xp.broadcast_to(xp.asarray(vs.a_scale, np.float32).view(np.uint32),
+                         shape if vs.a_scale.ndim == 0 else vs.batch_shape + (vs.m, 1))
+    sb = xp.broadcast_to(xp.asarray(vs.b_scale, np.float32).view(np.uint32),
+                         shape if vs.b_scale.ndim == 0 else vs.batch_shape + (1, vs.n))
+    return xp.broadcast_to(sa, shape), xp.broadcast_to(sb, shape)
 
 
 def apply_epilogue(spec: UnitSpec, vs: VectorSet, d: npt.NDArray) -> npt.NDArray[np.uint32]:
