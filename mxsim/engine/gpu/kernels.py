@@ -1,0 +1,104 @@
+"""The GPU engine's fused-step kernel: ``step.cu`` compiled by CuPy (NVRTC), once per process.
+
+:func:`prepare_b` and :func:`step_sums` have the contract of ``mxsim.engine._kernels`` (the
+numba kernel): the same arguments, meanings and results, with the operand records holding CuPy
+arrays and the results CuPy int64 arrays (sum, lsb, flags). The arithmetic is integer-only and
+bit-equal to the numba kernel; tests/test_gpu_kernel.py holds the same source, built for the
+host with g++, equal to it. CuPy is imported only when a kernel is prepared or run.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from .._kernels import ALIGN_CODES, INF, NAN, ZERO
+
+__all__ = ["SOURCE", "TILE_COLS", "TILE_ROWS", "kernel_name", "prepare_b", "source",
+           "step_sums"]
+
+#: The kernel source, next to this module.
+SOURCE = Path(__file__).with_name("step.cu")
+#: A block's dots: TILE_ROWS rows of A x TILE_COLS columns of B (step.cu's TR and TN).
+TILE_ROWS, TILE_COLS = 8, 32
+_OPTIONS = ("-std=c++17",)
+
+
+def source() -> str:
+    """The CUDA C++ text of the step kernel (also built for the host by the tests)."""
+    return SOURCE.read_text()
+
+
+def kernel_name(align: str, normalized: bool) -> str:
+    """The extern "C" kernel computing alignment ``align`` (rz, rd, rne, rz-jam)."""
+    return f"mxsim_step_{ALIGN_CODES[align]}_{int(bool(normalized))}"
+
+
+@functools.cache
+def _module():
+    import cupy
+    return cupy.RawModule(code=source(), options=_OPTIONS)
+
+
+@functools.cache
+def _kernel(name: str, device: int):
+    # One function handle per device: a RawModule loads lazily on the current device.
+    return _module().get_function(name)
+
+
+def _side(op, scale, transpose: bool) -> tuple:
+    """One operand with its block scales folded in: sign, sig, lsb, e, flags (int32,
+    contiguous), as ``_kernels._side`` does on the host."""
+    import cupy
+    sig, lsb, e = op.sig, op.lsb, op.e
+    nan, zero = op.nan, op.zero
+    if scale is not None:
+        sig, lsb, e = sig * scale.sig, lsb + scale.lsb, e + scale.e
+        nan, zero = nan | scale.nan, zero | scale.zero
+    flag = nan * NAN | op.inf * INF | zero * ZERO
+    arrays = (op.sign, sig, lsb, e, flag)
+    if transpose:
+        arrays = tuple(x.T for x in arrays)
+    return tuple(cupy.ascontiguousarray(cupy.asarray(x).astype(cupy.int32, copy=False))
+                 for x in arrays)
+
+
+def prepare_b(b, sb) -> tuple:
+    """B's columns for :func:`step_sums`, prepared once per step: scales folded in, (N, g)
+    int32 CuPy arrays, and whether each column holds a NaN or Inf."""
+    side = _side(b, sb, True)
+    return (*side, (side[4] & (NAN | INF)).any(axis=1))
+
+
+def step_sums(a, sa, b_side, acc, frac_bits: int, align: str, normalized: bool,
+              e_zero: int, zero_acc: bool = False) -> tuple:
+    """(sum, lsb, flags) per dot of one fused step, CuPy int64 arrays (r, N).
+
+    Same contract as ``mxsim.engine._kernels.step_sums``: rows ``a`` (r, g) with block scales
+    ``sa`` (or None) against ``b_side`` from :func:`prepare_b`; ``acc`` an operand record or
+    None (``zero_acc``: +0 everywhere, it takes part only in the maximum). ``flags`` bits: 1
+    NaN, 2 +Inf, 4 -Inf, 8 every term is -0.
+    """
+    import cupy
+    a_side = _side(a, sa, False)
+    r, g = a_side[1].shape
+    n = b_side[1].shape[0]
+    if b_side[1].shape[1] != g:
+        raise ValueError(f"B's step must have {g} terms like A's, not {b_side[1].shape[1]}")
+    if acc is not None:
+        accs = tuple(cupy.ascontiguousarray(cupy.asarray(x).astype(cupy.int64, copy=False))
+                     for x in (acc.sign, acc.sig, acc.lsb, acc.e,
+                               acc.nan * NAN | acc.inf * INF | acc.zero * ZERO))
+    else:
+        accs = (cupy.zeros((1, 1), cupy.int64),) * 5
+    out = tuple(cupy.empty((r, n), cupy.int64) for _ in range(3))
+    if r == 0 or n == 0:
+        return out
+    col_tiles = -(-n // TILE_COLS)
+    blocks = -(-r // TILE_ROWS) * col_tiles
+    kernel = _kernel(kernel_name(align, normalized), cupy.cuda.runtime.getDevice())
+    kernel((blocks,), (TILE_COLS, TILE_ROWS),
+           (*a_side, *b_side[:5], *accs, cupy.int64(r), cupy.int64(n), cupy.int32(g),
+            cupy.int32(acc is not None), cupy.int32(bool(zero_acc)), cupy.int32(frac_bits),
+            cupy.int32(e_zero), cupy.int64(col_tiles), *out))
+    return out
