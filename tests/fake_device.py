@@ -3,7 +3,7 @@
 ``fake`` is an array module (``fake.zeros``, ``fake.where``, ... as numpy's) whose arrays,
 :class:`Dev`, behave as CuPy's do where it matters to array-module-generic code: numpy
 functions and ufuncs dispatch to them (``__array_function__``, ``__array_ufunc__``),
-reductions give 0-d arrays, and they refuse what CuPy refuses: an implicit conversion to
+reductions give 0-d arrays, and they refuse what CuPy refuses: an enum member as a scalar, an implicit conversion to
 numpy (``np.asarray(dev)``, storing one in a numpy array) and a numpy array mixed with them
 in one operation (``np.where(dev, np_array, 0)``, ``dev + np_array``, indexing with one).
 Only ``fake.asarray`` / ``fake.array`` take numpy arrays in, and ``fake.asnumpy`` gives them
@@ -12,6 +12,7 @@ back. :mod:`mxsim.formats.xp` finds the module through ``Dev.__xp__``.
 
 from __future__ import annotations
 
+import enum
 import types
 from typing import Any
 
@@ -33,6 +34,8 @@ def _unwrap(x: Any, strict: bool = True) -> Any:
         if strict:
             raise Mixed(f"a numpy array (shape {x.shape}) mixed with device arrays")
         return x
+    if isinstance(x, enum.Enum):
+        raise Mixed(f"{x!r}: CuPy takes only plain Python and numpy scalars")
     if isinstance(x, tuple | list):
         return type(x)(_unwrap(v, strict) for v in x)
     if isinstance(x, dict):

@@ -89,20 +89,20 @@ class Format(FormatLayout):
         """The :class:`Class` of each code, as ``np.uint8``."""
         c = self.checked_codes(codes)
         if self.kind == "int":
-            return np.where(c == 0, Class.ZERO, Class.NORMAL).astype(np.uint8)
+            return np.where(c == 0, int(Class.ZERO), int(Class.NORMAL)).astype(np.uint8)
         exp = self.exp(c)
         man = self.man(c)
         mag = c & self.code_dtype.type(self.value_mask >> int(self.signed))
-        out = _xp_of(c).full(c.shape, Class.NORMAL, np.uint8)
+        out = _xp_of(c).full(c.shape, int(Class.NORMAL), np.uint8)
         if self.subnormals:
-            out[(exp == 0) & (man != 0)] = Class.SUBNORMAL
-            out[mag == 0] = Class.ZERO
+            out[(exp == 0) & (man != 0)] = int(Class.SUBNORMAL)
+            out[mag == 0] = int(Class.ZERO)
         top = (1 << self.exp_bits) - 1
         if self.specials is Specials.IEEE:
-            out[(exp == top) & (man == 0)] = Class.INF
-            out[(exp == top) & (man != 0)] = Class.NAN
+            out[(exp == top) & (man == 0)] = int(Class.INF)
+            out[(exp == top) & (man != 0)] = int(Class.NAN)
         elif self.specials is Specials.FN:
-            out[mag == (self.value_mask >> int(self.signed))] = Class.NAN
+            out[mag == (self.value_mask >> int(self.signed))] = int(Class.NAN)
         return out
 
     # -- decode -----------------------------------------------------------------------------

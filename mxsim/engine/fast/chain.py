@@ -42,7 +42,7 @@ def chain_dot(spec: UnitSpec, vs: VectorSet, kernel: bool = True) -> npt.NDArray
         d = codes_of(_chain_entry(spec, ops, bi, vs.k, d, kernel), d_fmt, m, n,
                      xp_of(vs.a))
         out[bi] = by_rows(lambda x, d_fmt=d_fmt: np.where(
-            d_fmt.classify(x) == formats.Class.NAN, spec.d_nan, x).astype(d_fmt.code_dtype), d)
+            d_fmt.classify(x) == int(formats.Class.NAN), spec.d_nan, x).astype(d_fmt.code_dtype), d)
     return out.reshape(vs.batch_shape + (m, n))
 
 

@@ -42,8 +42,8 @@ class Operand:
         codes are the numbers their bits spell (a unit with ``specials = "none"``)."""
         sign, e, sig = fmt.fields(codes)
         cls_ = fmt.classify(codes)
-        nan = (cls_ == formats.Class.NAN) & (not finite)
-        inf = (cls_ == formats.Class.INF) & (not finite)
+        nan = (cls_ == int(formats.Class.NAN)) & (not finite)
+        inf = (cls_ == int(formats.Class.INF)) & (not finite)
         sig = np.where(nan | inf, 0, sig).astype(np.int64)
         e = e.astype(np.int64)
         zero = (sig == 0) & ~nan & ~inf

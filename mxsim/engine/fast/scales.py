@@ -112,7 +112,7 @@ def block_fma(spec: UnitSpec, vs: VectorSet,
     total = xp.zeros(shape, np.uint32) if vs.c is None else xp.asarray(vs.c, np.uint32)
     for partial, s in partials:
         total = fma_fp32(partial, s, total)
-    nan = formats.get("fp32").classify(total) == formats.Class.NAN
+    nan = formats.get("fp32").classify(total) == int(formats.Class.NAN)
     return np.where(nan, np.uint32(spec.d_nan), total).astype(np.uint32)
 
 
@@ -137,5 +137,5 @@ def apply_epilogue(spec: UnitSpec, vs: VectorSet, d: npt.NDArray) -> npt.NDArray
         out = np.where(out == np.uint32(0x80000000), np.uint32(0), out)
     else:                                              # col-row
         out = mul_fp32(mul_fp32(d, sb), sa)
-    nan = formats.get("fp32").classify(out) == formats.Class.NAN
+    nan = formats.get("fp32").classify(out) == int(formats.Class.NAN)
     return np.where(nan, np.uint32(spec.d_nan), out).astype(np.uint32)
