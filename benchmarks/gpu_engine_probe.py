@@ -34,10 +34,10 @@ def _sync() -> None:
     cupy.cuda.runtime.deviceSynchronize()
 
 
-def _compare(spec, vs, record: dict, where: str) -> None:
+def _compare(spec, vs, record: dict, where: str, kernels=(True, False)) -> None:
     """GPU (kernel and numpy-style step) against the host's fast engine; mismatches noted."""
     want = fast.dot(spec, vs)
-    for kernel in (True, False):
+    for kernel in kernels:
         got = gpu.dot(spec, vs, kernel=kernel)
         bad = int((got != want).sum()) if got.shape == want.shape else want.size
         record["dots"] += want.size
@@ -142,9 +142,9 @@ def part_drawn(budget: float, examples: int) -> dict:
 def part_long_k(budget: float) -> dict:
     record = {"dots": 0, "mismatches": 0, "examples": [], "errors": [], "runs": []}
     t0 = time.time()
-    for name, k in (("hopper-cublas", 65536), ("hopper-wgmma", 65536),
+    for name, k in (("hopper-wgmma", 65536), ("exact", 65536), ("hopper-cublas", 65536),
                     ("blackwell-mxf8f6f4", 65536), ("hopper-cublas-blockwise", 16384),
-                    ("hopper-mma-bf16", 16384), ("exact", 65536)):
+                    ("hopper-mma-bf16", 16384)):
         if time.time() - t0 > budget:
             break
         p = presets.get(name)
@@ -155,10 +155,35 @@ def part_long_k(budget: float) -> dict:
                               block=block, with_c=p.no_c is None, seed=3, allow_large=True)
         try:
             t1 = time.time()
-            _compare(p.spec_for(vs), vs, record, f"{name} K={k}")
+            _compare(p.spec_for(vs), vs, record, f"{name} K={k}", (True,))
             record["runs"].append(f"{name} K={k}: {time.time() - t1:.1f} s")
         except Exception as exc:              # noqa: BLE001
             record["errors"].append(f"{name} K={k}: {type(exc).__name__}: {exc}"[:400])
+    return record
+
+
+def part_round() -> dict:
+    """round_to on the GPU (the CUDA twin) against the numpy path on the same CuPy arrays,
+    every format, mode and policy (tests/test_gpu_round.py's inputs)."""
+    import cupy
+    from test_gpu_round import _MODES, _inputs
+
+    from mxsim import formats
+    record = {"values": 0, "mismatches": 0, "examples": []}
+    for name in formats.names() + ["e8m13"]:
+        fmt = formats.get(name)
+        rng = np.random.default_rng([7, sum(map(ord, name))])
+        args = [cupy.asarray(x) for x in _inputs(fmt, rng)]
+        policies = ["saturate"] + (["ieee", "inf"] if fmt.has_inf or fmt.has_nan else [])
+        for mode in _MODES:
+            for overflow in policies:
+                got = formats.round_to(fmt, *args, mode, overflow)
+                want = formats.round_to(fmt, *args, mode, overflow, kernel=False)
+                bad = int((got != want).sum()) + int(got.dtype != want.dtype)
+                record["values"] += got.size
+                if bad:
+                    record["mismatches"] += bad
+                    record["examples"].append(f"{name} {mode} {overflow}: {bad}")
     return record
 
 
@@ -185,6 +210,18 @@ def part_speed(big: int) -> dict:
 
     on_gpu()
     out["wgmma_k32_gpu_dots_per_s"] = _rate(on_gpu, vs.num_dots)
+    big2 = vectors.generate("normal", m=2 * big, n=2 * big, k=32, with_c=False, seed=1,
+                            allow_large=True)
+    dbig2 = [to_device(big2)]
+
+    def on_gpu2():
+        gpu.dot(spec, dbig2[0], device_out=True)
+        _sync()
+
+    on_gpu2()
+    out["wgmma_k32_gpu_dots_per_s_4x"] = _rate(on_gpu2, big2.num_dots)
+    out["wgmma_k32_dots_4x"] = big2.num_dots
+    dbig2.clear()
     out["wgmma_k32_gpu_numpy_style_dots_per_s"] = _rate(lambda: on_gpu(False), vs.num_dots, 1)
     out["wgmma_k32_dots"] = vs.num_dots
     t = time.perf_counter()
@@ -240,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=".")
     ap.add_argument("--budget", type=float, default=420.0)
-    ap.add_argument("--parts", default="env,speed,presets,drawn,longk,gemm,profile")
+    ap.add_argument("--parts", default="env,round,speed,gemm,profile,presets,drawn,longk")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--big", type=int, default=4096)
     ap.add_argument("--examples", type=int, default=200)
@@ -248,10 +285,11 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     parts = args.parts.split(",")
-    share = {"presets": 0.4, "drawn": 0.25, "longk": 0.15}
+    share = {"presets": 0.45, "drawn": 0.25, "longk": 0.2}
     summary: dict = {}
     jobs = {
         "env": lambda: _env(),
+        "round": part_round,
         "speed": lambda: part_speed(args.big),
         "presets": lambda: part_presets(args.budget * share["presets"], args.quick),
         "drawn": lambda: part_drawn(args.budget * share["drawn"], args.examples),

@@ -3,11 +3,13 @@
 ``fake`` is an array module (``fake.zeros``, ``fake.where``, ... as numpy's) whose arrays,
 :class:`Dev`, behave as CuPy's do where it matters to array-module-generic code: numpy
 functions and ufuncs dispatch to them (``__array_function__``, ``__array_ufunc__``),
-reductions give 0-d arrays, and they refuse what CuPy refuses: an enum member as a scalar, an implicit conversion to
-numpy (``np.asarray(dev)``, storing one in a numpy array) and a numpy array mixed with them
-in one operation (``np.where(dev, np_array, 0)``, ``dev + np_array``, indexing with one).
-Only ``fake.asarray`` / ``fake.array`` take numpy arrays in, and ``fake.asnumpy`` gives them
-back. :mod:`mxsim.formats.xp` finds the module through ``Dev.__xp__``.
+reductions give 0-d arrays, and they refuse what CuPy refuses or gets wrong: float32
+arithmetic (CuPy flushes subnormals to zero), an enum member as a scalar, an implicit
+conversion to numpy (``np.asarray(dev)``, storing one in a numpy array) and a numpy array
+mixed with them in one operation (``np.where(dev, np_array, 0)``, ``dev + np_array``,
+indexing with one). Only ``fake.asarray`` / ``fake.array`` take numpy arrays in, and
+``fake.asnumpy`` gives them back. :mod:`mxsim.formats.xp` finds the module through
+``Dev.__xp__``.
 """
 
 from __future__ import annotations
@@ -51,6 +53,13 @@ def _wrap(x: Any) -> Any:
     return x
 
 
+def _no_float32(x: Any) -> None:
+    """CuPy compiles its kernels with -ftz=true: float32 arithmetic (a cast included)
+    flushes subnormals to zero, so exact code must not do any (views are fine)."""
+    if isinstance(x, Dev) and x._a.dtype in (np.float32, np.float16):
+        raise Mixed(f"{x._a.dtype} arithmetic on a device array (CuPy flushes subnormals)")
+
+
 class Dev:
     """A device array: a numpy array that never leaves the fake device implicitly."""
 
@@ -64,6 +73,8 @@ class Dev:
         raise Mixed("implicit conversion of a device array to numpy")
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        for x in inputs:
+            _no_float32(x)
         return _wrap(getattr(ufunc, method)(*_unwrap(inputs), **_unwrap(kwargs)))
 
     def __array_function__(self, func, types_, args, kwargs):
@@ -73,6 +84,8 @@ class Dev:
         if name.startswith("__"):          # no __array_interface__ etc.: nothing implicit
             raise AttributeError(name)
         value = getattr(self._a, name)
+        if name == "astype":
+            _no_float32(self)
         if callable(value):
             return lambda *a, **k: _wrap(value(*_unwrap(a), **_unwrap(k)))
         return _wrap(value) if isinstance(value, np.ndarray) else value

@@ -129,8 +129,9 @@ class Format(FormatLayout):
         val = np.ldexp(sig.astype(np.float64), e - self.man_bits)
         val = np.where(s == 1, -val, val)
         cls = self.classify(codes)
-        val[cls == Class.INF] = np.where(s[cls == Class.INF] == 1, -np.inf, np.inf)
-        val[cls == Class.NAN] = np.nan
+        inf = cls == int(Class.INF)
+        val[inf] = np.where(s[inf] == 1, -np.inf, np.inf)
+        val[cls == int(Class.NAN)] = np.nan
         return val
 
     def decode(self, codes: Any) -> npt.NDArray[np.float64]:
@@ -141,6 +142,9 @@ class Format(FormatLayout):
         c = self.checked_codes(codes)
         if self.bits <= 16:
             return self._table_of(_xp_of(c))[c]
+        if _xp_of(c) is not np:
+            # From the fields, in float64: CuPy flushes float32 subnormals to zero.
+            return self._decode_fields(c)
         # Signalling-NaN codes (quiet bit clear) make the float32 -> float64 cast raise
         # FE_INVALID; they decode to NaN like every NaN code, so the flag means nothing here.
         c = c.astype(np.uint32)

@@ -108,7 +108,9 @@ def round_to(fmt: FormatLayout, sign: Any, lsb_exp: Any, sig: Any, sticky: Any =
 
     ``kernel`` chooses the code that rounds, never the result: None uses the compiled twin
     for arrays of 4096 elements or more when numba is installed, True uses it for any size
-    (when numba is installed), False keeps to numpy.
+    (when numba is installed), False keeps to numpy. CuPy arrays (on a GPU) are rounded by
+    the CUDA twin (``mxsim/_round_kernel.cu``) unless ``kernel`` is False or the rounding is
+    stochastic; other array modules take the numpy path's code.
     """
     mode = Rounding.of(rounding)
     overflow = Overflow.of(overflow)
@@ -116,6 +118,11 @@ def round_to(fmt: FormatLayout, sign: Any, lsb_exp: Any, sig: Any, sticky: Any =
         raise FormatError(f"Format {fmt.name} has neither Inf nor NaN, so overflow must "
                           f"saturate (Overflow.SATURATE), not {overflow.value}")
     xp = _xp_of(sig, sign, lsb_exp, sticky)
+    if xp is not np and kernel is not False and mode is not Rounding.STOCHASTIC \
+            and xp.__name__ == "cupy":
+        from .. import _round_kernel  # the same algorithm in CUDA, one thread an element
+        return _round_kernel.gpu_round_codes(fmt, sign, lsb_exp, sig, sticky, mode.value,
+                                             overflow.value)
     sign, lsb_exp, sig, sticky = xp.broadcast_arrays(
         xp.asarray(sign, np.uint8), xp.asarray(lsb_exp, np.int64),
         xp.asarray(sig, np.uint64), xp.asarray(sticky, bool))

@@ -36,6 +36,12 @@ def matmul_exact(vs: VectorSet) -> npt.NDArray[np.uint32]:
     batch = vs.batch_shape
     nb = int(np.prod(batch, dtype=np.int64))
     m, n, k = vs.m, vs.n, vs.k
+    if xp is not np and vs.scale_format == "fp32":
+        # FP32 scales decoded from their bits: CuPy's float32 -> float64 cast flushes
+        # subnormals to zero.
+        fp32 = formats.get("fp32")
+        vs = vs._derived(a_scale=fp32.decode(vs.a_scale.view(np.uint32)),
+                         b_scale=fp32.decode(vs.b_scale.view(np.uint32)))
     a = fa.decode(vs.a).reshape(nb, m, k)
     b = fb.decode(vs.b).reshape(nb, k, n)
     scales = vs.scale_values()
