@@ -79,8 +79,9 @@ def step(spec: UnitSpec, ops: Operands, a: Operand, b: Operand, sa: Operand | No
         codes = formats.round_to(acc_fmt, q < 0, step_lsb, np.abs(q).astype(np.uint64), False,
                                  spec.acc_rounding, spec.overflow)
         specials = bool((flags & 7).any())
-        return finish(spec, acc_fmt, codes, q == 0, (flags & 8) != 0, (flags & 1) != 0,
-                      (flags & 2) != 0, (flags & 4) != 0, specials)
+        nan, pinf, ninf = ((flags & bit) != 0 for bit in (1, 2, 4)) if specials else (None,) * 3
+        return finish(spec, acc_fmt, codes, q == 0, (flags & 8) != 0, nan, pinf, ninf,
+                      specials)
     sign, sig, lsb, align_e, nan, pinf, ninf = step_terms(spec, ops, a, b, sa, sb)
     e_max = align_e.max(axis=1)
     nan, pinf, ninf = nan.any(axis=1), pinf.any(axis=1), ninf.any(axis=1)
