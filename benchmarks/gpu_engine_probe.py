@@ -139,6 +139,35 @@ def part_drawn(budget: float, examples: int) -> dict:
     return record
 
 
+def part_tree(budget: float, examples: int) -> dict:
+    """Reduction-tree units drawn by tests/test_tree.py's strategy."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+    from test_tree import _tree_specs
+
+    record = {"dots": 0, "mismatches": 0, "specs": 0, "examples": [], "errors": []}
+    t0 = time.time()
+
+    @settings(max_examples=examples, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(spec=_tree_specs(), family=st.sampled_from(vectors.FAMILIES),
+           seed=st.integers(0, 2 ** 16), n_inst=st.integers(1, 3))
+    def run(spec, family, seed, n_inst):
+        if time.time() - t0 > budget:
+            return
+        vs = vectors.generate(family, a_format=spec.a_format, b_format=spec.b_format, m=8,
+                              n=16, k=spec.k * n_inst, scale_format=spec.scale_format,
+                              block=spec.block, with_c=spec.d_format == "fp32", seed=seed)
+        record["specs"] += 1
+        try:
+            _compare(spec, vs, record, f"tree {spec.dumps()!r} {family}")
+        except Exception as exc:              # noqa: BLE001
+            record["errors"].append(f"{type(exc).__name__}: {exc}"[:400])
+
+    run()
+    return record
+
+
 def part_long_k(budget: float) -> dict:
     record = {"dots": 0, "mismatches": 0, "examples": [], "errors": [], "runs": []}
     t0 = time.time()
@@ -242,7 +271,10 @@ def part_gemm(size: int) -> dict:
                           allow_large=True)
     spec = p.spec_for(vs)
     from mxsim.engine.gpu.array import to_device
+    warm = vectors.generate("normal", m=256, n=256, k=size, with_c=False, seed=2)
+    gpu.dot(spec, warm)                   # CuPy compiles its kernels on first use
     dvs = to_device(vs)
+    _sync()
     t = time.perf_counter()
     d = gpu.dot(spec, dvs, device_out=True)
     _sync()
@@ -277,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=".")
     ap.add_argument("--budget", type=float, default=420.0)
-    ap.add_argument("--parts", default="env,round,speed,gemm,profile,presets,drawn,longk")
+    ap.add_argument("--parts",
+                    default="env,round,speed,gemm,profile,presets,drawn,tree,longk")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--big", type=int, default=4096)
     ap.add_argument("--examples", type=int, default=200)
@@ -294,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         "presets": lambda: part_presets(args.budget * share["presets"], args.quick),
         "drawn": lambda: part_drawn(args.budget * share["drawn"], args.examples),
         "longk": lambda: part_long_k(args.budget * share["longk"]),
+        "tree": lambda: part_tree(30.0, 80),
         "gemm": lambda: part_gemm(4096),
         "profile": lambda: _profile(4096),
     }

@@ -151,3 +151,36 @@ def test_gpu_engine_without_a_gpu_is_one_line():
     vs = vectors.generate("normal", m=2, n=2, k=32)
     with pytest.raises(UnitError, match=msg):
         gpu.dot(presets.get("hopper-wgmma").spec_for(vs), vs)
+
+
+def test_exact_sum2_rounds_like_the_exact_sum():
+    """The two-term sum of add_round and the FMA, rounded to formats of every width and mode,
+    equals the exact sum (Python integers) rounded by round_to: significands up to 62 bits
+    (reduction-tree leaves), far-apart and equal exponents, exact and near cancellation."""
+    from mxsim.engine.fast.adders import exact_sum2
+    rng = np.random.default_rng(8)
+    n = 3000
+    width = rng.integers(0, 63, (2, n))
+    g = rng.integers(0, 2 ** 62, (2, n), dtype=np.uint64) >> (62 - width).astype(np.uint64)
+    lsb = rng.integers(-150, 40, (2, n))
+    lsb[1, : n // 3] = lsb[0, : n // 3] + rng.integers(-3, 4, n // 3)   # near each other
+    g[1, : n // 6] = g[0, : n // 6] + rng.integers(-2, 3, n // 6).astype(np.uint64)
+    sign = rng.integers(0, 2, (2, n))
+    neg, mag, base, sticky, zero = exact_sum2(sign[0], g[0].astype(np.int64), lsb[0],
+                                              sign[1], g[1].astype(np.int64), lsb[1])
+    # The exact sum as an integer at the lowest LSB, 64 bits of it and a sticky bit.
+    lo = int(lsb.min())
+    want = [(-1) ** int(sign[0, i]) * int(g[0, i]) * 2 ** int(lsb[0, i] - lo)
+            + (-1) ** int(sign[1, i]) * int(g[1, i]) * 2 ** int(lsb[1, i] - lo) for i in range(n)]
+    cut = [max(abs(v).bit_length() - 64, 0) for v in want]
+    w_sig = np.array([abs(v) >> c for v, c in zip(want, cut, strict=True)], np.uint64)
+    w_sticky = np.array([abs(v) & ((1 << c) - 1) != 0 for v, c in zip(want, cut, strict=True)])
+    w_lsb = lo + np.array(cut)
+    assert (zero == np.array([v == 0 for v in want])).all()
+    for name in ("fp32", "bf16", "fp16", "e8m13", "e4m3"):
+        fmt = formats.get(name)
+        for mode in ("rne", "rz", "ru", "rd"):
+            got = formats.round_to(fmt, neg, base, mag, sticky, mode, "saturate")
+            ref = formats.round_to(fmt, np.array([v < 0 for v in want]), w_lsb, w_sig, w_sticky,
+                                   mode, "saturate")
+            np.testing.assert_array_equal(got, ref, err_msg=f"{name} {mode}")

@@ -36,12 +36,16 @@ class Format(FormatLayout):
         """``codes`` as an array of :attr:`code_dtype`, container bits above the value cleared.
 
         Raises TypeError for a non-integer array and FormatError for a code outside
-        ``[0, 2**bits)``.
+        ``[0, 2**bits)`` (numpy arrays; CuPy arrays, the GPU engine's own, are not
+        range-checked).
         """
-        arr = _xp_of(codes).asarray(codes)
+        xp = _xp_of(codes)
+        arr = xp.asarray(codes)
         if arr.dtype.kind not in "ui":
             raise TypeError(f"Codes of {self.name} must be an integer array, not {arr.dtype}")
-        if arr.size and (arr.min() < 0 or arr.max() >= (1 << self.bits)):
+        # Arrays on a GPU are the engine's own (from vector sets checked on the host): their
+        # range is not checked again, which would cost two reductions and a wait each time.
+        if xp is np and arr.size and (arr.min() < 0 or arr.max() >= (1 << self.bits)):
             raise FormatError(f"Codes of {self.name} must lie in [0, {(1 << self.bits) - 1}]")
         return arr.astype(self.code_dtype, copy=False) & self.code_dtype.type(self.value_mask)
 

@@ -14,11 +14,12 @@ import numpy as np
 import numpy.typing as npt
 
 from ... import formats
-from ...formats import Overflow, bit_length
+from ...formats import Overflow
 from ...spec import UnitSpec
 from ...vectors import VectorSet
 from ..epilogue import without_epilogue
 from ..xp import of as xp_of
+from .adders import exact_sum2
 from .operands import Operand, special_codes
 
 __all__ = ["apply_epilogue", "block_fma", "block_slices", "fma_fp32", "mul_fp32"]
@@ -39,30 +40,19 @@ def mul_fp32(x: npt.NDArray, y: npt.NDArray) -> npt.NDArray[np.uint32]:
 def fma_fp32(x: npt.NDArray, y: npt.NDArray, z: npt.NDArray) -> npt.NDArray[np.uint32]:
     """IEEE FP32 ``fma(x, y, z)`` on bit patterns, in integers: rounded once to nearest even.
 
-    The product's 48-bit significand is exact; both terms are placed in a 62-bit window
-    whose top is the larger term's leading bit. Only the smaller term can lose bits there
-    (then it lies below 2**-11 of the larger, so the sum keeps 59 bits): a sticky bit stands
-    for them, and subtracting them borrows one unit of the window. ``round_to`` rounds the
-    sum once. An exact zero is -0 only when both terms are -0; NaN (any NaN, Inf * 0,
+    The product's 48-bit significand is exact; :func:`.adders.exact_sum2` adds z to it
+    exactly (a 62-bit window with a sticky bit) and ``round_to`` rounds the sum once. An
+    exact zero is -0 only when both terms are -0; NaN (any NaN, Inf * 0,
     Inf - Inf) is FP32's canonical NaN code."""
     fp32 = formats.get("fp32")
     xp = xp_of(x, y, z)
     x, y, z = xp.broadcast_arrays(*(xp.asarray(v, np.uint32) for v in (x, y, z)))
     ox, oy, oz = Operand.of(fp32, x), Operand.of(fp32, y), Operand.of(fp32, z)
     sp = ox.sign ^ oy.sign
-    p, lp = ox.sig * oy.sig, ox.lsb + oy.lsb                    # exact: 24 x 24 bits
-    none = -(1 << 20)
-    mp = xp.where(p == 0, none, lp + bit_length(p.astype(np.uint64)) - 1)
-    mz = xp.where(oz.sig == 0, none, oz.lsb + bit_length(oz.sig.astype(np.uint64)) - 1)
-    base = xp.maximum(mp, mz) - 60                              # the window's LSB exponent
-    tp, stp = _window(p, base - lp)
-    tz, stz = _window(oz.sig, base - oz.lsb)
-    sticky = stp | stz
-    total = xp.where(sp == 1, -tp, tp) + xp.where(oz.sign == 1, -tz, tz)
-    mag = xp.abs(total) - ((sp != oz.sign) & sticky)            # the borrow
-    codes = formats.round_to(fp32, total < 0, base, mag.astype(np.uint64), sticky, "rne",
-                             Overflow.IEEE)
-    exact_zero = (mag == 0) & ~sticky
+    p = ox.sig * oy.sig                                         # exact: 24 x 24 bits
+    neg, mag, base, sticky, exact_zero = exact_sum2(sp, p, ox.lsb + oy.lsb, oz.sign, oz.sig,
+                                                    oz.lsb)
+    codes = formats.round_to(fp32, neg, base, mag, sticky, "rne", Overflow.IEEE)
     neg_zero = (p == 0) & oz.zero & (sp == 1) & (oz.sign == 1)
     codes = xp.where(exact_zero, xp.where(neg_zero, np.uint32(0x80000000), np.uint32(0)),
                      codes)
@@ -72,16 +62,6 @@ def fma_fp32(x: npt.NDArray, y: npt.NDArray, z: npt.NDArray) -> npt.NDArray[np.u
     pos = pinf & (sp == 0) | oz.inf & (oz.sign == 0)
     neg = pinf & (sp == 1) | oz.inf & (oz.sign == 1)
     return special_codes(fp32, nan, pos, neg, codes)
-
-
-def _window(sig: npt.NDArray, shift: npt.NDArray) -> tuple[npt.NDArray, npt.NDArray]:
-    """``sig`` (below 2**48) moved ``shift`` bits right (left where negative, at most 62):
-    the kept integer and whether non-zero bits fell off."""
-    xp = xp_of(sig)
-    right = xp.clip(shift, 0, 62)
-    kept = xp.where(shift > 0, sig >> right, sig << xp.clip(-shift, 0, 62))
-    lost = (shift > 0) & ((sig & ((np.int64(1) << right) - 1)) != 0)
-    return kept, lost
 
 
 def block_slices(spec: UnitSpec, vs: VectorSet
