@@ -9,9 +9,12 @@ gpu/engine_check.py (summary replayed by tests/test_gpu_engine.py).
 import ctypes
 import hashlib
 import os
+import re
 import shutil
 import subprocess
+import sys
 import tempfile
+import types
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +27,7 @@ from mxsim import presets, vectors
 from mxsim.engine import _kernels, fast
 from mxsim.engine.fast import step as fast_step
 from mxsim.engine.fast.operands import Operand
+from mxsim.engine.fast.paths import kernel_applies
 from mxsim.engine.gpu import kernels
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
@@ -32,19 +36,23 @@ _I32, _I64 = ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int64)
 _MODES = ("rz", "rd", "rne", "rz-jam")
 
 
-def _build() -> ctypes.CDLL:
-    """step.cu as a host library (-DMXSIM_HOST), cached by the source's hash."""
+def _library(tag: str, flags: list[str]) -> Path:
+    """step.cu built for the host (-DMXSIM_HOST) with ``flags``, cached by the source's hash."""
     text = kernels.source().encode()
     folder = Path(tempfile.gettempdir()) / "mxsim-gpu-kernel"
     folder.mkdir(exist_ok=True)
-    lib = folder / f"step-{hashlib.sha256(text).hexdigest()[:16]}.so"
+    lib = folder / f"step-{tag}-{hashlib.sha256(text + str(flags).encode()).hexdigest()[:16]}.so"
     if not lib.exists():
         tmp = folder / f"{lib.stem}.{os.getpid()}.so"
-        subprocess.run(["g++", "-O2", "-std=c++17", "-Wall", "-Werror", "-shared", "-fPIC",
+        subprocess.run(["g++", *flags, "-std=c++17", "-Wall", "-Wextra", "-shared", "-fPIC",
                         "-x", "c++", "-DMXSIM_HOST", str(kernels.SOURCE), "-o", str(tmp)],
                        check=True, capture_output=True)
         os.replace(tmp, lib)            # atomic: parallel workers never load a partial file
-    dll = ctypes.CDLL(str(lib))
+    return lib
+
+
+def _build() -> ctypes.CDLL:
+    dll = ctypes.CDLL(str(_library("O2", ["-O2"])))
     dll.mxsim_step_host.restype = ctypes.c_int
     return dll
 
@@ -170,10 +178,17 @@ def test_host_kernel_negative_zero_and_special_flags(host):
 
 def _dot_through_host(host, monkeypatch, spec, vs):
     """fast.dot with its compiled step replaced by the host build of step.cu."""
+    calls = []
+
+    def step_sums(*args, **kw):
+        calls.append(1)
+        return _host_step_sums(host, *args, **kw)
+
     with monkeypatch.context() as m:
-        m.setattr(fast_step._kernels, "step_sums",
-                  lambda *args, **kw: _host_step_sums(host, *args, **kw))
-        return fast.dot(spec, vs)
+        m.setattr(fast_step._kernels, "step_sums", step_sums)
+        d = fast.dot(spec, vs)
+    assert bool(calls) == kernel_applies(spec)      # the host build really ran
+    return d
 
 
 def _three_ways(host, monkeypatch, spec, vs):
@@ -213,6 +228,40 @@ def test_host_kernel_in_the_engine_on_drawn_specs(host, monkeypatch, spec, famil
     _three_ways(host, monkeypatch, spec, vs)
 
 
+_SANITIZED_RUN = """
+import ctypes, sys
+import test_gpu_kernel as t
+from mxsim.engine import _kernels
+dll = ctypes.CDLL(sys.argv[1])
+dll.mxsim_step_host.restype = ctypes.c_int
+for seed in range(12):
+    a, sa, b, sb, acc, frac_bits, e_zero, zero_acc = t._case(seed)
+    b_side = _kernels.prepare_b(b, sb)
+    for align in t._MODES:
+        args = (a, sa, b_side, acc, frac_bits, align, seed % 2, e_zero, zero_acc)
+        for w, x in zip(_kernels.step_sums(*args), t._host_step_sums(dll, *args)):
+            assert (w == x).all()
+print("clean")
+"""
+
+
+def test_host_kernel_reads_and_computes_only_in_bounds_under_asan_and_ubsan():
+    """AddressSanitizer: no tile load reads past an operand (the partial tiles at the edges of
+    rows, columns and terms); UBSan: no undefined shift or overflow."""
+    asan = subprocess.run(["g++", "-print-file-name=libasan.so"], capture_output=True,
+                          text=True).stdout.strip()
+    if not Path(asan).is_absolute():
+        pytest.skip("g++ has no AddressSanitizer runtime here")
+    lib = _library("asan", ["-O1", "-g", "-fsanitize=address,undefined",
+                            "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"])
+    env = dict(os.environ, LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0",
+               PYTHONPATH=os.pathsep.join([str(Path(__file__).parent),
+                                           os.environ.get("PYTHONPATH", "")]))
+    run = subprocess.run([sys.executable, "-c", _SANITIZED_RUN, str(lib)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "clean", run.stderr[-2000:]
+
+
 def _nvcc() -> str | None:
     found = shutil.which("nvcc")
     for cand in (found, "/usr/local/cuda/bin/nvcc", *sorted(Path("/usr/local").glob(
@@ -227,9 +276,124 @@ def test_nvcc_compiles_every_kernel_for_sm90(tmp_path):
     if nvcc is None:
         pytest.skip("nvcc is not installed (the host build above still runs)")
     cubin = tmp_path / "step.cubin"
-    subprocess.run([nvcc, "-std=c++17", "-arch=sm_90", "--cubin", "-x", "cu",
-                    str(kernels.SOURCE), "-o", str(cubin)], check=True, capture_output=True)
+    run = subprocess.run([nvcc, "-std=c++17", "-arch=sm_90", "--cubin", "-Xptxas", "-v", "-x",
+                          "cu", str(kernels.SOURCE), "-o", str(cubin)], check=True,
+                         capture_output=True, text=True)
+    # Eight kernels, none spilling registers under __launch_bounds__(256, 4).
+    spills = re.findall(r"(\d+) bytes spill stores", run.stdout + run.stderr)
+    assert spills == ["0"] * 8
     data = cubin.read_bytes()
     for align in _MODES:
         for normalized in (False, True):
             assert kernels.kernel_name(align, normalized).encode() + b"\0" in data
+
+
+def _kernel_params() -> list[tuple[str, str]]:
+    """(C type, name) of the GPU kernels' parameters, read from step.cu."""
+    text = kernels.source()
+    head = text[text.index("mxsim_step_##MODE##_##NORM("):]
+    head = head[head.index("(") + 1:head.index(")")].replace("\\", " ")
+    params = [" ".join(p.split()) for p in head.split(",")]
+    return [re.match(r"(.*?)\s*\*?\s*(\w+)$", p).groups() for p in params]
+
+
+class _FakeCupy(types.ModuleType):
+    """numpy dressed as CuPy, whose RawModule runs the host build of step.cu: kernels.py's
+    plumbing (argument order and types, grid and block) checked against step.cu's kernels."""
+
+    def __init__(self, dll, base=np, unwrap=lambda x: x):
+        super().__init__("cupy")
+        self.dll, self.launches, self.base, self.unwrap = dll, [], base, unwrap
+        self.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDevice=lambda: 0))
+        fake = self
+
+        class RawModule:
+            def __init__(self, code, options):
+                assert code == kernels.source() and "-std=c++17" in options
+
+            def get_function(self, name):
+                return lambda grid, block, args: fake.launch(name, grid, block, args)
+        self.RawModule = RawModule
+
+    def __getattr__(self, name):
+        return getattr(self.base, name)
+
+    def launch(self, name, grid, block, args):
+        args = [self.unwrap(x) for x in args]
+        params = _kernel_params()
+        assert len(args) == len(params)
+        kw = {}
+        for (ctype, pname), value in zip(params, args, strict=True):
+            if "*" in ctype or pname.startswith(("a_", "b_", "c_", "out_")):
+                want = np.int32 if ctype.endswith("int") else np.int64
+                assert value.dtype == want and value.flags.c_contiguous, pname
+            else:
+                want = np.int64 if "long" in ctype else np.int32
+                assert type(value) is want, pname
+            kw[pname] = value
+        r, n = int(kw["r"]), int(kw["n"])
+        assert block == (kernels.TILE_COLS, kernels.TILE_ROWS)
+        assert kw["col_tiles"] == -(-n // 32) and grid == (-(-r // 8) * kw["col_tiles"],)
+        mode, norm = (int(x) for x in name.split("_")[2:])
+        self.launches.append(name)
+        ptr = [kw[f"{s}_{f}"].ctypes.data_as(_I32 if s != "c" else _I64)
+               for s in "abc" for f in ("sign", "sig", "lsb", "e", "flag")]
+        assert self.dll.mxsim_step_host(
+            *ptr, ctypes.c_int64(r), ctypes.c_int64(n), ctypes.c_int(kw["g"]),
+            ctypes.c_int(kw["has_acc"]), ctypes.c_int(kw["zero_acc"]),
+            ctypes.c_int(kw["frac_bits"]), ctypes.c_int(mode), ctypes.c_int(norm),
+            ctypes.c_int(kw["e_zero"]),
+            *(kw[o].ctypes.data_as(_I64) for o in ("out_sum", "out_lsb", "out_flag"))) == 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cupy_loader_calls_the_kernels_as_step_cu_declares_them(host, monkeypatch, seed):
+    fake = _FakeCupy(host)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    kernels._module.cache_clear()
+    kernels._kernel.cache_clear()
+    try:
+        a, sa, b, sb, acc, frac_bits, e_zero, zero_acc = _case(seed)
+        b_side = kernels.prepare_b(b, sb)
+        np.testing.assert_array_equal(b_side[5], _kernels.prepare_b(b, sb)[5])
+        for align in _MODES:
+            for normalized in (False, True):
+                args = (frac_bits, align, normalized, e_zero, zero_acc)
+                want = _kernels.step_sums(a, sa, _kernels.prepare_b(b, sb), acc, *args)
+                got = kernels.step_sums(a, sa, b_side, acc, *args)
+                for w, x in zip(want, got, strict=True):
+                    assert x.dtype == np.int64
+                    np.testing.assert_array_equal(x, w)
+        assert len(fake.launches) == 8 and fake.launches[-1] == "mxsim_step_3_1"
+    finally:
+        kernels._module.cache_clear()
+        kernels._kernel.cache_clear()
+
+
+@pytest.fixture
+def cupy_on_host(host, monkeypatch):
+    """kernels.py on the strict CuPy stand-in of tests/fake_device.py (the engine's device
+    tests), its RawModule running the host build of step.cu."""
+    fake_device = pytest.importorskip("fake_device")
+    cupy = _FakeCupy(host, fake_device.fake,
+                     lambda x: x._a if isinstance(x, fake_device.Dev) else x)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    kernels._module.cache_clear()
+    kernels._kernel.cache_clear()
+    yield cupy, fake_device
+    kernels._module.cache_clear()
+    kernels._kernel.cache_clear()
+
+
+@pytest.mark.parametrize("preset,opts", CONFIGS[:13], ids=[p for p, _ in CONFIGS[:13]])
+def test_engine_on_device_arrays_through_kernels_py(cupy_on_host, preset, opts):
+    """The GPU engine's path (fast engine on device arrays, kernels.py's step) == numba."""
+    cupy, fake_device = cupy_on_host
+    gen = {key: v for key, v in opts.items() if key != "c_fp16"}
+    vs = vectors.generate("specials", m=5, n=37, **{"k": 64, **gen}, seed=4)
+    if opts.get("c_fp16"):
+        vs = _fp16_c(vs)
+    spec = presets.get(preset).spec_for(vs)
+    got = fast.dot(spec, fake_device.to_fake(vs), kernel=kernels)
+    np.testing.assert_array_equal(fake_device.fake.asnumpy(got), fast.dot(spec, vs))
+    assert bool(cupy.launches) == kernel_applies(spec)

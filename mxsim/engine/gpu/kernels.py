@@ -59,8 +59,7 @@ def _side(op, scale, transpose: bool) -> tuple:
     arrays = (op.sign, sig, lsb, e, flag)
     if transpose:
         arrays = tuple(x.T for x in arrays)
-    return tuple(cupy.ascontiguousarray(cupy.asarray(x).astype(cupy.int32, copy=False))
-                 for x in arrays)
+    return tuple(cupy.asarray(x).astype(cupy.int32, order="C", copy=False) for x in arrays)
 
 
 def prepare_b(b, sb) -> tuple:
@@ -86,9 +85,9 @@ def step_sums(a, sa, b_side, acc, frac_bits: int, align: str, normalized: bool,
     if b_side[1].shape[1] != g:
         raise ValueError(f"B's step must have {g} terms like A's, not {b_side[1].shape[1]}")
     if acc is not None:
-        accs = tuple(cupy.ascontiguousarray(cupy.asarray(x).astype(cupy.int64, copy=False))
-                     for x in (acc.sign, acc.sig, acc.lsb, acc.e,
-                               acc.nan * NAN | acc.inf * INF | acc.zero * ZERO))
+        fields = (acc.sign, acc.sig, acc.lsb, acc.e,
+                  acc.nan * NAN | acc.inf * INF | acc.zero * ZERO)
+        accs = tuple(cupy.asarray(x).astype(cupy.int64, order="C", copy=False) for x in fields)
     else:
         accs = (cupy.zeros((1, 1), cupy.int64),) * 5
     out = tuple(cupy.empty((r, n), cupy.int64) for _ in range(3))
