@@ -184,3 +184,24 @@ def test_exact_sum2_rounds_like_the_exact_sum():
             ref = formats.round_to(fmt, np.array([v < 0 for v in want]), w_lsb, w_sig, w_sticky,
                                    mode, "saturate")
             np.testing.assert_array_equal(got, ref, err_msg=f"{name} {mode}")
+
+
+def test_gpu_entry_and_units_plumbing_on_the_stand_in(monkeypatch):
+    """engine="gpu" through units and mxsim.engine.gpu.dot (transfers, kernels hook, D back
+    to numpy or left on the device) with the stand-in as the GPU: the fast engine's bits."""
+    from mxsim.engine.gpu import array
+    monkeypatch.setattr(gpu, "why_unavailable", lambda: None)
+    monkeypatch.setattr(gpu, "_kernels", lambda: FakeKernels)
+    monkeypatch.setattr(array, "to_device", to_fake)
+    monkeypatch.setattr(array, "to_host", fake.asnumpy)
+    for preset, opts in CONFIGS[:6] + CONFIGS[-3:]:
+        vs = _config_set("normal", opts, m=2, n=opts.get("n", 3))
+        unit = units.get(preset)
+        want = unit.compute(vs, engine="fast")
+        got = unit.compute(vs, engine="gpu")
+        assert type(got) is np.ndarray and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+        on_device = gpu.dot(unit.spec_for(vs), vs, device_out=True)
+        assert isinstance(on_device, Dev)
+        np.testing.assert_array_equal(fake.asnumpy(on_device), want)
+    assert units.path(units.get("hopper-wgmma"), vs, engine="gpu")["path"] == "gpu"
