@@ -8,11 +8,19 @@ is installed and an array is large enough to pay for it.
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 import numpy as np
 
 from . import _numba
 
-__all__ = ["round_codes"]
+__all__ = ["GPU_SOURCE", "gpu_params", "gpu_round_codes", "round_codes"]
+
+#: CUDA C++ of the same algorithm for CuPy arrays (also built for the host by the tests).
+GPU_SOURCE = Path(__file__).with_name("_round_kernel.cu")
+_GPU_KERNELS = {1: "mxsim_round_u8", 2: "mxsim_round_u16", 4: "mxsim_round_u32",
+                8: "mxsim_round_u64"}
 
 _kernel = None
 
@@ -216,3 +224,54 @@ def round_codes(fmt, sign, lsb_exp, sig, sticky, random_bits, mode: str, overflo
             fmt.code_of_nan if fmt.has_nan else 0, MODES[mode], OVERFLOWS[overflow], sr_bits,
             out)
     return out
+
+
+def gpu_params(fmt, mode: str, overflow: str) -> np.ndarray:
+    """The format's constants, mode and policy as ``_round_kernel.cu`` reads them (``P_*``)."""
+    is_int = fmt.kind == "int"
+    return np.array([
+        is_int, fmt.man_bits, fmt.emin, fmt.emax, fmt.max_sig, 0 if is_int else fmt.bias,
+        fmt.exp_bits, fmt.signed, fmt.has_zero, fmt.sign_shift,
+        0 if is_int else fmt.code_of_max, fmt.has_inf, fmt.code_of_inf if fmt.has_inf else 0,
+        fmt.has_nan, fmt.code_of_nan if fmt.has_nan else 0, MODES[mode], OVERFLOWS[overflow]],
+        np.int64)
+
+
+@functools.cache
+def _gpu_function(name: str, device: int):
+    import cupy
+    return cupy.RawModule(code=GPU_SOURCE.read_text(), options=("-std=c++17",)
+                          ).get_function(name)
+
+
+@functools.cache
+def _gpu_params(fmt, mode: str, overflow: str, device: int):
+    import cupy
+    return cupy.asarray(gpu_params(fmt, mode, overflow))
+
+
+def gpu_round_codes(fmt, sign, lsb_exp, sig, sticky, mode: str, overflow: str):
+    """``round_to`` of CuPy arrays (broadcast together; not stochastic) on the GPU: codes in
+    ``fmt.code_dtype``, shaped like the broadcast inputs."""
+    import cupy
+    device = cupy.cuda.runtime.getDevice()
+    shape = cupy.broadcast(sign, lsb_exp, sig, sticky).shape
+    n = int(np.prod(shape, dtype=np.int64))
+    args = []
+    for x, dtype in ((sign, np.uint8), (lsb_exp, np.int64), (sig, np.uint64),
+                     (sticky, np.bool_)):
+        x = cupy.asarray(x, dtype)
+        if x.size == 1:                   # one value for every element: stride 0
+            args += [cupy.ascontiguousarray(x.reshape(1)), np.int64(0)]
+        else:
+            args += [cupy.ascontiguousarray(cupy.broadcast_to(x, shape)).reshape(-1),
+                     np.int64(1)]
+    dtype = np.dtype(fmt.code_dtype)
+    out = cupy.empty(n, dtype)
+    if n:
+        threads = 256
+        blocks = min(-(-n // threads), 1 << 16)
+        _gpu_function(_GPU_KERNELS[dtype.itemsize], device)(
+            (blocks,), (threads,), (*args, _gpu_params(fmt, mode, overflow, device), out,
+                                    np.int64(n)))
+    return out.reshape(shape)

@@ -28,7 +28,8 @@ def matmul(a: Any, b: Any, c: Any = None, *, unit: str = "exact", a_format: str 
 
     Codes must be integer arrays whose every value is a code of the format (0 to 2**bits - 1):
     a float array or a code out of range raises :class:`~mxsim.VectorFileError` rather than
-    being cast (float values go through :func:`gemm`, which quantises them).
+    being cast (float values go through :func:`gemm`, which quantises them). ``engine`` is
+    ``fast``, ``reference`` or ``gpu`` (:data:`mxsim.units.ENGINES`; the same bits).
     """
     from . import formats
 

@@ -2,7 +2,8 @@
 
 ``get("hopper-wgmma")`` or ``get("my_unit.toml")`` gives a :class:`Unit`; its ``run(vectors)``
 picks the spec for the file's formats (once) and computes ``d`` with the fast engine (or the
-reference engine, for checking).
+reference engine, for checking, or the GPU engine: the fast engine's arithmetic on an NVIDIA
+GPU, bit-equal to it).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy.typing as npt
 
 from . import presets
 from . import spec as spec_mod
-from .engine import fast, reference
+from .engine import fast, gpu, reference
 from .errors import UnitError
 from .progress import Progress, wanted
 from .spec import UnitSpec
@@ -24,7 +25,7 @@ from .vectors import VectorSet
 
 __all__ = ["Unit", "get", "names", "all_units", "path", "ENGINES"]
 
-ENGINES = ("fast", "reference")
+ENGINES = ("fast", "reference", "gpu")
 
 
 @dataclass(frozen=True)
@@ -98,11 +99,13 @@ class Unit:
 def _engine_dot(engine: str) -> Callable[..., npt.NDArray]:
     if engine not in ENGINES:
         raise UnitError(f"Engine must be one of {', '.join(ENGINES)}, not {engine!r}")
-    return (fast if engine == "fast" else reference).dot
+    if engine == "gpu":
+        gpu.require()
+    return {"fast": fast, "reference": reference, "gpu": gpu}[engine].dot
 
 
 #: Products (m * n * k) above which a run shows progress in chunks: roughly a second of work.
-_PROGRESS_TERMS = {"fast": 1 << 25, "reference": 1 << 14}
+_PROGRESS_TERMS = {"fast": 1 << 25, "reference": 1 << 14, "gpu": 1 << 34}
 _PROGRESS_CHUNKS = 50
 
 
@@ -121,6 +124,10 @@ def path(unit: Unit, vs: VectorSet, engine: str = "fast") -> dict:
     if engine == "reference":
         return {"path": "reference", "compiled": False, "numba": None,
                 "note": "Python fractions, one dot at a time"}
+    if engine == "gpu":
+        gpu.require()
+        return {"path": "gpu", "compiled": True, "numba": None,
+                "note": "the fast engine's arithmetic on the GPU (CuPy)"}
     return fast.path(unit.spec_for(vs))
 
 

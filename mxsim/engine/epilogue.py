@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from ..spec import UnitSpec
 from ..vectors import VectorSet
+from .xp import is_numpy
 
 __all__ = ["without_epilogue"]
 
@@ -23,8 +24,11 @@ def without_epilogue(spec: UnitSpec, vs: VectorSet,
     chain without promotion: the slice is one partial sum for the FMA to scale. The vectors
     returned are validated."""
     inner = replace(spec, scale_format=None, block=None, epilogue=None)
-    plain = replace(vs, a_scale=None, b_scale=None, scale_format=None, block=None, d=None)
+    # Arrays on a GPU are not checked again (the host's copy was): the set is derived.
+    new = (lambda x, **kw: replace(x, **kw)) if is_numpy(vs.a) else (
+        lambda x, **kw: x._derived(**kw))
+    plain = new(vs, a_scale=None, b_scale=None, scale_format=None, block=None, d=None)
     if ks is not None:
         inner = replace(inner, promote_every=None)
-        plain = replace(plain, a=vs.a[..., ks], b=vs.b[..., ks, :], c=None)
+        plain = new(plain, a=vs.a[..., ks], b=vs.b[..., ks, :], c=None)
     return inner, plain

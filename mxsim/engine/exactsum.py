@@ -13,6 +13,8 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from .xp import of as xp_of
+
 __all__ = ["ExactSums", "exact_sums", "float_terms"]
 
 _LIMB = 16                      # bits per superaccumulator limb
@@ -51,7 +53,7 @@ def float_terms(x: npt.ArrayLike) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np
     ``x == (-1)**sign * sig * 2**lsb_exp`` exactly for finite ``x``; zeros and non-finite
     values get ``sig == 0`` (their class is the caller's to handle).
     """
-    bits = np.array(x, dtype=np.float64, order="C").view(np.uint64)
+    bits = xp_of(x).array(x, dtype=np.float64, order="C").view(np.uint64)
     sign = (bits >> np.uint64(63)).astype(np.uint8)
     expf = ((bits >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64)
     man = bits & np.uint64((1 << 52) - 1)
@@ -79,12 +81,13 @@ def exact_sums(dot: npt.NDArray[np.int64], sign: npt.NDArray[np.uint8],
     integer below ``2**53`` (pieces are below ``2**31``), and the runs' sums add in int64
     (exact below ``2**32`` terms in all).
     """
+    xp = xp_of(sig, dot, exp)
     live = sig != 0
     dot, sign, sig, exp = dot[live], sign[live], sig[live], exp[live]
     if sig.size == 0:
-        zeros = np.zeros(ndots, np.int64)
+        zeros = xp.zeros(ndots, np.int64)
         return ExactSums(zeros.astype(bool), zeros.astype(np.uint64), zeros,
-                         zeros.astype(bool), np.ones(ndots, bool))
+                         zeros.astype(bool), xp.ones(ndots, bool))
     if sig.size >= _MAX_TERMS:
         raise ValueError(f"A superaccumulator call must sum fewer than 2**32 terms, not "
                          f"{sig.size}")
@@ -96,10 +99,10 @@ def exact_sums(dot: npt.NDArray[np.int64], sign: npt.NDArray[np.uint8],
     nlimbs = int(limb0.max()) + npieces + 3          # room for the carries of the sum
     weight_sign = np.where(sign == 1, -1.0, 1.0)
     slot = dot * nlimbs + limb0
-    limbs = np.zeros(ndots * nlimbs, np.int64)
+    limbs = xp.zeros(ndots * nlimbs, np.int64)
     for t0 in range(0, sig.size, _RUN_TERMS):
         run = slice(t0, t0 + _RUN_TERMS)
-        sums = np.zeros(ndots * nlimbs, np.float64)
+        sums = xp.zeros(ndots * nlimbs, np.float64)
         for j in range(npieces):
             piece = (sig[run] >> np.uint64(_LIMB * j)) & _LIMB_MASK
             w = (piece << off[run]).astype(np.float64) * weight_sign[run]   # < 2**31, exact
@@ -118,7 +121,7 @@ def _top_bits(limbs: npt.NDArray[np.int64], base: int) -> ExactSums:
     nz = limbs != 0
     zero = ~nz.any(axis=1)
     top = nlimbs - 1 - np.argmax(nz[:, ::-1], axis=1)           # highest non-zero limb
-    mag = np.zeros(ndots, np.uint64)
+    mag = xp_of(limbs).zeros(ndots, np.uint64)
     for j in range(4):                                           # the top 64 bits
         idx = top - j
         part = np.take_along_axis(limbs, np.maximum(idx, 0)[:, None], axis=1)[:, 0]

@@ -18,6 +18,7 @@ from ..errors import FormatError
 from .layout import FormatLayout
 from .policy import DEFAULT_SR_BITS, Class, Fields, Overflow, Rounding, Specials
 from .rounding import draw_random_bits, round_to
+from .xp import of as _xp_of
 
 __all__ = ["Format"]
 
@@ -35,12 +36,16 @@ class Format(FormatLayout):
         """``codes`` as an array of :attr:`code_dtype`, container bits above the value cleared.
 
         Raises TypeError for a non-integer array and FormatError for a code outside
-        ``[0, 2**bits)``.
+        ``[0, 2**bits)`` (numpy arrays; CuPy arrays, the GPU engine's own, are not
+        range-checked).
         """
-        arr = np.asarray(codes)
+        xp = _xp_of(codes)
+        arr = xp.asarray(codes)
         if arr.dtype.kind not in "ui":
             raise TypeError(f"Codes of {self.name} must be an integer array, not {arr.dtype}")
-        if arr.size and (arr.min() < 0 or arr.max() >= (1 << self.bits)):
+        # Arrays on a GPU are the engine's own (from vector sets checked on the host): their
+        # range is not checked again, which would cost two reductions and a wait each time.
+        if xp is np and arr.size and (arr.min() < 0 or arr.max() >= (1 << self.bits)):
             raise FormatError(f"Codes of {self.name} must lie in [0, {(1 << self.bits) - 1}]")
         return arr.astype(self.code_dtype, copy=False) & self.code_dtype.type(self.value_mask)
 
@@ -48,7 +53,7 @@ class Format(FormatLayout):
         """Sign bit of each code (0 for unsigned formats)."""
         c = self.checked_codes(codes)
         if not self.signed:
-            return np.zeros(c.shape, np.uint8)
+            return _xp_of(c).zeros(c.shape, np.uint8)
         return ((c >> (self.value_bits - 1)) & 1).astype(np.uint8)
 
     def exp(self, codes: Any) -> npt.NDArray[np.int32]:
@@ -71,7 +76,7 @@ class Format(FormatLayout):
         c = self.checked_codes(codes)
         if self.kind == "int":
             i = c.astype(np.uint8).view(np.int8).astype(np.int32)
-            return Fields((i < 0).astype(np.uint8), np.zeros(c.shape, np.int32),
+            return Fields((i < 0).astype(np.uint8), _xp_of(c).zeros(c.shape, np.int32),
                           np.abs(i).astype(np.uint32))
         exp = self.exp(c)
         man = self.man(c)
@@ -88,20 +93,20 @@ class Format(FormatLayout):
         """The :class:`Class` of each code, as ``np.uint8``."""
         c = self.checked_codes(codes)
         if self.kind == "int":
-            return np.where(c == 0, Class.ZERO, Class.NORMAL).astype(np.uint8)
+            return np.where(c == 0, int(Class.ZERO), int(Class.NORMAL)).astype(np.uint8)
         exp = self.exp(c)
         man = self.man(c)
         mag = c & self.code_dtype.type(self.value_mask >> int(self.signed))
-        out = np.full(c.shape, Class.NORMAL, np.uint8)
+        out = _xp_of(c).full(c.shape, int(Class.NORMAL), np.uint8)
         if self.subnormals:
-            out[(exp == 0) & (man != 0)] = Class.SUBNORMAL
-            out[mag == 0] = Class.ZERO
+            out[(exp == 0) & (man != 0)] = int(Class.SUBNORMAL)
+            out[mag == 0] = int(Class.ZERO)
         top = (1 << self.exp_bits) - 1
         if self.specials is Specials.IEEE:
-            out[(exp == top) & (man == 0)] = Class.INF
-            out[(exp == top) & (man != 0)] = Class.NAN
+            out[(exp == top) & (man == 0)] = int(Class.INF)
+            out[(exp == top) & (man != 0)] = int(Class.NAN)
         elif self.specials is Specials.FN:
-            out[mag == (self.value_mask >> int(self.signed))] = Class.NAN
+            out[mag == (self.value_mask >> int(self.signed))] = int(Class.NAN)
         return out
 
     # -- decode -----------------------------------------------------------------------------
@@ -112,6 +117,15 @@ class Format(FormatLayout):
         codes = np.arange(1 << self.bits, dtype=np.uint32).astype(self.code_dtype)
         return self._decode_fields(codes)
 
+    def _table_of(self, xp) -> Any:
+        """:attr:`_table` as an array of module ``xp`` (copied once to the GPU for CuPy)."""
+        if xp is np:
+            return self._table
+        tables = self.__dict__.setdefault("_tables", {})
+        if xp.__name__ not in tables:
+            tables[xp.__name__] = xp.asarray(self._table)
+        return tables[xp.__name__]
+
     def _decode_fields(self, codes: npt.NDArray) -> npt.NDArray[np.float64]:
         if self.kind == "int":
             return codes.astype(np.uint8).view(np.int8).astype(np.float64) / 64.0
@@ -119,8 +133,9 @@ class Format(FormatLayout):
         val = np.ldexp(sig.astype(np.float64), e - self.man_bits)
         val = np.where(s == 1, -val, val)
         cls = self.classify(codes)
-        val[cls == Class.INF] = np.where(s[cls == Class.INF] == 1, -np.inf, np.inf)
-        val[cls == Class.NAN] = np.nan
+        inf = cls == int(Class.INF)
+        val[inf] = np.where(s[inf] == 1, -np.inf, np.inf)
+        val[cls == int(Class.NAN)] = np.nan
         return val
 
     def decode(self, codes: Any) -> npt.NDArray[np.float64]:
@@ -130,7 +145,10 @@ class Format(FormatLayout):
         """
         c = self.checked_codes(codes)
         if self.bits <= 16:
-            return self._table[c]
+            return self._table_of(_xp_of(c))[c]
+        if _xp_of(c) is not np:
+            # From the fields, in float64: CuPy flushes float32 subnormals to zero.
+            return self._decode_fields(c)
         # Signalling-NaN codes (quiet bit clear) make the float32 -> float64 cast raise
         # FE_INVALID; they decode to NaN like every NaN code, so the flag means nothing here.
         c = c.astype(np.uint32)
@@ -179,10 +197,11 @@ class Format(FormatLayout):
             NaN into a format without NaN; a negative value into an unsigned format; overflow
             with ``saturate=False`` in a format that has neither Inf nor NaN.
         """
-        x = np.asarray(values)
+        xp = _xp_of(values)
+        x = xp.asarray(values)
         if x.dtype.kind in "OUSMmc":
             raise TypeError(f"Values must be a real numeric array, not {x.dtype}")
-        x = np.array(x, dtype=np.float64, order="C")   # a copy that keeps 0-d shapes
+        x = xp.array(x, dtype=np.float64, order="C")   # a copy that keeps 0-d shapes
         sign, lsb_exp, sig, finite = _float64_fields(x)
         nan = np.isnan(x)
         inf = np.isinf(x)

@@ -16,6 +16,7 @@ import numpy.typing as npt
 from ..errors import FormatError
 from .layout import FormatLayout
 from .policy import DEFAULT_SR_BITS, Overflow, Rounding
+from .xp import of as _xp_of
 
 __all__ = ["round_to", "bit_length", "draw_random_bits"]
 
@@ -107,20 +108,28 @@ def round_to(fmt: FormatLayout, sign: Any, lsb_exp: Any, sig: Any, sticky: Any =
 
     ``kernel`` chooses the code that rounds, never the result: None uses the compiled twin
     for arrays of 4096 elements or more when numba is installed, True uses it for any size
-    (when numba is installed), False keeps to numpy.
+    (when numba is installed), False keeps to numpy. CuPy arrays (on a GPU) are rounded by
+    the CUDA twin (``mxsim/_round_kernel.cu``) unless ``kernel`` is False or the rounding is
+    stochastic; other array modules take the numpy path's code.
     """
     mode = Rounding.of(rounding)
     overflow = Overflow.of(overflow)
     if overflow is not Overflow.SATURATE and not fmt.has_inf and not fmt.has_nan:
         raise FormatError(f"Format {fmt.name} has neither Inf nor NaN, so overflow must "
                           f"saturate (Overflow.SATURATE), not {overflow.value}")
-    sign, lsb_exp, sig, sticky = np.broadcast_arrays(
-        np.asarray(sign, np.uint8), np.asarray(lsb_exp, np.int64),
-        np.asarray(sig, np.uint64), np.asarray(sticky, bool))
+    xp = _xp_of(sig, sign, lsb_exp, sticky)
+    if xp is not np and kernel is not False and mode is not Rounding.STOCHASTIC \
+            and xp.__name__ == "cupy":
+        from .. import _round_kernel  # the same algorithm in CUDA, one thread an element
+        return _round_kernel.gpu_round_codes(fmt, sign, lsb_exp, sig, sticky, mode.value,
+                                             overflow.value)
+    sign, lsb_exp, sig, sticky = xp.broadcast_arrays(
+        xp.asarray(sign, np.uint8), xp.asarray(lsb_exp, np.int64),
+        xp.asarray(sig, np.uint64), xp.asarray(sticky, bool))
     if mode is Rounding.STOCHASTIC and random_bits is None:
         raise ValueError("Stochastic rounding needs random_bits")
     wanted = sig.size >= _KERNEL_MIN_SIZE if kernel is None else kernel
-    if wanted and _numba_installed():
+    if wanted and xp is np and _numba_installed():
         from .. import _round_kernel
         rb = None if random_bits is None else np.broadcast_to(
             np.asarray(random_bits, np.uint64), sig.shape).reshape(-1)
@@ -145,7 +154,7 @@ def _round_numpy(fmt: FormatLayout, sign, lsb_exp, sig, sticky, mode: Rounding,
     msb_exp = lsb_exp + bit_length(sig) - 1
     huge = None
     if fmt.kind == "int":
-        target = np.full(sig.shape, -M, np.int64)
+        target = _xp_of(sig).full(sig.shape, -M, np.int64)
         huge = (msb_exp > 0) & (sig != 0)             # |value| >= 2 > max, before any shifting
         sig = np.where(huge, np.uint64(0), sig)
     else:
@@ -193,7 +202,8 @@ def _round_up(mode: Rounding, sign, kept, discarded, right, sticky, random_bits,
         return inexact & (sign == 0)
     if mode is Rounding.RD:
         return inexact & (sign == 1)
-    r = np.broadcast_to(np.asarray(random_bits, np.uint64), kept.shape)
+    xp = _xp_of(kept)
+    r = xp.broadcast_to(xp.asarray(random_bits, np.uint64), kept.shape)
     # The sr_bits discarded bits just below the cut, as an integer.
     top = np.where(right >= sr_bits, _shr(discarded, right - sr_bits),
                    discarded << np.clip(sr_bits - right, 0, 63).astype(np.uint64))

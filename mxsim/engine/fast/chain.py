@@ -14,6 +14,7 @@ import numpy.typing as npt
 from ... import formats
 from ...spec import CMode, Reduce, Specials, UnitSpec
 from ...vectors import VectorSet
+from ..xp import of as xp_of
 from .adders import add_round, convert
 from .operands import Operand, Operands
 from .step import ZERO, by_rows, codes_of, step_all_rows
@@ -31,16 +32,17 @@ def chain_dot(spec: UnitSpec, vs: VectorSet, kernel: bool = True) -> npt.NDArray
     d_fmt = formats.get(spec.d_format)
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))
     m, n = vs.m, vs.n
-    out = np.empty((nb, m, n), d_fmt.code_dtype)
+    out = xp_of(vs.a).empty((nb, m, n), d_fmt.code_dtype)
     for bi in range(nb):
         # ZERO stands for an accumulator known to be +0 everywhere (no C), which needs no
         # decoding.
         d = ZERO if vs.c is None else vs.c.reshape(nb, m, n)[bi]
         if spec.specials is Specials.NONE and d is not ZERO:
             d = Operand.of(d_fmt, d, finite=True)      # C's codes are numbers, Inf/NaN too
-        d = codes_of(_chain_entry(spec, ops, bi, vs.k, d, kernel), d_fmt, m, n)
+        d = codes_of(_chain_entry(spec, ops, bi, vs.k, d, kernel), d_fmt, m, n,
+                     xp_of(vs.a))
         out[bi] = by_rows(lambda x, d_fmt=d_fmt: np.where(
-            d_fmt.classify(x) == formats.Class.NAN, spec.d_nan, x).astype(d_fmt.code_dtype), d)
+            d_fmt.classify(x) == int(formats.Class.NAN), spec.d_nan, x).astype(d_fmt.code_dtype), d)
     return out.reshape(vs.batch_shape + (m, n))
 
 
@@ -49,10 +51,11 @@ def _chain_entry(spec: UnitSpec, ops: Operands, bi: int, k: int, d, kernel: bool
     prepares its B columns once and sweeps the rows in chunks that bound the temporaries."""
     d_fmt, acc_fmt = formats.get(spec.d_format), formats.get(spec.acc_format)
     m, n = ops.a.sig.shape[1], ops.b.sig.shape[2]
-    steps = [np.asarray(s, np.int64) for s in spec.steps()]
+    xp = xp_of(ops.a.sig)
+    steps = spec.steps()
     total = None
     if spec.promote_every is not None:
-        total, d = codes_of(d, d_fmt, m, n), ZERO
+        total, d = codes_of(d, d_fmt, m, n, xp), ZERO
     for inst in range(k // spec.k):
         if total is not None and inst and inst % spec.promote_every == 0:
             total = add_round(d_fmt, total, d_fmt, d, d_fmt, spec.promote_rounding,
@@ -60,19 +63,29 @@ def _chain_entry(spec: UnitSpec, ops: Operands, bi: int, k: int, d, kernel: bool
             d = ZERO
         acc, acc_in = (None if spec.c_mode is CMode.AFTER else d), d_fmt
         if spec.reduce is Reduce.TREE:
-            acc = tree_all_rows(spec, ops, bi, inst * spec.k + steps[0])
+            acc = tree_all_rows(spec, ops, bi, _positions(steps[0], inst * spec.k, xp))
         for step in steps if spec.reduce is Reduce.CHAIN else ():
-            acc = step_all_rows(spec, ops, bi, inst * spec.k + step, acc, acc_in, kernel)
+            acc = step_all_rows(spec, ops, bi, _positions(step, inst * spec.k, xp), acc, acc_in,
+                                kernel)
             acc_in = acc_fmt
         if spec.c_mode is CMode.AFTER:
             res = convert(d_fmt, acc, acc_fmt, spec.acc_rounding, spec.overflow)
-            res = add_round(d_fmt, codes_of(d, d_fmt, m, n), d_fmt, res, d_fmt,
+            res = add_round(d_fmt, codes_of(d, d_fmt, m, n, xp), d_fmt, res, d_fmt,
                             spec.c_rounding, spec.overflow, spec.zero_sign)
         else:
             res = by_rows(lambda x: convert(d_fmt, x, acc_fmt, spec.acc_rounding,
                                             spec.overflow), acc)
         d = res
     if total is not None:
-        d = add_round(d_fmt, total, d_fmt, codes_of(d, d_fmt, m, n), d_fmt,
+        d = add_round(d_fmt, total, d_fmt, codes_of(d, d_fmt, m, n, xp), d_fmt,
                       spec.promote_rounding, spec.overflow, spec.zero_sign)
     return d
+
+
+def _positions(step: tuple[int, ...], offset: int, xp):
+    """K positions of a step's products in an instruction starting at ``offset``: an index
+    array of module ``xp`` (numpy: as the step lists them; a GPU: a slice where they are
+    consecutive, which indexes without a gather)."""
+    if xp is not np and list(step) == list(range(step[0], step[0] + len(step))):
+        return slice(offset + step[0], offset + step[0] + len(step))
+    return xp.asarray(np.asarray(step, np.int64) + offset)

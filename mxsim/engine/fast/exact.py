@@ -13,10 +13,12 @@ from ... import formats
 from ...vectors import VectorSet
 from ..exactsum import exact_sums, float_terms
 from ..specials import FP32_NAN, FP32_NEG_INF, FP32_POS_INF
+from ..xp import of as xp_of
 
 __all__ = ["matmul_exact"]
 
 _CHUNK_TERMS = 1 << 21          # products materialised at once (bounds memory to ~100 MB)
+_GPU_CHUNK_TERMS = 1 << 25      # the same on a GPU
 
 
 def matmul_exact(vs: VectorSet) -> npt.NDArray[np.uint32]:
@@ -30,9 +32,16 @@ def matmul_exact(vs: VectorSet) -> npt.NDArray[np.uint32]:
     rules), else +0.
     """
     fa, fb = formats.get(vs.a_format), formats.get(vs.b_format)
+    xp = xp_of(vs.a)
     batch = vs.batch_shape
     nb = int(np.prod(batch, dtype=np.int64))
     m, n, k = vs.m, vs.n, vs.k
+    if xp is not np and vs.scale_format == "fp32":
+        # FP32 scales decoded from their bits: CuPy's float32 -> float64 cast flushes
+        # subnormals to zero.
+        fp32 = formats.get("fp32")
+        vs = vs._derived(a_scale=fp32.decode(vs.a_scale.view(np.uint32)),
+                         b_scale=fp32.decode(vs.b_scale.view(np.uint32)))
     a = fa.decode(vs.a).reshape(nb, m, k)
     b = fb.decode(vs.b).reshape(nb, k, n)
     scales = vs.scale_values()
@@ -40,19 +49,19 @@ def matmul_exact(vs: VectorSet) -> npt.NDArray[np.uint32]:
     with np.errstate(invalid="ignore"):
         if scales is not None:
             sa, sb = scales
-            a = a * np.broadcast_to(sa, batch + (m, k)).reshape(nb, m, k)   # exact: see below
-            b = b * np.broadcast_to(sb, batch + (k, n)).reshape(nb, k, n)
+            a = a * xp.broadcast_to(sa, batch + (m, k)).reshape(nb, m, k)   # exact: see below
+            b = b * xp.broadcast_to(sb, batch + (k, n)).reshape(nb, k, n)
         if vs.tensor_scale is not None:
-            a = a * np.float64(vs.tensor_scale)
+            a = a * float(vs.tensor_scale)
     # Every product above is exact in float64: element significands have at most 8 bits and
     # scale significands at most 24 (FP32) or 4 (+24 for the tensor scale), and the exponent
     # range stays far inside float64's.
     if vs.c is not None:
         c = formats.get(vs.c_format).decode(vs.c).reshape(nb, m, n)
     else:
-        c = np.zeros((nb, m, n))
-    out = np.empty((nb, m, n), np.uint32)
-    rows = max(1, _CHUNK_TERMS // max(1, n * k))
+        c = xp.zeros((nb, m, n))
+    out = xp.empty((nb, m, n), np.uint32)
+    rows = max(1, (_CHUNK_TERMS if xp is np else _GPU_CHUNK_TERMS) // max(1, n * k))
     for bi in range(nb):
         sb_, sigb, eb = float_terms(b[bi])
         b_finite = np.isfinite(b[bi]).all()
@@ -75,13 +84,14 @@ def _block_exact(a, b, c, a_split, b_split, b_finite) -> npt.NDArray[np.uint32]:
     exp = ea[:, :, None] + eb[None, :, :]
     sc, sigc, ec = float_terms(c)
     ndots = r * n
-    dot_idx = np.arange(ndots, dtype=np.int64).reshape(r, 1, n)
-    dots = np.concatenate([np.broadcast_to(dot_idx, (r, k, n)).reshape(-1),
-                           np.arange(ndots, dtype=np.int64)])
+    xp = xp_of(sig)
+    dot_idx = xp.arange(ndots, dtype=np.int64).reshape(r, 1, n)
+    dots = xp.concatenate([xp.broadcast_to(dot_idx, (r, k, n)).reshape(-1),
+                           xp.arange(ndots, dtype=np.int64)])
     neg, mag, lsb_exp, sticky, zero = exact_sums(
-        dots, np.concatenate([sign.reshape(-1), sc.reshape(-1)]),
-        np.concatenate([sig.reshape(-1), sigc.reshape(-1)]),
-        np.concatenate([exp.reshape(-1), ec.reshape(-1)]), ndots)
+        dots, xp.concatenate([sign.reshape(-1), sc.reshape(-1)]),
+        xp.concatenate([sig.reshape(-1), sigc.reshape(-1)]),
+        xp.concatenate([exp.reshape(-1), ec.reshape(-1)]), ndots)
     d = formats.round_to(formats.get("fp32"), neg, lsb_exp, mag, sticky, "rne",
                          formats.Overflow.IEEE)
     # An exact zero: -0 only when every product and C is a -0.

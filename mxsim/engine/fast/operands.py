@@ -16,7 +16,12 @@ from ... import formats
 from ...spec import Specials, UnitSpec
 from ...vectors import VectorSet
 
-__all__ = ["Operand", "Operands", "special_codes"]
+__all__ = ["Operand", "Operands", "index_count", "special_codes"]
+
+
+def index_count(idx) -> int:
+    """How many K indices ``idx`` (an index array or a slice) selects."""
+    return len(range(*idx.indices(1 << 62))) if isinstance(idx, slice) else len(idx)
 
 
 @dataclass
@@ -37,8 +42,8 @@ class Operand:
         codes are the numbers their bits spell (a unit with ``specials = "none"``)."""
         sign, e, sig = fmt.fields(codes)
         cls_ = fmt.classify(codes)
-        nan = (cls_ == formats.Class.NAN) & (not finite)
-        inf = (cls_ == formats.Class.INF) & (not finite)
+        nan = (cls_ == int(formats.Class.NAN)) & (not finite)
+        inf = (cls_ == int(formats.Class.INF)) & (not finite)
         sig = np.where(nan | inf, 0, sig).astype(np.int64)
         e = e.astype(np.int64)
         zero = (sig == 0) & ~nan & ~inf

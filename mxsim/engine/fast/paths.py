@@ -6,10 +6,13 @@ The two give the same bits (the tests hold them equal); the caller chooses with 
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...spec import UnitSpec
 from .. import _kernels
 
-__all__ = ["NUMPY_SLOWDOWN", "kernel_applies", "kernel_available", "path", "use_kernel"]
+__all__ = ["NUMPY_SLOWDOWN", "kernel_applies", "kernel_available", "path", "step_kernels",
+           "use_kernel"]
 
 #: How much slower the numpy fallback is than the compiled kernel, as said to the user:
 #: hopper-wgmma, 1M dots of K = 32, numba 0.68, 2 shared cores, 2026-12-01: 17.9x, 9.6x and
@@ -32,6 +35,19 @@ def use_kernel(spec: UnitSpec, kernel: bool = True) -> bool:
     """Whether ``spec``'s steps run in the compiled kernel: it applies, it is wanted
     (``kernel``) and numba is installed."""
     return kernel_applies(spec) and kernel and _kernels.available()
+
+
+def step_kernels(spec: UnitSpec, kernel, xp=np):
+    """The module whose ``prepare_b`` and ``step_sums`` compute ``spec``'s fused steps on
+    arrays of module ``xp``, or None (the numpy-style step). ``kernel`` is a bool (numpy: the
+    numba kernel where it applies and numba is installed), or such a module itself (the GPU
+    engine passes ``mxsim.engine.gpu.kernels`` for CuPy arrays); other array modules run the
+    numpy-style step unless given one."""
+    if not (kernel_applies(spec) and kernel):
+        return None
+    if xp is np:
+        return _kernels if _kernels.available() else None
+    return None if isinstance(kernel, bool) else kernel
 
 
 def path(spec: UnitSpec, kernel: bool = True) -> dict:

@@ -18,6 +18,8 @@ from ...formats import Overflow
 from ...spec import UnitSpec
 from ...vectors import VectorSet
 from ..epilogue import without_epilogue
+from ..xp import of as xp_of
+from .adders import exact_sum2
 from .operands import Operand, special_codes
 
 __all__ = ["apply_epilogue", "block_fma", "block_slices", "fma_fp32", "mul_fp32"]
@@ -36,21 +38,30 @@ def mul_fp32(x: npt.NDArray, y: npt.NDArray) -> npt.NDArray[np.uint32]:
 
 
 def fma_fp32(x: npt.NDArray, y: npt.NDArray, z: npt.NDArray) -> npt.NDArray[np.uint32]:
-    """IEEE FP32 ``fma(x, y, z)`` on bit patterns: rounded once to nearest even.
+    """IEEE FP32 ``fma(x, y, z)`` on bit patterns, in integers: rounded once to nearest even.
 
-    In float64 the product of two FP32 values is exact; TwoSum gives the sum's rounding error
-    exactly, which turns the float64 sum into its round-to-odd value (53 >= 24 + 2 bits), and
-    rounding that to FP32 is the correctly rounded FMA (Boldo & Melquiond, 2008)."""
-    with np.errstate(all="ignore"):         # NaN and Inf flow through as IEEE says
-        f64 = [np.asarray(v, np.uint32).view(np.float32).astype(np.float64) for v in (x, y, z)]
-        prod = f64[0] * f64[1]
-        s = prod + f64[2]
-        bb = s - prod
-        err = (prod - (s - bb)) + (f64[2] - bb)
-        even = (s.view(np.uint64) & np.uint64(1)) == 0
-        fix = np.isfinite(s) & (err != 0) & even
-        s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
-        return s.astype(np.float32).view(np.uint32)
+    The product's 48-bit significand is exact; :func:`.adders.exact_sum2` adds z to it
+    exactly (a 62-bit window with a sticky bit) and ``round_to`` rounds the sum once. An
+    exact zero is -0 only when both terms are -0; NaN (any NaN, Inf * 0,
+    Inf - Inf) is FP32's canonical NaN code."""
+    fp32 = formats.get("fp32")
+    xp = xp_of(x, y, z)
+    x, y, z = xp.broadcast_arrays(*(xp.asarray(v, np.uint32) for v in (x, y, z)))
+    ox, oy, oz = Operand.of(fp32, x), Operand.of(fp32, y), Operand.of(fp32, z)
+    sp = ox.sign ^ oy.sign
+    p = ox.sig * oy.sig                                         # exact: 24 x 24 bits
+    neg, mag, base, sticky, exact_zero = exact_sum2(sp, p, ox.lsb + oy.lsb, oz.sign, oz.sig,
+                                                    oz.lsb)
+    codes = formats.round_to(fp32, neg, base, mag, sticky, "rne", Overflow.IEEE)
+    neg_zero = (p == 0) & oz.zero & (sp == 1) & (oz.sign == 1)
+    codes = xp.where(exact_zero, xp.where(neg_zero, np.uint32(0x80000000), np.uint32(0)),
+                     codes)
+    pnan = ox.nan | oy.nan | (ox.inf & oy.zero) | (ox.zero & oy.inf)
+    pinf = (ox.inf | oy.inf) & ~pnan
+    nan = pnan | oz.nan
+    pos = pinf & (sp == 0) | oz.inf & (oz.sign == 0)
+    neg = pinf & (sp == 1) | oz.inf & (oz.sign == 1)
+    return special_codes(fp32, nan, pos, neg, codes)
 
 
 def block_slices(spec: UnitSpec, vs: VectorSet
@@ -61,11 +72,12 @@ def block_slices(spec: UnitSpec, vs: VectorSet
     out = []
     for kb in range(vs.k // 128):
         inner, plain = without_epilogue(spec, vs, slice(kb * 128, (kb + 1) * 128))
-        sa = np.asarray(vs.a_scale, np.float32)[..., kb][..., :, None]
-        sb = np.repeat(np.asarray(vs.b_scale, np.float32)[..., kb, :], 128, axis=-1)[..., :n]
+        xp = xp_of(vs.a)
+        sa = xp.asarray(vs.a_scale, np.float32).view(np.uint32)[..., kb][..., :, None]
+        sb = xp.repeat(xp.asarray(vs.b_scale, np.float32).view(np.uint32)[..., kb, :], 128,
+                       axis=-1)[..., :n]
         shape = vs.batch_shape + (vs.m, n)
-        s = mul_fp32(np.broadcast_to(sa, shape).view(np.uint32),
-                     np.broadcast_to(sb[..., None, :], shape).view(np.uint32))
+        s = mul_fp32(xp.broadcast_to(sa, shape), xp.broadcast_to(sb[..., None, :], shape))
         out.append((plain, s))
     return inner, out
 
@@ -76,22 +88,23 @@ def block_fma(spec: UnitSpec, vs: VectorSet,
     """Block-wise FP32 scales: ``total = fma(partial, fl(sa*sb), total)`` over the blocks'
     ``(partial, fl(sa*sb))`` in K order, from C (or +0); NaN becomes ``spec.d_nan``."""
     shape = vs.batch_shape + (vs.m, vs.n)
-    total = np.zeros(shape, np.uint32) if vs.c is None else np.asarray(vs.c, np.uint32)
+    xp = xp_of(vs.a)
+    total = xp.zeros(shape, np.uint32) if vs.c is None else xp.asarray(vs.c, np.uint32)
     for partial, s in partials:
         total = fma_fp32(partial, s, total)
-    nan = formats.get("fp32").classify(total) == formats.Class.NAN
+    nan = formats.get("fp32").classify(total) == int(formats.Class.NAN)
     return np.where(nan, np.uint32(spec.d_nan), total).astype(np.uint32)
 
 
 def _epilogue_scales(vs: VectorSet) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
     """FP32 bits of each dot's A scale and B scale (per tensor or row-wise)."""
     shape = vs.batch_shape + (vs.m, vs.n)
-    sa = np.broadcast_to(np.asarray(vs.a_scale, np.float32), shape if vs.a_scale.ndim == 0
-                         else vs.batch_shape + (vs.m, 1))
-    sb = np.broadcast_to(np.asarray(vs.b_scale, np.float32), shape if vs.b_scale.ndim == 0
-                         else vs.batch_shape + (1, vs.n))
-    return (np.broadcast_to(sa, shape).view(np.uint32),
-            np.broadcast_to(sb, shape).view(np.uint32))
+    xp = xp_of(vs.a)
+    sa = xp.broadcast_to(xp.asarray(vs.a_scale, np.float32).view(np.uint32),
+                         shape if vs.a_scale.ndim == 0 else vs.batch_shape + (vs.m, 1))
+    sb = xp.broadcast_to(xp.asarray(vs.b_scale, np.float32).view(np.uint32),
+                         shape if vs.b_scale.ndim == 0 else vs.batch_shape + (1, vs.n))
+    return xp.broadcast_to(sa, shape), xp.broadcast_to(sb, shape)
 
 
 def apply_epilogue(spec: UnitSpec, vs: VectorSet, d: npt.NDArray) -> npt.NDArray[np.uint32]:
@@ -104,5 +117,5 @@ def apply_epilogue(spec: UnitSpec, vs: VectorSet, d: npt.NDArray) -> npt.NDArray
         out = np.where(out == np.uint32(0x80000000), np.uint32(0), out)
     else:                                              # col-row
         out = mul_fp32(mul_fp32(d, sb), sa)
-    nan = formats.get("fp32").classify(out) == formats.Class.NAN
+    nan = formats.get("fp32").classify(out) == int(formats.Class.NAN)
     return np.where(nan, np.uint32(spec.d_nan), out).astype(np.uint32)

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ...vectors import VectorSet
+from ..xp import of as xp_of
 
 __all__ = ["stack_factor", "stacked", "unstacked"]
 
@@ -39,7 +40,7 @@ def stack_factor(vs: VectorSet) -> int:
 
 def _padded(x: npt.NDArray, pad: int) -> npt.NDArray:
     """``x`` with its last batch entry repeated ``pad`` more times."""
-    return x if pad == 0 else np.concatenate([x, np.repeat(x[-1:], pad, axis=0)])
+    return x if pad == 0 else xp_of(x).concatenate([x, xp_of(x).repeat(x[-1:], pad, axis=0)])
 
 
 def _rows(x: npt.NDArray, g: int, pad: int) -> npt.NDArray:
@@ -59,31 +60,36 @@ def stacked(vs: VectorSet, g: int) -> VectorSet:
     """``vs`` (without its results) with every ``g`` consecutive batch entries joined into one
     block-diagonal entry; the last entry is repeated to fill the last group."""
     f = vs.flat()
+    xp = xp_of(f.a)
     nb, m, n = f.a.shape[0], vs.m, vs.n
     pad = (-nb) % g
     q = (nb + pad) // g
     c = None
     if f.c is not None:
         blocks = _padded(f.c, pad).reshape(q, g, m, n)
-        c = np.zeros((q, g, m, g, n), f.c.dtype)        # code 0: +0 in FP32/FP16/BF16
-        idx = np.arange(g)
+        c = xp.zeros((q, g, m, g, n), f.c.dtype)        # code 0: +0 in FP32/FP16/BF16
+        idx = xp.arange(g)
         c[:, idx, :, idx, :] = blocks.transpose(1, 0, 2, 3)
         c = c.reshape(q, g * m, g * n)
     scales = {}
     if f.a_scale is not None:
         scales = {"a_scale": _rows(f.a_scale, g, pad), "b_scale": _columns(f.b_scale, g, pad)}
-    return VectorSet(a=_rows(f.a, g, pad), b=_columns(f.b, g, pad), c=c,
-                     a_format=vs.a_format, b_format=vs.b_format, scale_format=vs.scale_format,
-                     block=vs.block, c_format=vs.c_format, d_format=vs.d_format,
-                     producer=vs.producer, **scales)
+    fields = dict(a=_rows(f.a, g, pad), b=_columns(f.b, g, pad), c=c, **scales)
+    if xp is not np:
+        # Arrays on a GPU: the set was checked on the host; the stacked one is valid as it.
+        return vs._derived(d=None, extra={}, **fields)
+    return VectorSet(**fields, a_format=vs.a_format, b_format=vs.b_format,
+                     scale_format=vs.scale_format, block=vs.block, c_format=vs.c_format,
+                     d_format=vs.d_format, producer=vs.producer)
 
 
 def unstacked(d: npt.NDArray, vs: VectorSet, g: int) -> npt.NDArray:
     """The entries' results (``vs.out_shape``) from the stacked D of :func:`stacked`."""
     m, n = vs.m, vs.n
     q = d.shape[0]
-    idx = np.arange(g)
+    xp = xp_of(d)
+    idx = xp.arange(g)
     diagonal = d.reshape(q, g, m, g, n)[:, idx, :, idx, :]       # (g, q, m, n)
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))
     out = diagonal.transpose(1, 0, 2, 3).reshape(q * g, m, n)[:nb]
-    return np.ascontiguousarray(out).reshape(vs.out_shape)
+    return xp.ascontiguousarray(out).reshape(vs.out_shape)

@@ -17,15 +17,17 @@ from ... import formats
 from ...spec import Align, Product, UnitSpec, ZeroSign
 from .. import _kernels
 from ..exactsum import exact_sums
+from ..xp import of as xp_of
 from .alignment import align_terms, step_terms
-from .operands import Operand, Operands, special_codes
-from .paths import use_kernel
+from .operands import Operand, Operands, index_count, special_codes
+from .paths import step_kernels
 
 __all__ = ["ZERO", "by_rows", "codes_of", "finish", "step", "step_all_rows"]
 
 _CHUNK_TERMS = 1 << 21          # products materialised at once (bounds memory to ~100 MB)
 _CHUNK_DOTS = 1 << 15           # dots per compiled-kernel call
 _THREADS = os.cpu_count() or 1
+_GPU_CHUNK_TERMS = 1 << 26      # products materialised at once on a GPU (numpy-style step)
 
 
 class _Zero:
@@ -36,10 +38,10 @@ class _Zero:
 ZERO = _Zero()
 
 
-def codes_of(d, fmt: formats.Format, m: int, n: int) -> npt.NDArray | Operand:
-    """The (m, n) codes of accumulator ``d`` (``ZERO`` becomes +0 codes of ``fmt``; a C
-    already read as an :class:`Operand` stays one)."""
-    return np.zeros((m, n), fmt.code_dtype) if d is ZERO else d
+def codes_of(d, fmt: formats.Format, m: int, n: int, xp=np) -> npt.NDArray | Operand:
+    """The (m, n) codes of accumulator ``d`` (``ZERO`` becomes +0 codes of ``fmt``, an
+    array of module ``xp``; a C already read as an :class:`Operand` stays one)."""
+    return xp.zeros((m, n), fmt.code_dtype) if d is ZERO else d
 
 
 def finish(spec: UnitSpec, fmt: formats.Format, codes, exact_zero, all_neg_zero, nan, pinf,
@@ -59,25 +61,27 @@ def finish(spec: UnitSpec, fmt: formats.Format, codes, exact_zero, all_neg_zero,
 
 def step(spec: UnitSpec, ops: Operands, a: Operand, b: Operand, sa: Operand | None,
          sb: Operand | None, acc_codes: npt.NDArray | None, acc_in: formats.Format,
-         b_side=None) -> npt.NDArray:
+         b_side=None, kernels=_kernels) -> npt.NDArray:
     """One fused step of rows ``a`` (r, g) against columns ``b`` (g, N); acc_format codes.
 
     ``acc_codes`` are the accumulator's codes in ``acc_in`` (None: no accumulator; ``ZERO``:
     +0 everywhere; an :class:`Operand`: a C already read). ``b_side`` is B prepared for the
-    compiled kernel (None: use numpy).
+    compiled kernel (None: use numpy) by the module ``kernels`` (see
+    :func:`.paths.step_kernels`).
     """
     acc_fmt = formats.get(spec.acc_format)
     zero_acc = acc_codes is ZERO
     acc = None if acc_codes is None or zero_acc else Operand.read(acc_in, acc_codes)
     if b_side is not None:
-        q, step_lsb, flags = _kernels.step_sums(
+        q, step_lsb, flags = kernels.step_sums(
             a, sa, b_side, acc, spec.frac_bits, spec.align.value,
             spec.product is Product.NORMALIZED, spec.e_zero, zero_acc)
         codes = formats.round_to(acc_fmt, q < 0, step_lsb, np.abs(q).astype(np.uint64), False,
                                  spec.acc_rounding, spec.overflow)
         specials = bool((flags & 7).any())
-        return finish(spec, acc_fmt, codes, q == 0, (flags & 8) != 0, (flags & 1) != 0,
-                      (flags & 2) != 0, (flags & 4) != 0, specials)
+        nan, pinf, ninf = ((flags & bit) != 0 for bit in (1, 2, 4)) if specials else (None,) * 3
+        return finish(spec, acc_fmt, codes, q == 0, (flags & 8) != 0, nan, pinf, ninf,
+                      specials)
     sign, sig, lsb, align_e, nan, pinf, ninf = step_terms(spec, ops, a, b, sa, sb)
     e_max = align_e.max(axis=1)
     nan, pinf, ninf = nan.any(axis=1), pinf.any(axis=1), ninf.any(axis=1)
@@ -101,12 +105,13 @@ def _exact_step(spec: UnitSpec, acc_fmt: formats.Format, sign, sig, lsb,
     """Codes and exact-zero flags of a step without alignment: a superaccumulator over the
     products (and the accumulator), rounded once."""
     r, _, n = sig.shape
-    dots = np.broadcast_to(np.arange(r * n).reshape(r, 1, n), sig.shape).reshape(-1)
+    xp = xp_of(sig)
+    dots = xp.broadcast_to(xp.arange(r * n).reshape(r, 1, n), sig.shape).reshape(-1)
     parts = [(dots, sign.reshape(-1), sig.reshape(-1), lsb.reshape(-1))]
     if acc is not None:
-        parts.append((np.arange(r * n), acc.sign.reshape(-1), acc.sig.reshape(-1),
+        parts.append((xp.arange(r * n), acc.sign.reshape(-1), acc.sig.reshape(-1),
                       acc.lsb.reshape(-1)))
-    cat = [np.concatenate(x) for x in zip(*parts, strict=True)]
+    cat = [xp.concatenate(x) for x in zip(*parts, strict=True)]
     neg, mag, lsb_exp, sticky, zero = exact_sums(
         cat[0], cat[1].astype(np.uint8), cat[2].astype(np.uint64), cat[3], r * n)
     codes = formats.round_to(acc_fmt, neg, lsb_exp, mag, sticky, spec.acc_rounding,
@@ -130,10 +135,11 @@ def _truncated_step(spec: UnitSpec, acc_fmt: formats.Format, sign, sig, lsb, e_m
 
 
 def by_rows(fn, x: npt.NDArray) -> npt.NDArray:
-    """``fn`` applied to cache-sized row chunks of ``x`` (on threads); ``fn`` is elementwise."""
+    """``fn`` applied to cache-sized row chunks of ``x`` (on threads); ``fn`` is elementwise.
+    A GPU's array is one chunk."""
     rows_per = max(1, _CHUNK_DOTS // max(1, x.shape[1]))
     starts = range(0, x.shape[0], rows_per)
-    if len(starts) == 1:
+    if len(starts) == 1 or xp_of(x) is not np:
         return fn(x)
     parts = [None] * len(starts)
 
@@ -155,17 +161,24 @@ def step_all_rows(spec: UnitSpec, ops: Operands, bi: int, idx: npt.NDArray,
     """One fused step for every row of batch entry ``bi`` (in row chunks); ``kernel=False``
     keeps it in numpy even where the compiled kernel applies."""
     m, n = ops.a.sig.shape[1], ops.b.sig.shape[2]
+    xp = xp_of(ops.a.sig)
     b = ops.b.take(bi).take((idx, slice(None)))
     sb = None if ops.sb is None else ops.sb.take(bi).take((idx, slice(None)))
-    kernel = use_kernel(spec, kernel)
-    b_side = _kernels.prepare_b(b, sb) if kernel else None
+    kernels = step_kernels(spec, kernel, xp)
+    kernel = kernels is not None
+    b_side = kernels.prepare_b(b, sb) if kernel else None
     # Row chunks: ~_CHUNK_TERMS products in numpy temporaries; for the kernel, ~_CHUNK_DOTS
-    # dots, so that the numpy rounding after it works on cache-sized arrays.
-    rows_per = max(1, _CHUNK_DOTS // n if kernel else _CHUNK_TERMS // max(1, n * len(idx)))
-    out = np.empty((m, n), formats.get(spec.acc_format).code_dtype)
+    # dots, so that the numpy rounding after it works on cache-sized arrays. A GPU takes
+    # every row at once through its kernel, and big chunks in the numpy-style step.
+    if xp is not np:
+        rows_per = m if kernel else max(1, _GPU_CHUNK_TERMS // max(1, n * index_count(idx)))
+    else:
+        rows_per = max(1, _CHUNK_DOTS // n if kernel
+                       else _CHUNK_TERMS // max(1, n * index_count(idx)))
+    out = xp.empty((m, n), formats.get(spec.acc_format).code_dtype)
 
     if acc is ZERO and not kernel:
-        acc = np.zeros((m, n), acc_in.code_dtype)
+        acc = xp.zeros((m, n), acc_in.code_dtype)
 
     def chunk(r0: int) -> None:
         rows = slice(r0, min(m, r0 + rows_per))
@@ -173,10 +186,10 @@ def step_all_rows(spec: UnitSpec, ops: Operands, bi: int, idx: npt.NDArray,
         sa = None if ops.sa is None else ops.sa.take(bi).take((rows, idx))
         acc_rows = acc if acc is None or acc is ZERO else (
             acc.take(rows) if isinstance(acc, Operand) else acc[rows])
-        out[rows] = step(spec, ops, a, b, sa, sb, acc_rows, acc_in, b_side)
+        out[rows] = step(spec, ops, a, b, sa, sb, acc_rows, acc_in, b_side, kernels)
 
     starts = range(0, m, rows_per)
-    if kernel and len(starts) > 1 and _THREADS > 1:
+    if kernel and len(starts) > 1 and _THREADS > 1 and xp is np:
         # The kernel and most numpy calls release the GIL: row chunks run side by side.
         with ThreadPoolExecutor(_THREADS) as pool:
             list(pool.map(chunk, starts))

@@ -14,13 +14,15 @@ import numpy.typing as npt
 
 from ... import formats
 from ...spec import UnitSpec
+from ..xp import of as xp_of
 from .adders import add_round
 from .alignment import step_terms
-from .operands import Operand, Operands
+from .operands import Operand, Operands, index_count
 
 __all__ = ["tree_all_rows"]
 
 _CHUNK_TERMS = 1 << 21          # products materialised at once (bounds memory to ~100 MB)
+_GPU_CHUNK_TERMS = 1 << 26      # the same on a GPU (~0.5 GB per int64 temporary)
 
 
 def tree_all_rows(spec: UnitSpec, ops: Operands, bi: int, idx: npt.NDArray) -> npt.NDArray:
@@ -36,8 +38,10 @@ def tree_all_rows(spec: UnitSpec, ops: Operands, bi: int, idx: npt.NDArray) -> n
     m, n = ops.a.sig.shape[1], ops.b.sig.shape[2]
     b = ops.b.take(bi).take((idx, slice(None)))
     sb = ops.sb.take(bi).take((idx, slice(None)))
-    rows_per = max(1, _CHUNK_TERMS // max(1, n * len(idx)))
-    out = np.empty((m, n), acc_fmt.code_dtype)
+    xp = xp_of(ops.a.sig)
+    chunk_terms = _CHUNK_TERMS if xp is np else _GPU_CHUNK_TERMS
+    rows_per = max(1, chunk_terms // max(1, n * index_count(idx)))
+    out = xp.empty((m, n), acc_fmt.code_dtype)
     for r0 in range(0, m, rows_per):
         rows = slice(r0, min(m, r0 + rows_per))
         a = ops.a.take(bi).take((rows, idx))
@@ -68,4 +72,4 @@ def _leaves(sign, sig, lsb, _align_e, nan, pinf, ninf) -> list[Operand]:
 def _zero_like(x: Operand) -> Operand:
     """+0 in the shape of ``x``."""
     z = np.zeros_like(x.sig)
-    return Operand(z, z, z, z, np.ones(z.shape, bool), z.astype(bool), z.astype(bool))
+    return Operand(z, z, z, z, xp_of(z).ones(z.shape, bool), z.astype(bool), z.astype(bool))
