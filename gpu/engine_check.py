@@ -151,7 +151,9 @@ def run(out_dir: Path, quick: bool, stand_in: bool, shard: str | None = None) ->
             print(f"MISMATCH case {r['id']} {r['unit']} {r['family']} k={r['k']}: "
                   f"{r['mismatches']} (reference {r.get('ref_mismatches')}) "
                   f"{r.get('error', '')}", flush=True)
-        if len(results) % 100 == 0 or len(results) == len(cases):
+        # Written every 100 small cases and after every bulk or chain case (the costly
+        # ones), so that a run stopped at its time limit keeps what it finished.
+        if len(results) % 100 == 0 or len(results) == len(cases) or c["size"] != "small":
             summary = dict(head, seconds=round(time.time() - t0, 1), totals=_totals(results),
                            cases=results)
             write(summary, path)
