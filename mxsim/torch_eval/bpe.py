@@ -28,7 +28,7 @@ def _byte_chars() -> dict[int, str]:
             keep.append(b)
             chars.append(256 + extra)
             extra += 1
-    return {b: chr(c) for b, c in zip(keep, chars)}
+    return {b: chr(c) for b, c in zip(keep, chars, strict=True)}
 
 
 class Tokenizer:
@@ -45,7 +45,7 @@ class Tokenizer:
         parts = list(piece)
         while len(parts) > 1:
             pairs = [(self.ranks.get((a, b), 1 << 30), i)
-                     for i, (a, b) in enumerate(zip(parts, parts[1:]))]
+                     for i, (a, b) in enumerate(zip(parts, parts[1:], strict=False))]
             rank, i = min(pairs)
             if rank == 1 << 30:
                 break
