@@ -52,12 +52,13 @@ def summary_table(rep: dict[str, Any]) -> str:
 
 
 def layer_table(rep: dict[str, Any], every: int = 1) -> str:
-    """Relative RMS error against exact of each block's last projection (``down``) and of the
-    output head: rows are layers, columns units (exact left out)."""
+    """Relative RMS error against exact of each block's last projection (``down``; every
+    ``every``-th block and the last) and of the output head: rows are layers, columns units
+    (exact left out)."""
     units = [u for u in rep["units"][1:]]
     names = [la["name"] for la in rep["units"][0]["layers"]
              if la["name"].endswith(".down") or la["name"] == "head"]
-    keep = [n for i, n in enumerate(names) if i % every == 0 or n == names[-1]]
+    keep = [n for i, n in enumerate(names) if i % every == 0 or i >= len(names) - 2]
     rows = []
     for name in keep:
         cells = [next(la for la in u["layers"] if la["name"] == name) for u in units]

@@ -29,7 +29,7 @@ _KNOWN_RECIPES = ("none", "mxfp8", "mxfp8-e5m2", "mxfp4", "nvfp4", "fp8-tensor",
 
 @dataclass(frozen=True)
 class UnitRun:
-    label: str          #: as the user named it (a preset name or a spec file's path)
+    label: str          #: as the user named it: NAME or NAME=RECIPE
     unit: Any           #: what emulate() is given: the name, or the spec file's path
     recipe: str
     summary: str
@@ -61,7 +61,7 @@ def resolve_units(names: Sequence[str]) -> list[UnitRun]:
         if recipe not in _KNOWN_RECIPES and not recipe.startswith("mxfp6-"):
             raise MxsimError(f"unknown recipe {recipe!r} for {name}; recipes: "
                              f"{', '.join(_KNOWN_RECIPES)}, mxfp6-*")
-        runs.append(UnitRun(name, name, recipe, u.summary))
+        runs.append(UnitRun(str(text), name, recipe, u.summary))
     labels = [r.label for r in runs]
     if len(set(labels)) != len(labels):
         raise MxsimError(f"a unit is named twice: {', '.join(labels)}")
