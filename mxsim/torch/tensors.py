@@ -1,0 +1,81 @@
+"""torch tensors to exact numpy values and codes, and FP32 results back to torch dtypes.
+
+Nothing here rounds except :func:`to_torch`, which rounds an FP32 result once (RNE) to a 16-bit
+output dtype, as the real kernels' epilogues convert their FP32 accumulators.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import formats
+from ..errors import UnitError
+
+__all__ = ["values", "fp8_codes", "to_torch", "fp32_bits_of", "FP8_DTYPES", "OUT_DTYPES"]
+
+#: torch's FP8 dtypes by name, and the mxsim format each holds.
+FP8_DTYPES = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
+#: Output dtypes the functions return, and the mxsim format each is.
+OUT_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": None}
+
+
+def _name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _host(t: Any) -> Any:
+    return t.detach().to("cpu")
+
+
+def values(t: Any, what: str) -> npt.NDArray:
+    """A floating tensor's values as an exact numpy array: float32 for 32- and 16-bit
+    dtypes (bf16/fp16 convert exactly), float64 for float64."""
+    import torch
+    if not isinstance(t, torch.Tensor):
+        raise UnitError(f"{what} must be a torch.Tensor, not {type(t).__name__}")
+    name = _name(t.dtype)
+    h = _host(t)
+    if name == "bfloat16":
+        return (h.view(torch.int16).numpy().astype(np.uint32) << np.uint32(16)).view(np.float32)
+    if name in ("float16", "float32", "float64"):
+        return h.numpy().astype(np.float64 if name == "float64" else np.float32)
+    raise UnitError(f"{what} must be float32, bfloat16, float16 or float64, not {name}")
+
+
+def fp8_codes(t: Any, what: str) -> tuple[npt.NDArray[np.uint8], str]:
+    """An FP8 tensor's codes (as stored, any layout) and its mxsim format."""
+    import torch
+    if not isinstance(t, torch.Tensor):
+        raise UnitError(f"{what} must be a torch.Tensor, not {type(t).__name__}")
+    fmt = FP8_DTYPES.get(_name(t.dtype))
+    if fmt is None:
+        raise UnitError(f"{what} must be {' or '.join('torch.' + k for k in FP8_DTYPES)}, not "
+                        f"{t.dtype}")
+    return np.ascontiguousarray(_host(t).view(torch.uint8).numpy()), fmt
+
+
+def fp32_bits_of(x: npt.NDArray) -> npt.NDArray[np.uint32]:
+    """FP32 bit patterns of float32 values (float64 values must be FP32 values)."""
+    return np.ascontiguousarray(np.asarray(x, np.float32)).view(np.uint32)
+
+
+def to_torch(bits: npt.NDArray[np.uint32], dtype: Any, device: Any) -> Any:
+    """FP32 results (bit patterns) as a tensor of ``dtype`` on ``device``: float32 and
+    float64 exactly, bfloat16 and float16 rounded once to nearest even (IEEE overflow)."""
+    import torch
+    name = _name(dtype)
+    bits = np.ascontiguousarray(bits, np.uint32)
+    if name == "float32":
+        out = torch.from_numpy(bits.view(np.int32).copy()).view(torch.float32)
+    elif name == "float64":
+        out = torch.from_numpy(bits.view(np.float32).astype(np.float64))
+    elif name in ("bfloat16", "float16"):
+        fmt = formats.get(OUT_DTYPES[name])
+        codes = fmt.encode(bits.view(np.float32), "rne", saturate=False).astype(np.uint16)
+        out = torch.from_numpy(codes.view(np.int16).copy()).view(getattr(torch, name))
+    else:
+        raise UnitError(f"Output dtype must be one of {', '.join(OUT_DTYPES)}, not {name}")
+    return out.to(device)
