@@ -40,6 +40,7 @@ class GGUF:
     meta: dict[str, Any]
     tensors: dict[str, npt.NDArray[np.float32]]
     types: dict[str, str]
+    source: str = ""     #: the file's name (a wheel's member: its name inside)
 
 
 class _Reader:
@@ -132,9 +133,12 @@ def read(path: str | Path, member: str | None = None) -> GGUF:
                     names = [n for n in names if n == member]
                 if not names:
                     raise MxsimError(f"{path}: no .gguf file inside")
-                data = z.read(names[0])
-                return read_bytes(data, f"{path}:{names[0]}")
-        return read_bytes(p.read_bytes(), str(path))
+                g = read_bytes(z.read(names[0]), f"{path}:{names[0]}")
+                g.source = Path(names[0]).name
+                return g
+        g = read_bytes(p.read_bytes(), str(path))
+        g.source = p.name
+        return g
     except OSError as exc:
         raise MxsimError(f"{path}: cannot read the model file ({exc.strerror or exc})") \
             from None

@@ -62,7 +62,8 @@ def _from_file(path: Path, text: str, tokens: int | None) -> tuple[Any, list[int
     tok = bpe.Tokenizer(g.meta["tokenizer.ggml.tokens"], g.meta["tokenizer.ggml.merges"])
     net = from_gguf(g)
     types = sorted(set(g.types.values()))
-    info = {"name": g.meta.get("general.name", path.name), "file": path.name,
+    info = {"name": Path(g.source).stem, "gguf_name": g.meta.get("general.name"),
+            "file": path.name,
             "weights": ", ".join(types), "config": net.config.as_dict(),
             "parameters": sum(p.numel() for p in net.parameters())}
     return net, _ids(tok.encode, text, tokens), info

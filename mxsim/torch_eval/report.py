@@ -92,7 +92,13 @@ def plot(rep: dict[str, Any], path: Path) -> None:
         y = [la["rel_rms"] if la["rel_rms"] else float("nan") for la in u["layers"]]
         ax.plot(range(len(y)), y, marker=".", ms=3, lw=0.8, label=f"{u['unit']} ({u['recipe']})")
     ax.set_yscale("log")
-    ax.set_xlabel("linear layer, in execution order (7 per block, then the head)")
+    per = 7
+    blocks = (len(units[0]["layers"]) - 1) // per if units else 0
+    step = max(1, blocks // 6)
+    ax.set_xticks([b * per for b in range(0, blocks, step)] + [blocks * per],
+                  [f"block {b}" for b in range(0, blocks, step)] + ["head"], fontsize=8)
+    ax.set_xlabel("linear layer in execution order (q k v o gate up down per block, then the "
+                  "head)")
     ax.set_ylabel("relative RMS error vs exact")
     ax.set_title("Layer outputs (errors compound through the blocks)")
     ax.grid(True, which="both", alpha=0.3)

@@ -8,6 +8,7 @@ outputs and logits are kept, and every other unit's pass is measured against the
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,8 +24,6 @@ __all__ = ["run_eval", "resolve_units", "DEFAULT_UNITS", "RECIPES", "default_eng
 RECIPES = {"exact": "none", "hopper-cublas-fast": "fp8-tensor", "hopper-cublas": "fp8-tensor",
            "blackwell-mxf8f6f4": "mxfp8", "blackwell-mxf4nvf4": "nvfp4"}
 DEFAULT_UNITS = tuple(RECIPES)
-_KNOWN_RECIPES = ("none", "mxfp8", "mxfp8-e5m2", "mxfp4", "nvfp4", "fp8-tensor", "fp8-row",
-                  "fp8-block")
 
 
 @dataclass(frozen=True)
@@ -53,14 +52,13 @@ def resolve_units(names: Sequence[str]) -> list[UnitRun]:
 
     Unknown units, unreadable spec files and unknown recipes raise a one-line error before any
     model is loaded."""
+    from ..quantize.recipes import recipe as get_recipe
     runs = []
     for text in names:
         name, _, recipe = str(text).partition("=")
         u = units_mod.get(name)                 # UnitError: unknown unit or bad spec file
         recipe = recipe or RECIPES.get(name) or _recipe_for(u)
-        if recipe not in _KNOWN_RECIPES and not recipe.startswith("mxfp6-"):
-            raise MxsimError(f"unknown recipe {recipe!r} for {name}; recipes: "
-                             f"{', '.join(_KNOWN_RECIPES)}, mxfp6-*")
+        get_recipe(recipe)                      # QuantizeError: unknown recipe
         runs.append(UnitRun(str(text), name, recipe, u.summary))
     labels = [r.label for r in runs]
     if len(set(labels)) != len(labels):
@@ -196,7 +194,16 @@ def run_eval(model: Any = "smollm2", units: Sequence[str] = DEFAULT_UNITS, *,
         say(f"  {wall:.1f} s, KL {stats['kl_mean']}, perplexity {stats['perplexity']}")
     base_stats = _next_token_stats(base, ref_logits, ids_t)
     macs = sum(len(ids) * m.in_features * m.out_features for _, m in _linears(net))
+    import platform
+
+    import numpy as np
+
+    from .. import __version__
+    versions = {"mxsim": __version__, "torch": torch.__version__, "numpy": np.__version__,
+                "python": platform.python_version(), "machine": platform.machine(),
+                "cpus": os.cpu_count()}
     return {"format": "mxsim.torch_eval/1", "model": info, "engine": engine,
+            "versions": versions,
             "tokens": len(ids), "token_ids": list(ids), "linear_layers": len(_linears(net)),
             "linear_macs": macs,
             "float32": {"wall_s": base_s, **base_stats},
