@@ -15,7 +15,10 @@ arithmetic (those roundings are the recipe's, made on purpose and named here):
     ``s``. An all-zero block gets ``s = 1`` (DeepSeek's kernel would divide by zero).
 
 Inputs must be finite (an amax of Inf or NaN has no scale): anything else raises
-:class:`QuantizeError` in one line.
+:class:`QuantizeError` in one line. The element rounding indexes the table of
+:func:`mxsim.quantize.elements.lut` (``fast=True``, the default) or calls
+:meth:`~mxsim.formats.Format.encode` on each value (``fast=False``); the tests hold the two
+equal.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import numpy.typing as npt
 
 from .. import formats
 from .blocks import fp32_bits
+from .elements import lut, lut_keys
 from .rules import QuantizeError
 
 __all__ = ["to_fp8_amax", "to_fp8_blocks", "FP8_FORMATS"]
@@ -51,6 +55,14 @@ def _finite(x: Any, what: str) -> npt.NDArray[np.float32]:
     return f
 
 
+def _encode(y: npt.NDArray[np.float32], f: formats.Format, fast: bool) -> npt.NDArray[np.uint8]:
+    """Codes of finite FP32 values, rounded once to nearest even, saturating."""
+    y = np.ascontiguousarray(y, np.float32)
+    if fast:
+        return lut(f.name, "rne", "zero").take(lut_keys(y))
+    return f.encode(y, "rne", saturate=True).astype(np.uint8)
+
+
 def _pow2_floor(s: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     """Each positive normal FP32 value rounded down to a power of two (its fraction bits
     cleared): torchao's ``exp2(floor(log2(s)))`` without its log2's rounding."""
@@ -58,8 +70,8 @@ def _pow2_floor(s: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     return bits.view(np.float32)
 
 
-def to_fp8_amax(x: Any, fmt: str = "e4m3", *, axis: int | None = None, pow2: bool = False
-                ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.float32]]:
+def to_fp8_amax(x: Any, fmt: str = "e4m3", *, axis: int | None = None, pow2: bool = False,
+                fast: bool = True) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.float32]]:
     """Codes of ``x`` and the FP32 factors that undo the scale, torchao's tensor/row-wise cast.
 
     ``axis=None`` scales the whole tensor (the factor has shape ``()``); an axis scales each
@@ -75,12 +87,12 @@ def to_fp8_amax(x: Any, fmt: str = "e4m3", *, axis: int | None = None, pow2: boo
     with np.errstate(over="ignore"):         # clamped on the next line, as torchao does
         y = v * scale
     y = np.clip(y, np.float32(-f.max), np.float32(f.max))
-    codes = f.encode(y, "rne", saturate=True).astype(np.uint8)
-    return codes, np.asarray(np.float32(1.0) / np.asarray(scale, np.float32), np.float32)
+    factor = np.float32(1.0) / np.asarray(scale, np.float32)
+    return _encode(y, f, fast), np.asarray(factor, np.float32)
 
 
-def to_fp8_blocks(x: Any, fmt: str = "e4m3", *, tile: tuple[int, int] = (1, 128)
-                  ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.float32]]:
+def to_fp8_blocks(x: Any, fmt: str = "e4m3", *, tile: tuple[int, int] = (1, 128),
+                  fast: bool = True) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.float32]]:
     """Codes of ``x`` (..., R, C) and one FP32 factor per ``tile`` of its last two axes,
     DeepSeek-V3's block cast: ``(1, 128)`` for activations (A, blocks along K) and
     ``(128, 128)`` for weights (B as (K, N)). The factors have shape
@@ -100,5 +112,4 @@ def to_fp8_blocks(x: Any, fmt: str = "e4m3", *, tile: tuple[int, int] = (1, 128)
     s = np.where(s == 0, np.float32(1.0), s).astype(np.float32)
     with np.errstate(over="ignore", under="ignore"):
         y = t / s[..., :, None, :, None]
-    codes = f.encode(y.reshape(v.shape), "rne", saturate=True).astype(np.uint8)
-    return codes, s
+    return _encode(y.reshape(v.shape), f, fast), s

@@ -14,7 +14,8 @@ import numpy.typing as npt
 from .. import formats
 from ..errors import UnitError
 
-__all__ = ["values", "fp8_codes", "to_torch", "fp32_bits_of", "FP8_DTYPES", "OUT_DTYPES"]
+__all__ = ["values", "fp8_codes", "to_torch", "fp32_bits_of", "bf16_rne", "fp16_rne",
+           "FP8_DTYPES", "OUT_DTYPES"]
 
 #: torch's FP8 dtypes by name, and the mxsim format each holds.
 FP8_DTYPES = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
@@ -62,6 +63,33 @@ def fp32_bits_of(x: npt.NDArray) -> npt.NDArray[np.uint32]:
     return np.ascontiguousarray(np.asarray(x, np.float32)).view(np.uint32)
 
 
+def fp16_rne(bits: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint16]:
+    """FP16 codes of FP32 bit patterns, rounded once to nearest even (IEEE overflow)."""
+    fmt = formats.get("fp16")
+    return fmt.encode(bits.view(np.float32), "rne", saturate=False).astype(np.uint16)
+
+
+def bf16_rne(bits: npt.NDArray[np.uint32], exact: bool = False) -> npt.NDArray[np.uint16]:
+    """BF16 codes of FP32 bit patterns, rounded once to nearest even (IEEE overflow to Inf;
+    NaN as :meth:`~mxsim.formats.Format.encode` gives it: 0x7FC0 with the sign; a GPU's
+    conversion may give another NaN code, which mxsim does not model).
+
+    BF16 is FP32's top half, so for a non-NaN the rounding is an integer add on the bits:
+    ``(b + 0x7FFF + lsb) >> 16``, where ``lsb`` is bit 16 (ties go to the even half; a carry
+    into the exponent is the next binade, or Inf). ``exact=True`` calls ``encode`` on every
+    value instead (the twin the tests hold equal)."""
+    fmt = formats.get("bf16")
+    if exact:
+        return fmt.encode(bits.view(np.float32), "rne", saturate=False).astype(np.uint16)
+    b = bits.astype(np.uint64)
+    out = ((b + np.uint64(0x7FFF) + ((b >> np.uint64(16)) & np.uint64(1)))
+           >> np.uint64(16)).astype(np.uint16)
+    nan = (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    # encode's NaN: the quiet NaN 0x7FC0 with the input's sign
+    out[nan] = (0x7FC0 | (bits[nan] >> np.uint32(16)) & 0x8000).astype(np.uint16)
+    return out
+
+
 def to_torch(bits: npt.NDArray[np.uint32], dtype: Any, device: Any) -> Any:
     """FP32 results (bit patterns) as a tensor of ``dtype`` on ``device``: float32 and
     float64 exactly, bfloat16 and float16 rounded once to nearest even (IEEE overflow)."""
@@ -73,8 +101,7 @@ def to_torch(bits: npt.NDArray[np.uint32], dtype: Any, device: Any) -> Any:
     elif name == "float64":
         out = torch.from_numpy(bits.view(np.float32).astype(np.float64))
     elif name in ("bfloat16", "float16"):
-        fmt = formats.get(OUT_DTYPES[name])
-        codes = fmt.encode(bits.view(np.float32), "rne", saturate=False).astype(np.uint16)
+        codes = bf16_rne(bits) if name == "bfloat16" else fp16_rne(bits)
         out = torch.from_numpy(codes.view(np.int16).copy()).view(getattr(torch, name))
     else:
         raise UnitError(f"Output dtype must be one of {', '.join(OUT_DTYPES)}, not {name}")
