@@ -31,7 +31,7 @@ MARK = re.compile(r"<!-- fig:([A-Za-z0-9_.:+/=-]+) -->(.*?)<!-- /fig -->", re.DO
 
 def figures(rep: dict[str, Any]) -> dict[str, str]:
     """Every key's text."""
-    g, pct = report._g, report._pct
+    g, pct = report.num, report.pct
     out = {"te:summary": "\n" + report.summary_table(rep) + "\n",
            "te:layers": "\n" + report.layer_table(rep, every=5) + "\n",
            "te:model": rep["model"]["name"], "te:tokens": str(rep["tokens"]),
@@ -44,7 +44,7 @@ def figures(rep: dict[str, Any]) -> dict[str, str]:
         k = f"te:{u['unit']}"
         out |= {f"{k}:kl": g(u["kl_mean"]), f"{k}:klmax": g(u["kl_max"]),
                 f"{k}:ppl": g(u["perplexity"], 5), f"{k}:top1": pct(u["top1_agree"]),
-                f"{k}:identical": pct(report._identical(u)),
+                f"{k}:identical": pct(report.identical_share(u)),
                 f"{k}:logit-max": g(u["logits"]["max_abs"]), f"{k}:wall": f"{u['wall_s']:.0f}"}
     return out
 

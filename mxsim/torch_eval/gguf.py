@@ -12,6 +12,7 @@ The file is read from a path, or from inside a wheel (a zip) without unpacking i
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import zipfile
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ class GGUF:
     tensors: dict[str, npt.NDArray[np.float32]]
     types: dict[str, str]
     source: str = ""     #: the file's name (a wheel's member: its name inside)
+    sha256: str = ""     #: of the file's bytes
 
 
 class _Reader:
@@ -119,7 +121,7 @@ def read_bytes(data: bytes, where: str = "GGUF") -> GGUF:
         flat = _dequantize(data[start:start + count // per * size], kind, count)
         tensors[name] = flat.reshape(tuple(reversed(dims)))
         types[name] = _TYPE_NAMES[kind]
-    return GGUF(meta, tensors, types)
+    return GGUF(meta, tensors, types, sha256=hashlib.sha256(data).hexdigest())
 
 
 def read(path: str | Path, member: str | None = None) -> GGUF:

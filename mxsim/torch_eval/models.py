@@ -63,7 +63,7 @@ def _from_file(path: Path, text: str, tokens: int | None) -> tuple[Any, list[int
     net = from_gguf(g)
     types = sorted(set(g.types.values()))
     info = {"name": Path(g.source).stem, "gguf_name": g.meta.get("general.name"),
-            "file": path.name,
+            "file": path.name, "sha256": g.sha256,
             "weights": ", ".join(types), "config": net.config.as_dict(),
             "parameters": sum(p.numel() for p in net.parameters())}
     return net, _ids(tok.encode, text, tokens), info

@@ -13,14 +13,15 @@ from typing import Any
 
 from ..errors import MxsimError
 
-__all__ = ["write", "summary_table", "layer_table", "markdown", "plot"]
+__all__ = ["write", "summary_table", "layer_table", "markdown", "plot", "num", "pct",
+           "identical_share"]
 
 
-def _g(x: float | None, digits: int = 3) -> str:
+def num(x: float | None, digits: int = 3) -> str:
     return "n/a" if x is None else "0" if x == 0 else f"{x:.{digits}g}"
 
 
-def _pct(x: float) -> str:
+def pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
@@ -30,7 +31,7 @@ def _table(head: list[str], rows: list[list[str]], left: int = 1) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
-def _identical(u: dict) -> float:
+def identical_share(u: dict) -> float:
     """Share of all linear-layer outputs whose FP32 bits equal the exact run's."""
     n = sum(la["shape"][1] for la in u["layers"])
     return sum(la.get("identical", 1.0) * la["shape"][1] for la in u["layers"]) / n
@@ -43,9 +44,9 @@ def summary_table(rep: dict[str, Any]) -> str:
                               **rep["float32"], "layers": []}]:
         lg = u["logits"]
         rows.append([f"`{u['unit']}`" if u["layers"] else u["unit"], u["recipe"],
-                     _g(lg["max_abs"]), _g(lg["rms"]), _g(u["kl_mean"]), _g(u["kl_max"]),
-                     _pct(u["top1_agree"]), _g(u["perplexity"], 5),
-                     _pct(_identical(u)) if u["layers"] else "-", f"{u['wall_s']:.1f}"])
+                     num(lg["max_abs"]), num(lg["rms"]), num(u["kl_mean"]), num(u["kl_max"]),
+                     pct(u["top1_agree"]), num(u["perplexity"], 5),
+                     pct(identical_share(u)) if u["layers"] else "-", f"{u['wall_s']:.1f}"])
     return _table(["unit", "recipe", "logits max abs err", "logits RMS err", "KL mean (nats)",
                    "KL max", "top-1 = exact", "perplexity", "linear outputs bit-equal",
                    "wall s"], rows, left=2)
@@ -62,7 +63,7 @@ def layer_table(rep: dict[str, Any], every: int = 1) -> str:
     rows = []
     for name in keep:
         cells = [next(la for la in u["layers"] if la["name"] == name) for u in units]
-        rows.append([f"`{name}`"] + [_g(c["rel_rms"]) for c in cells])
+        rows.append([f"`{name}`"] + [num(c["rel_rms"]) for c in cells])
     return _table(["layer"] + [f"`{u['unit']}`" for u in units], rows)
 
 
@@ -106,13 +107,13 @@ def plot(rep: dict[str, Any], path: Path) -> None:
     kl = [max(u["kl_mean"] or 0.0, 1e-12) for u in units]
     bx.bar(range(len(units)), kl, color=[f"C{i}" for i in range(len(units))])
     for i, u in enumerate(units):
-        bx.annotate(f"ppl {_g(u['perplexity'], 4)}", (i, kl[i]), ha="center", va="bottom",
+        bx.annotate(f"ppl {num(u['perplexity'], 4)}", (i, kl[i]), ha="center", va="bottom",
                     fontsize=7)
     bx.set_yscale("log")
     bx.set_xticks(range(len(units)), [u["unit"] for u in units], rotation=30, ha="right",
                   fontsize=8)
     bx.set_ylabel("mean KL(exact || unit), nats")
-    bx.set_title(f"Next token (exact: ppl {_g(rep['units'][0]['perplexity'], 4)})")
+    bx.set_title(f"Next token (exact: ppl {num(rep['units'][0]['perplexity'], 4)})")
     fig.suptitle(f"{rep['model']['name']}: {rep['tokens']} tokens, engine {rep['engine']}",
                  fontsize=10)
     fig.tight_layout()
