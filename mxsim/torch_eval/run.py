@@ -24,14 +24,16 @@ __all__ = ["run_eval", "resolve_units", "DEFAULT_UNITS", "RECIPES", "default_eng
 RECIPES = {"exact": "none", "hopper-cublas-fast": "fp8-tensor", "hopper-cublas": "fp8-tensor",
            "blackwell-mxf8f6f4": "mxfp8", "blackwell-mxf4nvf4": "nvfp4"}
 DEFAULT_UNITS = tuple(RECIPES)
+_SCALE_RULES = ("floor", "ceil", "even", "rceil", "ocp", "rceil-sat")
 
 
 @dataclass(frozen=True)
 class UnitRun:
     label: str          #: as the user named it: NAME or NAME=RECIPE
     unit: Any           #: what emulate() is given: the name, or the spec file's path
-    recipe: str
+    recipe: str         #: the recipe's name, ``:RULE`` added when a scale rule was named
     summary: str
+    opts: tuple = ()    #: (name, value) options for emulate(): the scale rule
 
 
 def _recipe_for(u) -> str:
@@ -48,7 +50,8 @@ def _recipe_for(u) -> str:
 
 
 def resolve_units(names: Sequence[str]) -> list[UnitRun]:
-    """``NAME`` or ``NAME=RECIPE`` (a preset or a spec file) -> the runs, ``exact`` first.
+    """``NAME``, ``NAME=RECIPE`` or ``NAME=RECIPE:SCALE_RULE`` (a preset or a spec file; the
+    rule for MX recipes, e.g. ``blackwell-mxf8f6f4=mxfp8:rceil``) -> the runs, ``exact`` first.
 
     Unknown units, unreadable spec files and unknown recipes raise a one-line error before any
     model is loaded."""
@@ -57,9 +60,15 @@ def resolve_units(names: Sequence[str]) -> list[UnitRun]:
     for text in names:
         name, _, recipe = str(text).partition("=")
         u = units_mod.get(name)                 # UnitError: unknown unit or bad spec file
-        recipe = recipe or RECIPES.get(name) or _recipe_for(u)
-        get_recipe(recipe)                      # QuantizeError: unknown recipe
-        runs.append(UnitRun(str(text), name, recipe, u.summary))
+        recipe, _, rule = (recipe or RECIPES.get(name) or _recipe_for(u)).partition(":")
+        r = get_recipe(recipe)                  # QuantizeError: unknown recipe
+        opts: tuple = ()
+        if rule:
+            if "scale_rule" not in r.options or rule not in _SCALE_RULES:
+                raise MxsimError(f"{text}: a scale rule ({', '.join(_SCALE_RULES)}) goes "
+                                 f"with an MX recipe (mxfp8, mxfp6-*, mxfp4) only")
+            opts, recipe = (("scale_rule", rule),), f"{recipe}:{rule}"
+        runs.append(UnitRun(str(text), name, recipe, u.summary, opts))
     labels = [r.label for r in runs]
     if len(set(labels)) != len(labels):
         raise MxsimError(f"a unit is named twice: {', '.join(labels)}")
@@ -152,7 +161,8 @@ def _run_unit(model, ids, run: UnitRun, engine: str, ref: dict | None,
             entry.update(compare(y, ref[name]))
         layers.append(entry)
 
-    ctx = mtorch.emulate(unit=run.unit, recipe=run.recipe, engine=engine)
+    ctx = mtorch.emulate(unit=run.unit, recipe=run.recipe.partition(":")[0], engine=engine,
+                         **dict(run.opts))
     return _forward(model, ids, hook, ctx), layers
 
 
