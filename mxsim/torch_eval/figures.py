@@ -2,12 +2,16 @@
 
     python -m mxsim.torch_eval.figures          # rewrite the marked spans of the doc
     python -m mxsim.torch_eval.figures --check  # exit 1 (and say which) if the doc differs
+    python -m mxsim.torch_eval.figures --plot   # also redraw docs/img/torch_eval.png
 
 A figure sits between ``<!-- fig:KEY -->`` and ``<!-- /fig -->``. Keys: ``te:summary`` and
 ``te:layers`` (tables); ``te:model``, ``te:tokens``, ``te:engine``, ``te:layers-count``,
 ``te:macs``, ``te:wall`` (all units' seconds), ``te:f32:kl``, ``te:f32:ppl``; per unit U (its
 name as in the report): ``te:U:kl``, ``te:U:klmax``, ``te:U:ppl``, ``te:U:top1``,
-``te:U:identical``, ``te:U:logit-max``, ``te:U:wall``.
+``te:U:identical``, ``te:U:logit-max``, ``te:U:wall``, ``te:U:first`` (the first linear
+layer's relative RMS error: its input is the same in every unit), ``te:U:median`` (the median
+over the layers), ``te:U:LAYER:rel`` and ``te:U:LAYER:max`` (one layer's relative RMS and
+max abs error, LAYER as ``blocks.11.down`` or ``head``).
 """
 
 from __future__ import annotations
@@ -21,11 +25,12 @@ from typing import Any
 
 from . import report
 
-__all__ = ["figures", "render", "DOC", "DATA", "MARK"]
+__all__ = ["figures", "render", "DOC", "DATA", "PLOT", "MARK"]
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "torch_eval.md"
 DATA = ROOT / "docs" / "data" / "torch_eval.json"
+PLOT = ROOT / "docs" / "img" / "torch_eval.png"
 MARK = re.compile(r"<!-- fig:([A-Za-z0-9_.:+/=-]+) -->(.*?)<!-- /fig -->", re.DOTALL)
 
 
@@ -46,6 +51,13 @@ def figures(rep: dict[str, Any]) -> dict[str, str]:
                 f"{k}:ppl": g(u["perplexity"], 5), f"{k}:top1": pct(u["top1_agree"]),
                 f"{k}:identical": pct(report.identical_share(u)),
                 f"{k}:logit-max": g(u["logits"]["max_abs"]), f"{k}:wall": f"{u['wall_s']:.0f}"}
+        for la in u["layers"][:len(u["layers"]) if "rel_rms" in u["layers"][0] else 0]:
+            out |= {f"{k}:{la['name']}:rel": pct(la["rel_rms"] or 0.0, 2),
+                    f"{k}:{la['name']}:max": g(la["max_abs"])}
+        rel = sorted(la.get("rel_rms") or 0.0 for la in u["layers"])
+        if rel:
+            out |= {f"{k}:first": pct(u["layers"][0].get("rel_rms") or 0.0),
+                    f"{k}:median": pct(rel[len(rel) // 2])}
     return out
 
 
@@ -67,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 if the doc differs")
     ap.add_argument("--data", default=str(DATA), help="the report JSON (default: committed)")
     ap.add_argument("--doc", default=str(DOC), help="the document (default: %(default)s)")
+    ap.add_argument("--plot", action="store_true",
+                    help=f"also draw the plot from the JSON to {PLOT.relative_to(ROOT)}")
     args = ap.parse_args(argv)
     rep = json.loads(Path(args.data).read_text())
     text = Path(args.doc).read_text()
@@ -81,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     Path(args.doc).write_text(new)
+    if args.plot:
+        report.plot(rep, PLOT)
     return 0
 
 

@@ -21,8 +21,8 @@ def num(x: float | None, digits: int = 3) -> str:
     return "n/a" if x is None else "0" if x == 0 else f"{x:.{digits}g}"
 
 
-def pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
+def pct(x: float, digits: int = 1) -> str:
+    return f"{100 * x:.{digits}f}%"
 
 
 def _table(head: list[str], rows: list[list[str]], left: int = 1) -> str:
@@ -88,7 +88,7 @@ def plot(rep: dict[str, Any], path: Path) -> None:
         raise MxsimError("torch-eval's plot needs matplotlib: pip install 'mxsim[plot]'") \
             from None
     units = rep["units"][1:]
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.8), width_ratios=(2.2, 1))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 6), width_ratios=(2.2, 1))
     for u in units:
         y = [la["rel_rms"] if la["rel_rms"] else float("nan") for la in u["layers"]]
         ax.plot(range(len(y)), y, marker=".", ms=3, lw=0.8, label=f"{u['unit']} ({u['recipe']})")
@@ -103,13 +103,12 @@ def plot(rep: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("relative RMS error vs exact")
     ax.set_title("Layer outputs (errors compound through the blocks)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    kl = [max(u["kl_mean"] or 0.0, 1e-12) for u in units]
+    ax.legend(fontsize=8, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    kl = [u["kl_mean"] or 0.0 for u in units]
     bx.bar(range(len(units)), kl, color=[f"C{i}" for i in range(len(units))])
     for i, u in enumerate(units):
         bx.annotate(f"ppl {num(u['perplexity'], 4)}", (i, kl[i]), ha="center", va="bottom",
                     fontsize=7)
-    bx.set_yscale("log")
     bx.set_xticks(range(len(units)), [u["unit"] for u in units], rotation=30, ha="right",
                   fontsize=8)
     bx.set_ylabel("mean KL(exact || unit), nats")
