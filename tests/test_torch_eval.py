@@ -74,9 +74,9 @@ def test_bad_input_is_one_line(capsys, tmp_path):
     for argv in (["--unit", "nosuch"], ["--unit", str(bad)], ["--unit", "exact=nosuch"],
                  ["--unit", "hopper-cublas=fp8-tensor:rceil"],
                  ["--unit", "blackwell-mxf8f6f4=mxfp8:nosuch"],
-                 ["--model", str(tmp_path / "none.gguf")]):
-        assert cli_main(["torch-eval", "--model", "tiny", *argv,
-                         "--out", str(tmp_path)]) == 2
+                 ["--model", str(tmp_path / "none.gguf")], ["--text", str(tmp_path / "no.txt")],
+                 ["--out", str(bad / "sub")]):
+        assert cli_main(["torch-eval", "--model", "tiny", "--out", str(tmp_path), *argv]) == 2
         err = capsys.readouterr().err
         assert err.startswith("mxsim: error:") and err.count("\n") == 1, err
     with pytest.raises(MxsimError, match="named twice"):
@@ -195,3 +195,14 @@ def test_docs_are_the_committed_report():
     assert (figures.ROOT / "docs" / "img" / "torch_eval.png").read_bytes()[:4] == b"\x89PNG"
     assert {u["unit"] for u in rep["units"]} >= {"hopper-cublas-fast", "hopper-cublas",
                                                  "blackwell-mxf8f6f4", "blackwell-mxf4nvf4"}
+
+
+def test_cli_writes_the_report(tmp_path, capsys):
+    argv = ["torch-eval", "--model", "tiny", "--tokens", "4", "--unit", "hopper-cublas",
+            "--engine", "fast", "--out", str(tmp_path), "--json"]
+    assert cli_main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [u["unit"] for u in out["units"]] == ["exact", "hopper-cublas"]
+    assert out["tokens"] == 4 and "layers" not in out["units"][1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "report.md",
+                                                          "report.png"]

@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import units
 from ..errors import MxsimError
-from .common import emit, int_range
+from .common import emit, int_range, out_dir
 
 __all__ = ["add_parser", "main"]
 
@@ -65,8 +65,10 @@ def main(args: argparse.Namespace) -> int:
     except ImportError:
         raise MxsimError("torch-eval needs torch: pip install 'mxsim[peers]'") from None
     from ..torch_eval import DEFAULT_UNITS, run_eval
+    out_dir(args.out)                   # a folder that cannot be made fails now, not at the end
+    text = _text(args.text)
     rep = run_eval(args.model, args.unit or DEFAULT_UNITS, engine=args.engine,
-                   text=_text(args.text), tokens=args.tokens, out=args.out,
+                   text=text, tokens=args.tokens, out=args.out,
                    progress=lambda s: print(s, file=sys.stderr, flush=True))
     from ..torch_eval.report import summary_table
     emit(args, f"{rep['model']['name']}, {rep['tokens']} tokens, engine {rep['engine']}\n"
