@@ -18,9 +18,11 @@ rewritten after each.
 
 Written to ``--out``: ``torch_layer.json`` (per configuration: shapes, seed, sha256 of
 torch's and of mxsim's output bits, mismatches, times, the first mismatching entries) and
-``torch_layer.npz`` (``SAMPLE_ROWS`` whole rows of every real output, mxsim's too, and the
-sample's rows and column tiles). :func:`replay` draws the sample's inputs again on a CPU and
-holds ``mxsim.torch`` (fast engine) equal to the recorded rows (tests/test_gpu_torch_layer.py).
+``torch_layer.npz`` (``SAMPLE_ROWS`` whole rows of every real output, mxsim's where they
+differ, and the sample's rows and column tiles). :func:`replay` draws the sample's inputs again
+on a CPU and holds ``mxsim.torch`` (fast engine) equal to the recorded rows
+(tests/test_gpu_torch_layer.py). ``--resume`` keeps the finished configurations of an earlier
+run in ``--out`` (after a timeout) and runs the rest.
 
 How the draw makes a sample cheap to redraw: row r of X comes from its own generator, and
 so does each tile of 128 columns of B; X[0, 0] and B[0, 0] hold the tensors' largest
@@ -169,6 +171,21 @@ def _mismatches(torch: Any, real: Any, mine: Any, limit: int = 8) -> tuple[int, 
     return count, first
 
 
+def _profiled(torch: Any, fn: Any) -> tuple[Any, list[str]]:
+    """``fn()`` and the names of the CUDA kernels it ran (torch's profiler; none on a CPU)."""
+    if not torch.cuda.is_available():
+        return fn(), []
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            out = fn()
+        names = sorted({e.key for e in prof.key_averages()
+                        if not any(w in e.key.lower() for w in ("memcpy", "memset"))})
+        return out, names
+    except Exception as exc:                           # noqa: BLE001 (the profiler is extra:
+        return fn(), [f"profiler failed: {_first_line(exc)}"]   # run fn again without it)
+
+
 def _unit_name(gran: str, fast: bool) -> str:
     from mxsim import units
     from mxsim.torch.functions import fp32_unit
@@ -188,7 +205,8 @@ def run_config(torch: Any, ops: tuple, cfg: tuple[str, str, bool], engine: str,
     t0 = time.perf_counter()
     try:
         real = real_scaled_mm(torch, *ops, dtype, fast)
-        again = real_scaled_mm(torch, *ops, dtype, fast)
+        again, rec["torch_kernels"] = _profiled(torch, lambda: real_scaled_mm(
+            torch, *ops, dtype, fast))
         rec["torch_repeat_equal"] = bool(torch.equal(_bits(torch, real), _bits(torch, again)))
         del again
     except RuntimeError as exc:
@@ -211,10 +229,11 @@ def run_config(torch: Any, ops: tuple, cfg: tuple[str, str, bool], engine: str,
         arrays["real"] = _bits(torch, real)[rows].cpu().numpy()
     if mine is not None:
         rec["mxsim_sha256"] = _sha(torch, mine)
-        arrays["mxsim"] = _bits(torch, mine)[rows].cpu().numpy()
     if real is not None and mine is not None:
         rec["dots"] = int(real.numel())
         rec["mismatches"], rec["first_mismatches"] = _mismatches(torch, real, mine)
+    if mine is not None and (real is None or rec["mismatches"]):
+        arrays["mxsim"] = _bits(torch, mine)[rows].cpu().numpy()     # kept where they differ
     return rec, arrays
 
 
@@ -243,24 +262,43 @@ def _header(args: argparse.Namespace, shape: tuple[int, int, int]) -> dict[str, 
     return head
 
 
+def _previous(out: Path, shape: tuple[int, int, int], seed: int
+              ) -> tuple[dict[str, dict[str, Any]], dict[str, np.ndarray]]:
+    """The finished configurations of an earlier run of the same draw in ``out`` (``--resume``),
+    and its sample arrays; nothing when there is none."""
+    path = out / "torch_layer.json"
+    if not path.exists():
+        return {}, {}
+    old = json.loads(path.read_text())
+    if (old["shape"]["m"], old["shape"]["k"], old["shape"]["n"]) != tuple(shape) \
+            or old["seed"] != seed:
+        return {}, {}
+    done = {c["key"]: c for c in old["configs"] if "mismatches" in c or "torch_refused" in c}
+    with np.load(out / "torch_layer.npz") as z:
+        arrays = {name: z[name] for name in z.files if name.split("/")[0] in done}
+    return done, arrays
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every configuration on one draw; the summary and sample written after each."""
     import torch
     m, k, n = args.shape
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    done, arrays = _previous(out, (m, k, n), args.seed) if args.resume else ({}, {})
     rows, tiles = sample(args.seed, m, n)
     summary = _header(args, (m, k, n))
-    summary.update(rows=rows, tiles=tiles, configs=[])
-    arrays: dict[str, np.ndarray] = {"rows": np.asarray(rows), "tiles": np.asarray(tiles),
-                                     "seed": np.asarray(args.seed, np.uint64),
-                                     "shape": np.asarray((m, k, n))}
+    summary.update(rows=rows, tiles=tiles, configs=[], resumed=sorted(done))
+    arrays.update({"rows": np.asarray(rows), "tiles": np.asarray(tiles),
+                   "seed": np.asarray(args.seed, np.uint64), "shape": np.asarray((m, k, n))})
     start = time.perf_counter()
     x = activations(args.seed, range(m), k)
     b = weights(args.seed, k, range(n // TILE))
     summary["draw_s"] = round(time.perf_counter() - start, 3)
     ops: dict[str, Any] = {}
     for gran in GRANULARITIES:
+        if all(key(*c) in done for c in configs() if c[1] == gran):
+            continue
         t0 = time.perf_counter()
         try:
             ops[gran] = torch_operands(torch, *quantise(x, b, gran), gran, args.device)
@@ -269,18 +307,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         summary[f"quantise_{gran}_s"] = round(time.perf_counter() - t0, 3)
     del x, b
     for cfg in configs():
-        if cfg[1] not in ops:
-            rec, arr = {"key": key(*cfg), "error": summary[f"quantise_{cfg[1]}_error"]}, {}
+        name = key(*cfg)
+        if name in done:
+            rec, arr = done[name], {}
+        elif cfg[1] not in ops:
+            rec, arr = {"key": name, "error": summary[f"quantise_{cfg[1]}_error"]}, {}
         elif time.perf_counter() - start > args.budget:
-            rec, arr = {"key": key(*cfg), "skipped": "time budget"}, {}
+            rec, arr = {"key": name, "skipped": "time budget"}, {}
         else:
             try:
                 rec, arr = run_config(torch, ops[cfg[1]], cfg, args.engine, rows)
             except Exception as exc:                   # noqa: BLE001 (recorded, not raised)
-                rec, arr = {"key": key(*cfg), "error": _first_line(exc)}, {}
+                rec, arr = {"key": name, "error": _first_line(exc)}, {}
+            print(json.dumps(rec, default=str), flush=True)
         summary["configs"].append(rec)
-        arrays.update({f"{rec['key']}/{name}": a for name, a in arr.items()})
-        print(json.dumps(rec, default=str), flush=True)
+        arrays.update({f"{name}/{a}": v for a, v in arr.items()})
         _write(out, summary, arrays)
         if args.device == "cuda":
             torch.cuda.empty_cache()
@@ -347,7 +388,7 @@ def figures(data: Path = DATA) -> dict[str, str]:
     the committed summary, or saying that the run has not been committed."""
     path = data / "torch_layer.json"
     if not path.exists():
-        return {"torch:layer": NOT_RUN, "torch:device": "not run"}
+        return {"torch:layer": NOT_RUN, "torch:device": "not run", "torch:kernels": "not run"}
     summary = json.loads(path.read_text())
     head = ["scales", "fast accum", "out", "torch._scaled_mm", "mxsim.torch unit", "outputs",
             "mismatches", "seconds (torch / mxsim)"]
@@ -358,7 +399,9 @@ def figures(data: Path = DATA) -> dict[str, str]:
     device = (f"{dev.get('gpu', '?')}, torch {dev.get('torch', '?')}, CUDA {dev.get('cuda', '?')},"
               f" cuBLAS {dev.get('cublas', '?')}; M x K x N = {shape['m']} x {shape['k']} x "
               f"{shape['n']}, seed {summary['seed']}, engine {summary['engine']}")
-    return {"torch:layer": "\n".join(lines), "torch:device": device}
+    kernels = sorted({k for c in summary["configs"] for k in c.get("torch_kernels", [])})
+    return {"torch:layer": "\n".join(lines), "torch:device": device,
+            "torch:kernels": ", ".join(f"`{k}`" for k in kernels) or "none recorded"}
 
 
 def render_doc(check: bool, doc: Path = DOC, data: Path = DATA) -> int:
@@ -387,6 +430,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=20261202, help="(default: %(default)s)")
     p.add_argument("--engine", default="gpu", help="mxsim engine (default: %(default)s)")
     p.add_argument("--device", default="cuda", help="torch device (default: %(default)s)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the finished configurations of an earlier run of the same draw "
+                        "in --out and run the rest")
     p.add_argument("--budget", type=float, default=480.0, metavar="SEC",
                    help="skip configurations started after this many seconds "
                         "(default: %(default)s)")

@@ -104,6 +104,12 @@ def test_torch_layer_one_failing_configuration_keeps_the_others(tmp_path, monkey
     recs = json.loads((tmp_path / "torch_layer.json").read_text())["configs"]
     assert sum("error" in r for r in recs) == 6 and sum(r.get("mismatches") == 0
                                                         for r in recs) == 5
+    monkeypatch.setattr(tl, "real_scaled_mm", _stand_in)       # --resume runs the rest only
+    assert tl.main(SMALL + ["--out", str(tmp_path), "--resume"]) == 0
+    summary = json.loads((tmp_path / "torch_layer.json").read_text())
+    assert len(summary["resumed"]) == 6 and all("error" not in r for r in summary["configs"])
+    arrays = np.load(tmp_path / "torch_layer.npz")
+    assert all(e == t for e, t in tl.replay(summary, arrays).values())
 
 
 def test_torch_layer_sample_redraws_what_the_full_draw_gives():

@@ -13,9 +13,16 @@ import numpy.typing as npt
 from .. import formats
 from ..engine.fast.scales import fma_fp32, mul_fp32
 
-__all__ = ["alpha_times", "plus"]
+__all__ = ["alpha_times", "plus", "times"]
 
 _ONE = np.uint32(0x3F800000)
+
+
+def times(x: np.float32, y: np.float32) -> np.float32:
+    """``fl32(x * y)`` of two FP32 scalars (one IEEE multiply, RNE)."""
+    bits = mul_fp32(np.asarray(x, np.float32).reshape(1).view(np.uint32),
+                    np.asarray(y, np.float32).reshape(1).view(np.uint32))
+    return np.asarray(bits, np.uint32).view(np.float32)[0]
 
 
 def alpha_times(alpha: np.float32, d: npt.NDArray[np.uint32], nan_code: int

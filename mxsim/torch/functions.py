@@ -102,7 +102,7 @@ def compute(unit: units.Unit, qa: Quantised, qb: Quantised, engine: str
         return _d32(unit, vs, engine)
     # NVFP4's per-tensor scales: alpha = fl32(ta * tb), as cuBLASLt's alpha; the exact unit
     # applies it exactly (one rounding of the whole), any other in the FP32 epilogue.
-    alpha = np.float32(qa.tensor_scale) * np.float32(qb.tensor_scale)
+    alpha = fp32.times(qa.tensor_scale, qb.tensor_scale)
     spec = unit.spec_for(vs)
     if spec.exact:
         return _d32(unit, replace(vs, tensor_scale=np.asarray(alpha, np.float32)), engine)

@@ -4,7 +4,8 @@ Inside ``with mxsim.torch.emulate(unit=..., recipe=...) as mode:``, every call o
 ``F.linear``, ``torch.matmul`` / ``Tensor.__matmul__`` / ``Tensor.matmul``, ``torch.mm`` /
 ``Tensor.mm``, ``torch.bmm`` / ``Tensor.bmm``, ``torch.addmm`` / ``Tensor.addmm`` and
 ``torch._scaled_mm`` is computed by :mod:`mxsim.torch`'s functions instead of torch's kernels;
-``mode.calls`` counts them by op name. Every other op runs as usual.
+``mode.calls`` counts them by op name. Every other op (and these ops on integer, bool or complex
+tensors) runs as usual; attention inside ``F.scaled_dot_product_attention`` is not routed.
 """
 
 from __future__ import annotations
@@ -50,6 +51,13 @@ def _call(mode: Any, name: str, args: tuple, kwargs: dict) -> Any:
     return matmul(x, w, **opts)
 
 
+def _floating(args: tuple) -> bool:
+    """Whether every tensor argument is a floating-point one (FP8 included): integer, bool and
+    complex products are not GEMMs a unit models and run as torch runs them."""
+    import torch
+    return all(a.is_floating_point() for a in args if isinstance(a, torch.Tensor))
+
+
 @functools.cache
 def _mode_class() -> type:
     from torch.overrides import TorchFunctionMode
@@ -67,7 +75,7 @@ def _mode_class() -> type:
         def __torch_function__(self, func: Any, types: Any, args: tuple = (),
                                kwargs: dict | None = None) -> Any:
             name = routed_ops().get(func)
-            if name is None:
+            if name is None or not _floating(args):
                 return func(*args, **(kwargs or {}))
             self.calls[name] += 1
             return _call(self, name, args, kwargs or {})
