@@ -53,7 +53,8 @@ def _rope(x: torch.Tensor, base: float) -> torch.Tensor:
     _, t, hd = x.shape
     inv = base ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
     ang = torch.arange(t, dtype=torch.float64)[:, None] * inv[None, :]
-    cos, sin = torch.cos(ang).float(), torch.sin(ang).float()
+    # Computed on the CPU in float64 (the same bits wherever the model runs), then moved.
+    cos, sin = torch.cos(ang).float().to(x.device), torch.sin(ang).float().to(x.device)
     x0, x1 = x[..., 0::2], x[..., 1::2]
     return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1).flatten(-2)
 
