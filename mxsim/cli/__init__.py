@@ -5,8 +5,8 @@ Exit codes: 0 success or agreement, 1 mismatches found, 2 bad input (one line, n
 interrupted.
 
 One module a group of verbs (``listing``, ``running``, ``quantizing``, ``gpus``, ``fitting``,
-``rtl``, ``exploring``), the parser in ``parser``, what they share in ``common``. Only these
-verbs import ``hdl``, ``testbenches`` and ``gpu`` (lazily, inside the verb).
+``rtl``, ``exploring``, ``torch_eval``), the parser in ``parser``, what they share in
+``common``. Only these verbs import ``hdl``, ``testbenches`` and ``gpu`` (lazily, inside the verb).
 """
 
 from __future__ import annotations
