@@ -89,7 +89,7 @@ def _run_dask(loop: _Loop, pending: Sequence[Task], workers: int | None, schedul
                                       key=f"mxsim-task-{t.key}") for t in pending]
         by_future = {f.key: loop.by_key[f.key.removeprefix("mxsim-task-")] for f in futures}
         try:
-            for future in as_completed(futures):
+            for future in as_completed(futures, loop=conn.client.loop):
                 task = by_future[future.key]
                 try:
                     outcome = future.result()
