@@ -139,8 +139,11 @@ def _dashboard(client: Any) -> str | None:
 def _local_cluster(workers: int) -> Any:
     from distributed import LocalCluster
     return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                        host="127.0.0.1", dashboard_address=":0" if dashboard_wanted() else None,
-                        silence_logs=logging.ERROR)
+                        # A random port for the scheduler's HTTP server (metrics, and the
+                        # dashboard when bokeh is there): 8787 may be taken.
+                        host="127.0.0.1", dashboard_address=":0",
+                        scheduler_kwargs={"dashboard": dashboard_wanted()},
+                        silence_logs=logging.ERROR, preload=["mxsim.campaign.workerinit"])
 
 
 def _start(workers: int | None, scheduler: str | None,
