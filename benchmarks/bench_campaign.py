@@ -26,6 +26,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -60,11 +61,18 @@ def _tasks(workload: str, n: int, rounds: int, dots: int, first: int = 0) -> lis
             for s in range(first, first + n)]
 
 
+def _dask_version() -> str:
+    import dask
+    import distributed
+    return f"dask {dask.__version__}, distributed {distributed.__version__}"
+
+
 def _measure(workers: int, tasks: list[Task], warm: list[Task]) -> dict[str, Any]:
     from distributed import LocalCluster
     t0 = time.perf_counter()
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                      host="127.0.0.1", dashboard_address=None) as cluster:
+                      host="127.0.0.1", dashboard_address=":0",
+                      scheduler_kwargs={"dashboard": False}) as cluster:
         start = time.perf_counter() - t0
         with tempfile.TemporaryDirectory() as tmp:
             run(warm[:workers], Path(tmp) / "warm", scheduler=cluster.scheduler_address,
@@ -87,10 +95,17 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=400_000, help="spin: hash rounds per task")
     p.add_argument("--dots", type=int, default=1 << 20, help="engine: dot products per task")
     p.add_argument("--json", action="store_true", help="rows as JSON on stdout")
+    p.add_argument("--render", metavar="DOC", help="refill DOC's bench_campaign blocks from "
+                   "the JSON files they name, and exit")
     args = p.parse_args()
+    if args.render:
+        path = Path(args.render)
+        path.write_text(render(path.read_text(), path.parent.parent))
+        return 0
     counts = sorted({int(w) for w in args.workers.split(",") if w.strip()})
     tasks = _tasks(args.workload, args.tasks, args.rounds, args.dots)
     warm = _tasks(args.workload, max(counts), 1000, 4096, first=10_000_000)
+    load_before = os.getloadavg()[0]
     rows = [_measure(w, tasks, warm) for w in counts]
     base = next((r["wall_s"] for r in rows if r["workers"] == 1), None)
     results = [r.pop("results") for r in rows]
@@ -99,19 +114,39 @@ def main() -> int:
         r["speedup"] = round(base / r["wall_s"], 2) if base else None
     meta = {"workload": args.workload, "tasks": args.tasks, "rounds": args.rounds,
             "dots": args.dots, "cpus": os.cpu_count(), "identical_results": same,
-            "versions": versions_line()}
+            "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+            "dask": _dask_version(), "versions": versions_line()}
     if args.json:
         print(json.dumps({"meta": meta, "rows": rows}, indent=1))
         return 0
-    print(f"{versions_line()}\n# workload {args.workload}, {args.tasks} tasks, "
-          f"{os.cpu_count()} CPUs; identical results on every worker count: {same}")
-    print("| workers | start-up | wall | tasks/s | speed-up | busy workers |")
-    print("|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        sp = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
-        print(f"| {r['workers']} | {r['startup_s']:.1f} s | {r['wall_s']:.2f} s "
-              f"| {r['tasks_per_s']:.2f} | {sp} | {r['busy']:.2f} |")
+    print(meta["versions"])
+    print(table({"meta": meta, "rows": rows}), end="")
     return 0
+
+
+_BLOCK = re.compile(r"(<!-- bench_campaign: (\S+) -->\n)(.*?)(<!-- bench_campaign: end -->)",
+                    re.S)
+
+
+def render(doc: str, root: Path) -> str:
+    """``doc`` with each ``<!-- bench_campaign: FILE -->`` block refilled from FILE (a
+    ``--json`` output, relative to ``root``)."""
+    return _BLOCK.sub(lambda m: m[1] + table(json.loads((root / m[2]).read_text())) + m[4], doc)
+
+
+def table(run: dict[str, Any]) -> str:
+    """A markdown table of one ``--json`` output (docs/campaigns.md renders committed runs)."""
+    m = run["meta"]
+    lines = [f"{m['workload']}, {m['tasks']} tasks, {m['cpus']} CPUs ({m['dask']}), load average "
+             f"{m['load_average'][0]:.1f} before / {m['load_average'][1]:.1f} after; identical "
+             f"results on every worker count: {'yes' if m['identical_results'] else 'NO'}", "",
+             "| workers | start-up | wall | tasks/s | speed-up | busy workers |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    for r in run["rows"]:
+        sp = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
+        lines.append(f"| {r['workers']} | {r['startup_s']:.1f} s | {r['wall_s']:.2f} s "
+                     f"| {r['tasks_per_s']:.2f} | {sp} | {r['busy']:.2f} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
