@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["Report", "Failure"]
 
 
-@dataclass(frozen=True)
-class Failure:
+class Failure(NamedTuple):
     """A task that failed: its label, the error (one line) and the command that replays it."""
 
     label: str
     error: str
     replay: str
-
-    def __iter__(self):                        # unpacks as (label, error, replay)
-        return iter((self.label, self.error, self.replay))
 
 
 @dataclass
