@@ -244,8 +244,9 @@ def test_a_bad_cluster_spec_is_one_line(tmp_path, text, message):
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     (tmp_path / "f").write_text("")
-    for extra in (["--store", str(tmp_path / "f")], ["--executor", "inprocess", "--scheduler",
-                                                     "tcp://127.0.0.1:1"]):
+    for extra in (["--store", str(tmp_path / "f")],
+                  ["--executor", "inprocess", "--scheduler", "tcp://127.0.0.1:1"],
+                  ["--scheduler", "tcp://127.0.0.1:1"]):           # refused: at once
         r = subprocess.run([sys.executable, "-m", "mxsim.campaign", "demo", "--tasks", "2",
                             *extra], capture_output=True, text=True, cwd=ROOT,
                            env={**os.environ, "PYTHONPATH": str(ROOT)})

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import socket
 import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -146,11 +147,30 @@ def _local_cluster(workers: int) -> Any:
                         silence_logs=logging.ERROR, preload=["mxsim.campaign.workerinit"])
 
 
+def _reachable(address: str) -> None:
+    """Fail in a second, not after Dask's 20 s of retries, when nothing listens at a
+    ``tcp://HOST:PORT`` address (a typo, a scheduler not started yet)."""
+    if not address.startswith("tcp://"):
+        return
+    rest = address[len("tcp://"):]
+    host, sep, port = rest.rpartition(":")
+    if not sep or rest.endswith("]"):
+        host, port = rest, "8786"                # Dask's default scheduler port
+    if not host or not port.isdigit():
+        raise ClusterError(f"a scheduler address is tcp://HOST:PORT, not {address!r}")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as exc:
+        raise ClusterError(f"cannot reach the Dask scheduler at {address} "
+                           f"({exc.strerror or exc})") from None
+
+
 def _start(workers: int | None, scheduler: str | None,
            cluster_spec: str | os.PathLike | None) -> tuple[Any, Any, int, str]:
     """(cluster or None, client, workers, kind)."""
     from distributed import Client
     if scheduler:
+        _reachable(scheduler)
         try:
             client = Client(scheduler, timeout="20s", set_as_default=False)
         except (OSError, TimeoutError, ValueError) as exc:
