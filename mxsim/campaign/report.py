@@ -1,0 +1,86 @@
+"""The campaign report: counts, failures with their replay commands, timings, speed-up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..progress import clock
+
+__all__ = ["Report", "Failure"]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A task that failed: its label, the error (one line) and the command that replays it."""
+
+    label: str
+    error: str
+    replay: str
+
+    def __iter__(self):                        # unpacks as (label, error, replay)
+        return iter((self.label, self.error, self.replay))
+
+
+@dataclass
+class Report:
+    """What a campaign did.
+
+    ``tasks`` distinct tasks; ``done`` computed in this run, ``cached`` found in the store,
+    ``failed`` the deterministic failures; ``results`` maps each finished key (computed or
+    cached) to its result; ``seconds`` is the wall time, ``task_seconds`` the sum of the
+    computed tasks' own times (``timings``: label, seconds, worker), so ``speedup`` is how many
+    workers were busy on average.
+    """
+
+    tasks: int = 0
+    done: int = 0
+    cached: int = 0
+    failed: list[Failure] = field(default_factory=list)
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seconds: float = 0.0
+    task_seconds: float = 0.0
+    workers: int = 1
+    dashboard: str | None = None
+    executor: str = "inprocess"
+    timings: list[tuple[str, float, str]] = field(default_factory=list)
+
+    @property
+    def speedup(self) -> float:
+        """Sum of task seconds over wall seconds (0 when nothing was computed)."""
+        return self.task_seconds / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tasks": self.tasks, "done": self.done, "cached": self.cached,
+            "failed": [{"label": f.label, "error": f.error, "replay": f.replay}
+                       for f in self.failed],
+            "seconds": round(self.seconds, 3), "task_seconds": round(self.task_seconds, 3),
+            "speedup": round(self.speedup, 2), "workers": self.workers,
+            "executor": self.executor, "dashboard": self.dashboard,
+            "timings": [{"label": lb, "seconds": round(s, 3), "worker": w}
+                        for lb, s, w in self.timings],
+            "results": self.results,
+        }
+
+    def markdown(self) -> str:
+        """A short markdown summary (the results themselves are the caller's to render)."""
+        times = sorted(s for _, s, _ in self.timings)
+        median = times[len(times) // 2] if times else 0.0
+        lines = [
+            "| tasks | computed | cached | failed | workers | wall | task time | median task "
+            "| speed-up |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            f"| {self.tasks:,} | {self.done:,} | {self.cached:,} | {len(self.failed):,} "
+            f"| {self.workers} | {clock(self.seconds)} | {clock(self.task_seconds)} "
+            f"| {median:.2f} s | {self.speedup:.1f}x |",
+        ]
+        if self.failed:
+            lines += ["", "Failed (deterministic; not retried):", ""]
+            lines += [f"- `{f.label}`: {f.error}" + (f"; replay: `{f.replay}`" if f.replay else "")
+                      for f in self.failed]
+        return "\n".join(lines) + "\n"

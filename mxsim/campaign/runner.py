@@ -1,0 +1,141 @@
+"""The run loop: skip what the store has, run the rest, store each result as it arrives."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import MxsimError
+from ..progress import Progress, wanted
+from .executors import connect, executor_names
+from .report import Failure, Report
+from .store import Store
+from .task import Task
+from .worker import execute
+
+__all__ = ["run", "Interrupted"]
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a campaign: pending tasks cancelled, the cluster closed; the store holds
+    the finished results only (the CLI exits 130)."""
+
+
+def _paths() -> list[str]:
+    """Folders a worker may need on its ``sys.path`` to import task functions: the folder
+    that holds this mxsim and the current directory."""
+    root = str(Path(__file__).resolve().parents[2])
+    return [root, os.getcwd()]
+
+
+def _pick(executor: str, pending: int, scheduler: str | None, cluster_spec: Any) -> str:
+    if executor not in executor_names:
+        raise MxsimError(f"unknown executor {executor!r}; choose from {', '.join(executor_names)}")
+    if scheduler and cluster_spec:
+        raise MxsimError("give a scheduler address or a cluster spec, not both")
+    if scheduler or cluster_spec:
+        if executor == "inprocess":
+            raise MxsimError("the in-process executor takes no scheduler or cluster spec")
+        return "dask"
+    if executor == "auto":
+        return "inprocess" if pending <= 1 else "dask"
+    return "dask" if executor == "local" else "inprocess"
+
+
+class _Loop:
+    """Bookkeeping shared by the executors: store, report, progress."""
+
+    def __init__(self, store: Store, report: Report, bar: Progress, by_key: dict[str, Task]):
+        self.store, self.report, self.bar, self.by_key = store, report, bar, by_key
+        self.finished = report.cached
+
+    def record(self, task: Task, outcome: dict[str, Any]) -> None:
+        seconds = float(outcome.get("seconds", 0.0))
+        worker = str(outcome.get("worker", ""))
+        self.report.timings.append((task.name, seconds, worker))
+        self.report.task_seconds += seconds
+        if outcome.get("ok"):
+            self.store.put(task.key, outcome["result"], label=task.label, fn=task.fn,
+                           seconds=round(seconds, 6))
+            self.report.results[task.key] = outcome["result"]
+            self.report.done += 1
+        else:
+            self.report.failed.append(Failure(task.name, str(outcome.get("error", "")),
+                                              task.replay))
+        self.finished += 1
+        failed = len(self.report.failed)
+        self.bar.update(self.finished, note=f"{failed} failed" if failed else "")
+
+
+def _run_inprocess(loop: _Loop, pending: Sequence[Task]) -> None:
+    for task in pending:
+        loop.record(task, execute(task.fn, task.args))
+
+
+def _run_dask(loop: _Loop, pending: Sequence[Task], workers: int | None, scheduler: str | None,
+              cluster_spec: Any) -> None:
+    from distributed import as_completed
+    with connect(workers, scheduler, cluster_spec) as conn:
+        loop.report.workers, loop.report.dashboard = conn.workers, conn.dashboard
+        loop.report.executor = conn.kind
+        if conn.dashboard and loop.bar.enabled:
+            print(f"  Dask dashboard: {conn.dashboard}", file=sys.stderr, flush=True)
+        paths = _paths()
+        futures = [conn.client.submit(execute, t.fn, dict(t.args), paths, pure=False,
+                                      key=f"mxsim-task-{t.key}") for t in pending]
+        by_future = {f.key: loop.by_key[f.key.removeprefix("mxsim-task-")] for f in futures}
+        try:
+            for future in as_completed(futures):
+                task = by_future[future.key]
+                try:
+                    outcome = future.result()
+                except Exception as exc:         # KilledWorker: it died ALLOWED_FAILURES times
+                    outcome = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+                loop.record(task, outcome)
+                future.release()
+        except BaseException:
+            conn.client.cancel(futures)
+            raise
+
+
+def run(tasks: Iterable[Task], store: Store | str | os.PathLike, *, executor: str = "auto",
+        workers: int | None = None, scheduler: str | None = None,
+        cluster_spec: str | os.PathLike | None = None, progress: bool | None = None) -> Report:
+    """Run the tasks not in ``store`` and store their results as they arrive; see
+    :mod:`mxsim.campaign`. Raises :class:`Interrupted` on Ctrl-C."""
+    t0 = time.perf_counter()
+    store = store if isinstance(store, Store) else Store(store)
+    by_key: dict[str, Task] = {}
+    for task in tasks:
+        by_key.setdefault(task.key, task)
+    if workers is not None and workers < 1:
+        raise MxsimError(f"workers must be at least 1, not {workers}")
+    report = Report(tasks=len(by_key))
+    pending = []
+    for key, task in by_key.items():
+        result = store.get(key)
+        if result is None:
+            pending.append(task)
+        else:
+            report.results[key] = result
+            report.cached += 1
+    kind = _pick(executor, len(pending), scheduler, cluster_spec)
+    bar = Progress(len(by_key), enabled=wanted(progress), what="tasks", label="campaign")
+    loop = _Loop(store, report, bar, by_key)
+    try:
+        with bar:
+            bar.update(report.cached)
+            if pending and kind == "inprocess":
+                _run_inprocess(loop, pending)
+            elif pending:
+                _run_dask(loop, pending, workers, scheduler, cluster_spec)
+    except KeyboardInterrupt:
+        raise Interrupted() from None
+    # The results in the order the tasks were given (the store's and the workers' order vary).
+    report.results = {k: report.results[k] for k in by_key if k in report.results}
+    report.seconds = time.perf_counter() - t0
+    return report
