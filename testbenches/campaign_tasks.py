@@ -6,7 +6,8 @@ pair's run of ``dots`` in chunks of ``chunk`` from ``seed``, and the chunk indic
 (:mod:`testbenches.build_cache`, keyed by the RTL hash), runs :func:`testbenches.verify.verify`
 on those chunks only (chunk ``i`` has the stimulus it has in a whole run: the docs' figures stay
 comparable) and returns counts, the first mismatches, the coverage hits (merged across tasks by
-adding them), cycles and seconds. :func:`key_parts` is everything that determines that result.
+adding them; ``[point, [[bin, hits], ...]]`` lists, an order that a store sorting keys keeps),
+cycles and seconds. :func:`key_parts` is everything that determines that result.
 
     python -m testbenches.campaign_tasks '{"spec": {...}, ...}'   # one task, in this process
 """
@@ -126,7 +127,8 @@ def run_chunk(args: dict) -> dict:
     spec, ua = resolve_design(from_dict(args["spec"]), lanes=args["lanes"],
                               stages=args["stages"])
     cache = build_cache.cache_dir(args.get("cache"))
-    rtl = _rtl_hash(spec, ua, cache)
+    # Amaranth's simulator runs the Amaranth design itself: no Verilog, no RTL hash.
+    rtl = None if args["sim"] == "amaranth" and not args["bulk"] else _rtl_hash(spec, ua, cache)
     first, end = args["chunks"]
     backend = (CachedBulkBackend(cache, rtl) if args["bulk"]
                else backend_for(args["sim"]))
@@ -142,7 +144,9 @@ def run_chunk(args: dict) -> dict:
             "cycles": rep.cycles, "value_mismatches": rep.value_mismatches,
             "cycle_mismatches": rep.cycle_mismatches,
             "mismatches": [m.to_dict() for m in rep.mismatches[:MISMATCHES_KEPT]],
-            "coverage": rep.coverage.hits, "expected": sorted(rep.coverage.expected),
+            "coverage": [[point, list(bins.items())]
+                         for point, bins in rep.coverage.hits.items()],
+            "expected": sorted(rep.coverage.expected),
             "failing": rep.failing, "replay": rep.replay,
             "build": "none" if built is None else "built" if built else "reused",
             "build_seconds": round(getattr(backend, "build_seconds_taken", 0.0), 3),

@@ -1,0 +1,155 @@
+"""The verification campaign on the task layer (testbenches.campaign through mxsim.campaign):
+2 pairs x 2 chunks in this process and on a real Dask cluster (a scheduler and two worker
+processes on 127.0.0.1 started here, no mocks) give the same rows field by field, coverage
+merged across tasks included; a resumed campaign recomputes nothing; the build cache keyed by
+the RTL hash builds a model once, however many workers ask for it at once. The runs use
+Amaranth's simulator and the smallest chunks (240 dot products), so no Verilator build is paid
+here (tests/test_verify.py builds the bulk harness)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("amaranth")
+distributed = pytest.importorskip("distributed")
+
+from testbenches import build_cache, campaign  # noqa: E402
+from testbenches.coverage import Coverage  # noqa: E402
+from testbenches.verify import verify  # noqa: E402
+
+PAIRS = [("e2m1", "e2m1"), ("int8", "e2m1")]
+#: 2 chunks of 240 dot products per pair (the stimulus's smallest), 32 lanes: a block a cycle.
+RUN = dict(dots=300, chunk=20, lanes=32, stages=1, sim="amaranth", bulk=False, seed=7)
+TIMING = ("sim_seconds", "seconds")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One scheduler and two single-threaded worker processes on the loopback address."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def runs(cluster, tmp_path_factory):
+    """The campaign in this process, then on the cluster (its own store, the same build
+    cache), then resumed on the cluster from the second store."""
+    root = tmp_path_factory.mktemp("vcamp")
+    kw = dict(RUN, cache=str(root / "cache"), progress=False)
+    here = campaign.run_campaign(PAIRS, store=root / "s1", executor="inprocess", **kw)
+    there = campaign.run_campaign(PAIRS, store=root / "s2", scheduler=cluster.scheduler_address,
+                                  **kw)
+    again = campaign.run_campaign(PAIRS, store=root / "s2", scheduler=cluster.scheduler_address,
+                                  **kw)
+    return here, there, again
+
+
+def _strip(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k not in TIMING}
+
+
+def test_cluster_rows_equal_in_process_rows_field_by_field(runs):
+    (here, hrep), (there, trep), _ = runs
+    assert hrep.executor == "inprocess" and trep.executor == "scheduler" and trep.workers == 2
+    assert hrep.tasks == trep.tasks == 4 and hrep.done == trep.done == 4 and not trep.failed
+    assert [r["pair"] for r in there["pairs"]] == ["e2m1xe2m1", "int8xe2m1"]
+    assert [_strip(r) for r in here["pairs"]] == [_strip(r) for r in there["pairs"]]
+    for r in there["pairs"]:
+        assert r["tasks"] == 2 and r["dots"] == 480 and r["result"] in ("PASS", "PASS with holes")
+        assert r["value_mismatches"] == r["cycle_mismatches"] == 0
+    # The record keeps the fields docs/verification.md renders, plus the task layer's.
+    assert campaign.markdown(there).startswith("**Result: 2 format pairs, 960 dot products")
+    assert there["executor"] == "scheduler" and there["workers"] == 2 and "speedup" in there
+
+
+def test_merged_coverage_is_one_verify_run_of_the_same_chunks(runs, tmp_path):
+    """The rows' coverage (hits added across a pair's tasks) equals one ``verify`` run of the
+    pair's whole stimulus: chunk i of a task is chunk i of the run."""
+    (_, _), (there, _), _ = runs
+    from mxsim.design import resolve_design
+    row = there["pairs"][0]
+    spec, ua = resolve_design(campaign.spec_for_pair(*PAIRS[0]), lanes=32, stages=1)
+    rep = verify(spec, ua, sim="amaranth", dots=RUN["dots"], chunk=RUN["chunk"],
+                 seed=RUN["seed"], out_dir=tmp_path, progress=False)
+    assert (rep.dots, rep.beats, rep.cycles) == (row["dots"], row["blocks"], row["cycles"])
+    assert rep.coverage.hits == row["coverage"] and rep.coverage.holes() == row["holes"]
+    assert Coverage(row["coverage"], set(row["coverage"])).holes() == row["holes"]
+
+
+def test_a_resumed_campaign_recomputes_nothing(runs):
+    (_, _), (there, _), (again, arep) = runs
+    assert arep.cached == 4 and arep.done == 0 and arep.task_seconds == 0
+    assert again["pairs"] == there["pairs"]
+
+
+def test_a_design_s_rtl_hash_is_generated_once_per_build_cache(tmp_path):
+    """The RTL hash (the build cache's key) is computed by the first task of a design and
+    read back by every later one."""
+    calls = []
+
+    def compute() -> str:
+        calls.append(1)
+        return "h1"
+    assert [build_cache.memo(tmp_path, "design", compute) for _ in range(3)] == ["h1"] * 3
+    assert calls == [1] and build_cache.memo(tmp_path, "other", lambda: "h2") == "h2"
+
+
+def _build_once(cache: str, key: str, log: str) -> None:
+    def build(folder: Path) -> None:
+        with open(log, "a") as f:
+            f.write("build\n")
+        time.sleep(0.5)                           # long enough for the other worker to wait
+        (folder / "model").write_text(key)
+    folder, _ = build_cache.ensure(Path(cache), key, build)
+    assert (folder / "model").read_text() == key
+
+
+def test_the_build_cache_builds_a_model_once_for_workers_that_ask_at_once(tmp_path):
+    """Two processes ask for the same model at once: one builds (under the file lock), the
+    other waits and reuses it; a third, later, builds nothing; another key is built apart."""
+    log = tmp_path / "log"
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_build_once, args=(str(tmp_path), "k1", str(log)))
+             for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert log.read_text() == "build\n"
+    folder, built = build_cache.ensure(tmp_path, "k1", lambda f: pytest.fail("rebuilt"))
+    assert not built and folder == tmp_path / "k1"
+    _, built = build_cache.ensure(tmp_path, "k2", lambda f: (f / "model").write_text("k2"))
+    assert built and not list(tmp_path.glob("*.tmp-*"))
+
+
+def test_a_failed_build_leaves_no_model(tmp_path):
+    def broken(folder: Path) -> None:
+        (folder / "half").write_text("")
+        raise RuntimeError("compiler died")
+    with pytest.raises(RuntimeError):
+        build_cache.ensure(tmp_path, "k", broken)
+    assert not (tmp_path / "k").exists() and not list(tmp_path.glob("*.tmp-*"))
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mxsim", "verify", *args], capture_output=True,
+                          text=True, check=False, cwd=Path(__file__).parents[1])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--campaign", "e4m3xfp16"], "unknown format pair 'e4m3xfp16'"),
+    (["--campaign", "--scheduler", "nohost:port"], "not a scheduler address"),
+    (["--campaign", "--workers", "0"], "--workers"),
+])
+def test_verify_campaign_bad_input_is_one_line_and_exit_2(args, message):
+    p = _cli(*args)
+    assert p.returncode == 2 and message in p.stderr and len(p.stderr.splitlines()) == 1, \
+        p.stderr
