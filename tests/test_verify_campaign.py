@@ -8,10 +8,9 @@ here (tests/test_verify.py builds the bulk harness)."""
 
 from __future__ import annotations
 
-import multiprocessing
+import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,8 @@ distributed = pytest.importorskip("distributed")
 
 from testbenches import build_cache, campaign  # noqa: E402
 from testbenches.coverage import Coverage  # noqa: E402
-from testbenches.verify import verify  # noqa: E402
+from testbenches.stimulus import stimulus, stimulus_dots  # noqa: E402
+from testbenches.verify import chunk_plan  # noqa: E402
 
 PAIRS = [("e2m1", "e2m1"), ("int8", "e2m1")]
 #: 2 chunks of 240 dot products per pair (the stimulus's smallest), 32 lanes: a block a cycle.
@@ -33,7 +33,7 @@ TIMING = ("sim_seconds", "seconds")
 def cluster():
     """One scheduler and two single-threaded worker processes on the loopback address."""
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  host="127.0.0.1", dashboard_address=None) as c:
+                                  host="127.0.0.1", dashboard_address=":0") as c:
         yield c
 
 
@@ -64,23 +64,30 @@ def test_cluster_rows_equal_in_process_rows_field_by_field(runs):
     for r in there["pairs"]:
         assert r["tasks"] == 2 and r["dots"] == 480 and r["result"] in ("PASS", "PASS with holes")
         assert r["value_mismatches"] == r["cycle_mismatches"] == 0
+        assert Coverage(r["coverage"], set(r["coverage"])).holes() == r["holes"]
     # The record keeps the fields docs/verification.md renders, plus the task layer's.
     assert campaign.markdown(there).startswith("**Result: 2 format pairs, 960 dot products")
     assert there["executor"] == "scheduler" and there["workers"] == 2 and "speedup" in there
 
 
-def test_merged_coverage_is_one_verify_run_of_the_same_chunks(runs, tmp_path):
-    """The rows' coverage (hits added across a pair's tasks) equals one ``verify`` run of the
-    pair's whole stimulus: chunk i of a task is chunk i of the run."""
-    (_, _), (there, _), _ = runs
-    from mxsim.design import resolve_design
-    row = there["pairs"][0]
-    spec, ua = resolve_design(campaign.spec_for_pair(*PAIRS[0]), lanes=32, stages=1)
-    rep = verify(spec, ua, sim="amaranth", dots=RUN["dots"], chunk=RUN["chunk"],
-                 seed=RUN["seed"], out_dir=tmp_path, progress=False)
-    assert (rep.dots, rep.beats, rep.cycles) == (row["dots"], row["blocks"], row["cycles"])
-    assert rep.coverage.hits == row["coverage"] and rep.coverage.holes() == row["holes"]
-    assert Coverage(row["coverage"], set(row["coverage"])).holes() == row["holes"]
+def test_a_task_s_chunks_have_the_stimulus_of_one_verify_run():
+    """Chunk i of a task asks for what chunk i of one ``verify`` run asked for (that loop,
+    written out here: each chunk asks for what the ones before it left), so the documented
+    run's figures stay comparable: 1,000,000 dot products in chunks of 100,000 are the
+    committed 1,000,080 per pair."""
+    for (a, b), dots, chunk in [(("e4m3", "e4m3"), 1_000_000, 100_000),
+                                (("int8", "e2m1"), 300, 20), (("e2m1", "e2m1"), 50_000, 7_000)]:
+        spec = campaign.spec_for_pair(a, b)
+        asked, done = [], 0
+        while done < dots:
+            asked.append(min(chunk, dots - done))
+            done += stimulus(spec, asked[-1], blocks=1, seed=len(asked)).num_dots \
+                if asked[-1] < 5000 else stimulus_dots(spec, asked[-1])
+        assert chunk_plan(spec, dots, chunk) == asked
+        assert stimulus(spec, 700, blocks=2, seed=1).num_dots == stimulus_dots(spec, 700)
+    assert sum(map(stimulus_dots, [spec] * 12, chunk_plan(spec, 10**6, 10**5))) == 1_000_080
+    assert 1_000_080 in {r["dots"] for r in json.loads(
+        (Path(__file__).parents[1] / "docs/data/campaign.json").read_text())["pairs"]}
 
 
 def test_a_resumed_campaign_recomputes_nothing(runs):
@@ -101,28 +108,29 @@ def test_a_design_s_rtl_hash_is_generated_once_per_build_cache(tmp_path):
     assert calls == [1] and build_cache.memo(tmp_path, "other", lambda: "h2") == "h2"
 
 
-def _build_once(cache: str, key: str, log: str) -> None:
-    def build(folder: Path) -> None:
-        with open(log, "a") as f:
-            f.write("build\n")
-        time.sleep(0.5)                           # long enough for the other worker to wait
-        (folder / "model").write_text(key)
-    folder, _ = build_cache.ensure(Path(cache), key, build)
-    assert (folder / "model").read_text() == key
+#: A worker asking the cache for model ``k1`` (a build that takes half a second), as its own
+#: process that imports nothing but the cache.
+_ASK = """
+import sys, time
+from pathlib import Path
+from testbenches import build_cache
+def build(folder):
+    with open(sys.argv[2], "a") as f:
+        f.write("build\\n")
+    time.sleep(0.5)
+    (folder / "model").write_text("k1")
+folder, _ = build_cache.ensure(Path(sys.argv[1]), "k1", build)
+assert (folder / "model").read_text() == "k1"
+"""
 
 
 def test_the_build_cache_builds_a_model_once_for_workers_that_ask_at_once(tmp_path):
     """Two processes ask for the same model at once: one builds (under the file lock), the
     other waits and reuses it; a third, later, builds nothing; another key is built apart."""
     log = tmp_path / "log"
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_build_once, args=(str(tmp_path), "k1", str(log)))
-             for _ in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(60)
-    assert [p.exitcode for p in procs] == [0, 0]
+    procs = [subprocess.Popen([sys.executable, "-c", _ASK, str(tmp_path), str(log)],
+                              cwd=Path(__file__).parents[1]) for _ in range(2)]
+    assert [p.wait(60) for p in procs] == [0, 0]
     assert log.read_text() == "build\n"
     folder, built = build_cache.ensure(tmp_path, "k1", lambda f: pytest.fail("rebuilt"))
     assert not built and folder == tmp_path / "k1"
@@ -139,17 +147,15 @@ def test_a_failed_build_leaves_no_model(tmp_path):
     assert not (tmp_path / "k").exists() and not list(tmp_path.glob("*.tmp-*"))
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mxsim", "verify", *args], capture_output=True,
-                          text=True, check=False, cwd=Path(__file__).parents[1])
-
-
 @pytest.mark.parametrize("args, message", [
     (["--campaign", "e4m3xfp16"], "unknown format pair 'e4m3xfp16'"),
     (["--campaign", "--scheduler", "nohost:port"], "not a scheduler address"),
     (["--campaign", "--workers", "0"], "--workers"),
+    (["--workers", "2"], "go with --campaign"),
+    (["--campaign", "--unit", "exact"], "takes no --unit"),
 ])
-def test_verify_campaign_bad_input_is_one_line_and_exit_2(args, message):
-    p = _cli(*args)
-    assert p.returncode == 2 and message in p.stderr and len(p.stderr.splitlines()) == 1, \
-        p.stderr
+def test_verify_campaign_bad_input_is_one_line_and_exit_2(args, message, capsys):
+    from mxsim.cli import main
+    assert main(["verify", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.splitlines()) == 1, err
