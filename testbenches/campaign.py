@@ -31,6 +31,7 @@ import json
 import platform
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from mxsim import presets
@@ -82,13 +83,15 @@ def parse_pairs(text: str | None) -> list[tuple[str, str]]:
 
 def tasks_for(pairs: list[tuple[str, str]], *, dots: int, chunk: int, lanes: int | None,
               stages: int, sim: str, bulk: bool, seed: int, per_task: int = 1,
-              cache: str | None = None, out: str | None = None) -> list[Task]:
+              cache: str | None = None, out: str | None = None,
+              spec_for: Callable[[str, str], UnitSpec] | None = None) -> list[Task]:
     """The campaign's tasks: each pair's run of ``dots`` split into tasks of ``per_task``
     chunks, ordered chunk by chunk across the pairs (so the first tasks build different
-    designs)."""
+    designs). ``spec_for(a, b)`` is the unit of a pair (default :func:`spec_for_pair`)."""
     by_pair = []
     for a, b in pairs:
-        spec, ua = resolve_design(spec_for_pair(a, b), lanes=lanes, stages=stages)
+        spec, ua = resolve_design((spec_for or spec_for_pair)(a, b), lanes=lanes,
+                                  stages=stages)
         n = len(chunk_plan(spec, dots, chunk))
         base = {"spec": spec.to_dict(), "lanes": ua.lanes, "stages": ua.stages, "sim": sim,
                 "bulk": bulk, "dots": dots, "chunk": chunk, "seed": seed}
@@ -97,7 +100,8 @@ def tasks_for(pairs: list[tuple[str, str]], *, dots: int, chunk: int, lanes: int
     tasks = []
     for group in itertools.zip_longest(*by_pair):
         for label, args in filter(None, group):
-            full = {**args, "cache": cache, "out": out}
+            full = {**args, "cache": cache, "out": out,
+                    "sources": campaign_tasks.sources_digest()}
             tasks.append(Task(fn=TASK_FN, args=full,
                               key_parts={"all": True, **campaign_tasks.key_parts(args)},
                               label=f"{label}#{args['chunks'][0]}",
@@ -143,11 +147,13 @@ def run_campaign(pairs: list[tuple[str, str]], *, dots: int, chunk: int, lanes: 
                  store: str | Path, executor: str = "auto", workers: int | None = None,
                  scheduler: str | None = None, cluster_spec: str | None = None,
                  cache: str | None = None, out: str | None = None, per_task: int = 1,
-                 progress: bool | None = None, command: str = "") -> tuple[dict, Report]:
+                 progress: bool | None = None, command: str = "",
+                 spec_for: Callable[[str, str], UnitSpec] | None = None) -> tuple[dict, Report]:
     """Run the campaign through :func:`mxsim.campaign.run`; the campaign record (the JSON
     :func:`markdown` renders) and the task layer's report."""
     tasks = tasks_for(pairs, dots=dots, chunk=chunk, lanes=lanes, stages=stages, sim=sim,
-                      bulk=bulk, seed=seed, per_task=per_task, cache=cache, out=out)
+                      bulk=bulk, seed=seed, per_task=per_task, cache=cache, out=out,
+                      spec_for=spec_for)
     rep = run(tasks, store, executor=executor, workers=workers, scheduler=scheduler,
               cluster_spec=cluster_spec, progress=progress)
     first = tasks[0].args if tasks else {"lanes": lanes, "stages": stages}

@@ -124,6 +124,9 @@ def run_chunk(args: dict) -> dict:
     pair's run, their counts, mismatches (the first :data:`MISMATCHES_KEPT`), coverage hits
     and the coverpoints expected, cycles, seconds, the RTL hash and whether it built."""
     t0 = time.perf_counter()
+    if args.get("sources", sources_digest()) != sources_digest():
+        raise RuntimeError(f"this worker's mxsim sources (digest {sources_digest()}) are not the "
+                           f"client's ({args['sources']}): run the same checkout on every worker")
     spec, ua = resolve_design(from_dict(args["spec"]), lanes=args["lanes"],
                               stages=args["stages"])
     cache = build_cache.cache_dir(args.get("cache"))

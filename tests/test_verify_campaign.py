@@ -24,8 +24,16 @@ from testbenches.stimulus import stimulus, stimulus_dots  # noqa: E402
 from testbenches.verify import chunk_plan  # noqa: E402
 
 PAIRS = [("e2m1", "e2m1"), ("int8", "e2m1")]
-#: 2 chunks of 240 dot products per pair (the stimulus's smallest), 32 lanes: a block a cycle.
-RUN = dict(dots=300, chunk=20, lanes=32, stages=1, sim="amaranth", bulk=False, seed=7)
+
+
+def small(a: str, b: str):
+    """The campaign's unit of a pair with blocks of 8 (k = 8): a third of the simulator time."""
+    return campaign.spec_for_pair(a, b).replace(name="campaign-k8", k=8, block=8)
+
+
+#: 2 chunks of 240 dot products per pair (the stimulus's smallest), 8 lanes: a block a cycle.
+RUN = dict(dots=300, chunk=20, lanes=8, stages=1, sim="amaranth", bulk=False, seed=7,
+           spec_for=small)
 TIMING = ("sim_seconds", "seconds")
 
 
@@ -106,6 +114,16 @@ def test_a_design_s_rtl_hash_is_generated_once_per_build_cache(tmp_path):
         return "h1"
     assert [build_cache.memo(tmp_path, "design", compute) for _ in range(3)] == ["h1"] * 3
     assert calls == [1] and build_cache.memo(tmp_path, "other", lambda: "h2") == "h2"
+
+
+def test_a_worker_with_other_sources_refuses_the_task():
+    """The key names the client's sources; a worker running other ones fails the task at once
+    (a deterministic failure, reported with its replay line) instead of storing its result."""
+    from testbenches.campaign_tasks import run_chunk
+    task = campaign.tasks_for(PAIRS[:1], **RUN)[0]
+    assert task.args["sources"] == task.key_parts["sources"] and "python -m" in task.replay
+    with pytest.raises(RuntimeError, match="run the same checkout on every worker"):
+        run_chunk({**task.args, "sources": "0" * 16})
 
 
 #: A worker asking the cache for model ``k1`` (a build that takes half a second), as its own
