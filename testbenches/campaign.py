@@ -1,6 +1,6 @@
 """The documented verification run: every supported format pair through the bulk harness.
 
-    mxsim verify --campaign [PAIRS] --bulk --vectors 1000000 --chunk 100000 --stages 1 --seed 7
+    mxsim verify --campaign [PAIRS] --vectors 1000000 --chunk 100000 --stages 1 --seed 7
     python -m testbenches.campaign [--dots 1000000] [--lanes 32 --stages 1] [--json OUT]
                                    [--workers N | --scheduler ADDR | --cluster-spec FILE]
     python -m testbenches.campaign --markdown docs/data/campaign.json   # the docs' section
@@ -185,8 +185,9 @@ def summary(record: dict, rep: Report) -> str:
     rows = record["pairs"]
     bad = sum(r["value_mismatches"] + r["cycle_mismatches"] for r in rows)
     lines = [pair_line(r) for r in rows]
-    lines.append(f"{len(rows)} pairs, {sum(r['dots'] for r in rows):,} dot products, {bad} "
-                 f"mismatches; {rep.tasks} tasks ({rep.done} computed, {rep.cached} from the "
+    lines.append(f"{len(rows)} pair{'s' if len(rows) != 1 else ''}, "
+                 f"{sum(r['dots'] for r in rows):,} dot products, {bad} mismatches; "
+                 f"{rep.tasks} tasks ({rep.done} computed, {rep.cached} from the "
                  f"store, {len(rep.failed)} failed) on {rep.workers} worker"
                  f"{'s' if rep.workers != 1 else ''} ({rep.executor}), {rep.seconds:.0f} s, "
                  f"speed-up {rep.speedup:.1f}x")

@@ -171,6 +171,7 @@ def test_a_failed_build_leaves_no_model(tmp_path):
     (["--campaign", "--workers", "0"], "--workers"),
     (["--workers", "2"], "go with --campaign"),
     (["--campaign", "--unit", "exact"], "takes no --unit"),
+    (["--campaign", "--sim", "icarus"], "not --sim icarus"),
 ])
 def test_verify_campaign_bad_input_is_one_line_and_exit_2(args, message, capsys):
     from mxsim.cli import main

@@ -143,9 +143,9 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
     ve.add_argument("--waves", action="store_true", help="write a waveform (FST/VCD)")
     add_allow_large(ve)
     ve.add_argument("--campaign", nargs="?", const="all", default=None, metavar="PAIRS",
-                    help="every supported format pair (or a list: e4m3xe5m2,int8xint8) as "
-                         "campaign tasks on a Dask cluster (docs/verification.md); --vectors "
-                         "per pair")
+                    help="every supported format pair (or a list: e4m3xe5m2,int8xint8) "
+                         "through the bulk harness as campaign tasks on a Dask cluster "
+                         "(docs/verification.md); --vectors per pair")
     ve.add_argument("--workers", type=int_range(1), default=None, metavar="N",
                     help="with --campaign: local Dask workers (default: one per core)")
     ve.add_argument("--scheduler", default=None, metavar="ADDR",

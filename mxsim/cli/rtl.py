@@ -119,6 +119,9 @@ def _verify_campaign(args: argparse.Namespace) -> int:
     if given:
         raise MxsimError(f"--campaign runs the documented unit of every pair; it takes no "
                          f"{', '.join(given)}")
+    if args.sim != "verilator":
+        raise MxsimError(f"--campaign runs the bulk C++ harness on Verilator, not --sim "
+                         f"{args.sim}")
     if args.scheduler is not None and not _SCHEDULER.match(args.scheduler):
         raise MxsimError(f"{args.scheduler!r} is not a scheduler address; give "
                          f"tcp://HOST:PORT")
@@ -133,7 +136,7 @@ def _verify_campaign(args: argparse.Namespace) -> int:
     out = out_dir(args.out)
     record, rep = campaign.run_campaign(
         pairs, dots=args.vectors, chunk=args.chunk, lanes=args.lanes, stages=args.stages,
-        sim=args.sim, bulk=args.bulk, seed=args.seed, store=args.store or out / "store",
+        sim="verilator", bulk=True, seed=args.seed, store=args.store or out / "store",
         workers=args.workers, scheduler=args.scheduler, cluster_spec=args.cluster_spec,
         cache=args.build_cache, out=str(out), progress=None if not args.json else False,
         command="mxsim " + " ".join(sys.argv[1:]))
