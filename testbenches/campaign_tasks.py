@@ -67,9 +67,11 @@ def key_parts(args: dict) -> dict:
 
 
 def _design(spec: UnitSpec, ua: MicroArch) -> str:
-    """The key of what determines a design's Verilog (for the RTL-hash memo)."""
-    return build_cache.rtl_key(spec.digest(), f"l{ua.lanes}-s{ua.stages}",
-                               sources_digest(("hdl",)), str(installed(("amaranth",))))
+    """The key of what determines a design's Verilog as the harness builds it (for the
+    RTL-hash memo): the spec, the micro-architecture, the sources (the generator in hdl/, the
+    Verilog's post-processing and the harness in testbenches/) and the tool versions."""
+    return build_cache.rtl_key(spec.digest(), f"l{ua.lanes}-s{ua.stages}", sources_digest(),
+                               str(installed(TOOLS)))
 
 
 def _rtl_hash(spec: UnitSpec, ua: MicroArch, cache: Path) -> str:
