@@ -1,6 +1,8 @@
 """The documented verification run: every supported format pair through the bulk harness.
 
+    mxsim verify --campaign [PAIRS] --vectors 1000000 --chunk 100000 --stages 1 --seed 7
     python -m testbenches.campaign [--dots 1000000] [--lanes 32 --stages 1] [--json OUT]
+                                   [--workers N | --scheduler ADDR | --cluster-spec FILE]
     python -m testbenches.campaign --markdown docs/data/campaign.json   # the docs' section
 
 For each of the 36 pairs of E4M3/E5M2/E3M2/E2M3/E2M1/INT8 (A and B independent): the unit is
@@ -8,9 +10,16 @@ For each of the 36 pairs of E4M3/E5M2/E3M2/E2M3/E2M1/INT8 (A and B independent):
 the same arithmetic with INT8 operands (MXINT8) otherwise. ``mxsim verify --bulk`` stimulus,
 every output checked bit for bit against the engine and every cycle of the RTL's trace against
 the cycle model; coverage (the handshake coverpoint from the RTL's trace) merged per pair.
-The JSON records the run (command, date, commit, tool versions) and per pair the counts, the
-value and cycle mismatches, every coverpoint's hits and the holes; :func:`markdown` renders
-docs/verification.md's results section from it, so no figure there is typed by hand.
+
+Each pair's run is split by chunk into tasks of :mod:`mxsim.campaign`
+(:func:`testbenches.campaign_tasks.run_chunk`; chunk ``i`` has the stimulus it has in one
+``verify`` run), run in this process, on a local Dask cluster or an existing one; finished
+tasks are kept in a result store (free on resume), and workers build each design's Verilated
+model once into a build cache keyed by its RTL hash. The JSON records the run (command, date,
+commit, tool versions, executor, workers, speed-up) and per pair the counts, the value and
+cycle mismatches, every coverpoint's hits (added across its tasks) and the holes;
+:func:`markdown` renders docs/verification.md's results section from it, so no figure there is
+typed by hand.
 """
 
 from __future__ import annotations
@@ -22,20 +31,26 @@ import json
 import platform
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mxsim import presets
+from mxsim.campaign import Report, Task, run
 from mxsim.design import resolve_design
+from mxsim.errors import MxsimError
 from mxsim.microarch import RTL_FORMATS
+from mxsim.output import write_text
 from mxsim.spec import UnitSpec
 from mxsim.versions import installed
 
-from .verify import verify
+from . import campaign_tasks, coverage
+from .verify import chunk_plan
 
-__all__ = ["spec_for_pair", "main", "markdown", "SEED"]
+__all__ = ["spec_for_pair", "main", "markdown", "SEED", "parse_pairs", "tasks_for",
+           "run_campaign", "rows_of"]
 
 SEED = 7                     #: the campaign's stimulus seed (every pair, every chunk from it)
+TASK_FN = "testbenches.campaign_tasks:run_chunk"
 
 
 def spec_for_pair(a: str, b: str) -> UnitSpec:
@@ -49,6 +64,137 @@ def spec_for_pair(a: str, b: str) -> UnitSpec:
                                    "(MXINT8); not a hardware preset")
 
 
+def parse_pairs(text: str | None) -> list[tuple[str, str]]:
+    """The pairs ``e4m3xe5m2,int8xint8`` names (every supported pair for None, "" or "all");
+    MxsimError naming the first that is not one."""
+    every = list(itertools.product(RTL_FORMATS, repeat=2))
+    if not text or text == "all":
+        return every
+    out = []
+    for item in text.split(","):
+        pair = tuple(item.strip().lower().split("x"))
+        if pair not in every:
+            raise MxsimError(f"unknown format pair {item.strip()!r}; a pair is AxB with A and B "
+                             f"from {', '.join(RTL_FORMATS)} (e.g. e4m3xe5m2)")
+        if pair not in out:
+            out.append(pair)
+    return out
+
+
+def tasks_for(pairs: list[tuple[str, str]], *, dots: int, chunk: int, lanes: int | None,
+              stages: int, sim: str, bulk: bool, seed: int, per_task: int = 1,
+              cache: str | None = None, out: str | None = None,
+              spec_for: Callable[[str, str], UnitSpec] | None = None) -> list[Task]:
+    """The campaign's tasks: each pair's run of ``dots`` split into tasks of ``per_task``
+    chunks, ordered chunk by chunk across the pairs (so the first tasks build different
+    designs). ``spec_for(a, b)`` is the unit of a pair (default :func:`spec_for_pair`)."""
+    by_pair = []
+    for a, b in pairs:
+        spec, ua = resolve_design((spec_for or spec_for_pair)(a, b), lanes=lanes,
+                                  stages=stages)
+        n = len(chunk_plan(spec, dots, chunk))
+        base = {"spec": spec.to_dict(), "lanes": ua.lanes, "stages": ua.stages, "sim": sim,
+                "bulk": bulk, "dots": dots, "chunk": chunk, "seed": seed}
+        by_pair.append([(f"{a}x{b}", {**base, "chunks": [i, min(i + per_task, n)]})
+                        for i in range(0, n, per_task)])
+    tasks = []
+    for group in itertools.zip_longest(*by_pair):
+        for label, args in filter(None, group):
+            full = {**args, "cache": cache, "out": out,
+                    "sources": campaign_tasks.sources_digest()}
+            tasks.append(Task(fn=TASK_FN, args=full,
+                              key_parts={"all": True, **campaign_tasks.key_parts(args)},
+                              label=f"{label}#{args['chunks'][0]}",
+                              replay=f"python -m testbenches.campaign_tasks "
+                                     f"'{json.dumps(full, separators=(',', ':'))}'"))
+    return tasks
+
+
+def rows_of(tasks: list[Task], report: Report) -> list[dict]:
+    """One row per pair whose every task finished: its tasks' results added up in chunk order
+    (the first 20 mismatches, coverage hits merged)."""
+    by_pair: dict[str, list[dict | None]] = {}
+    for t in tasks:
+        by_pair.setdefault(t.label.split("#")[0], []).append(report.results.get(t.key))
+    rows = []
+    for pair, results in by_pair.items():
+        if any(r is None for r in results):
+            continue
+        results = sorted(results, key=lambda r: r["chunks"][0])
+        cov = coverage.Coverage()
+        for r in results:
+            hits = {point: dict(bins) for point, bins in r["coverage"]}
+            cov.merge(coverage.Coverage(hits, set(r["expected"])))
+        mismatches = [m for r in results for m in r["mismatches"]][:20]
+        first = results[0]
+        row = {"pair": pair, "unit": first["unit"], "spec_digest": first["spec_digest"],
+               "rtl_hash": first["rtl_hash"], "tasks": len(results)}
+        for name in ("dots", "blocks", "cycles", "value_mismatches", "cycle_mismatches"):
+            row[name] = sum(r[name] for r in results)
+        holes = cov.holes()
+        row.update(result="FAIL" if mismatches else "PASS with holes" if holes else "PASS",
+                   mismatches=mismatches, holes=holes, coverage=cov.hits,
+                   unmeasured=cov.unmeasured(),
+                   sim_seconds=round(sum(r["sim_seconds"] for r in results), 2),
+                   seconds=round(sum(r["seconds"] for r in results), 1),
+                   builds=sum(r["build"] == "built" for r in results))
+        rows.append(row)
+    return rows
+
+
+def run_campaign(pairs: list[tuple[str, str]], *, dots: int, chunk: int, lanes: int | None,
+                 stages: int, sim: str = "verilator", bulk: bool = True, seed: int = SEED,
+                 store: str | Path, executor: str = "auto", workers: int | None = None,
+                 scheduler: str | None = None, cluster_spec: str | None = None,
+                 cache: str | None = None, out: str | None = None, per_task: int = 1,
+                 progress: bool | None = None, command: str = "",
+                 spec_for: Callable[[str, str], UnitSpec] | None = None) -> tuple[dict, Report]:
+    """Run the campaign through :func:`mxsim.campaign.run`; the campaign record (the JSON
+    :func:`markdown` renders) and the task layer's report."""
+    tasks = tasks_for(pairs, dots=dots, chunk=chunk, lanes=lanes, stages=stages, sim=sim,
+                      bulk=bulk, seed=seed, per_task=per_task, cache=cache, out=out,
+                      spec_for=spec_for)
+    rep = run(tasks, store, executor=executor, workers=workers, scheduler=scheduler,
+              cluster_spec=cluster_spec, progress=progress)
+    first = tasks[0].args if tasks else {"lanes": lanes, "stages": stages}
+    record = {"command": command, "date": datetime.date.today().isoformat(),
+              "commit": _commit(), "dots_asked": dots, "seed": seed, "chunk": chunk,
+              "lanes": first["lanes"], "stages": first["stages"], "sim": sim, "bulk": bulk,
+              "versions": {name: v or "not installed"
+                           for name, v in installed(campaign_tasks.TOOLS).items()},
+              "python": platform.python_version(), "pairs": rows_of(tasks, rep),
+              "seconds": round(rep.seconds, 1), "executor": rep.executor,
+              "workers": rep.workers, "tasks": rep.tasks, "computed": rep.done,
+              "cached": rep.cached, "task_seconds": round(rep.task_seconds, 1),
+              "speedup": round(rep.speedup, 2), "dashboard": rep.dashboard,
+              "failed": [{"label": f.label, "error": f.error, "replay": f.replay}
+                         for f in rep.failed]}
+    return record, rep
+
+
+def pair_line(r: dict) -> str:
+    """One line of a pair's row, as the campaign prints it."""
+    a, b = r["pair"].split("x")
+    return (f"{a}x{b:5} {r['unit']:20} {r['dots']:>9,} dots {r['cycles']:>10,} cycles "
+            f"mismatches {r['value_mismatches']} value {r['cycle_mismatches']} cycle  "
+            f"holes {len(r['holes'])}  sim {r['sim_seconds']:6.1f} s  tasks {r['seconds']:6.1f} s")
+
+
+def summary(record: dict, rep: Report) -> str:
+    """The campaign's closing lines: every pair, the totals, the task layer's report."""
+    rows = record["pairs"]
+    bad = sum(r["value_mismatches"] + r["cycle_mismatches"] for r in rows)
+    lines = [pair_line(r) for r in rows]
+    lines.append(f"{len(rows)} pair{'s' if len(rows) != 1 else ''}, "
+                 f"{sum(r['dots'] for r in rows):,} dot products, {bad} mismatches; "
+                 f"{rep.tasks} tasks ({rep.done} computed, {rep.cached} from the "
+                 f"store, {len(rep.failed)} failed) on {rep.workers} worker"
+                 f"{'s' if rep.workers != 1 else ''} ({rep.executor}), {rep.seconds:.0f} s, "
+                 f"speed-up {rep.speedup:.1f}x")
+    lines += [f"  failed {f.label}: {f.error}\n    replay: {f.replay}" for f in rep.failed]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m testbenches.campaign",
                                  description=__doc__.split("\n")[0])
@@ -59,53 +205,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bulk", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--pairs", default=None, help="e.g. e4m3xe5m2,int8xint8 (default: all)")
     ap.add_argument("--out", default="build/campaign")
+    ap.add_argument("--store", default=None, help="result store (default: OUT/store)")
+    ap.add_argument("--cache", default=None, help="build cache (default: per user)")
+    ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--scheduler", default=None, metavar="ADDR")
+    ap.add_argument("--cluster-spec", default=None, metavar="FILE")
+    ap.add_argument("--executor", default="auto", choices=("auto", "inprocess", "local"))
     ap.add_argument("--json", default=None)
     ap.add_argument("--markdown", default=None, metavar="JSON",
                     help="print docs/verification.md's results section from a campaign JSON")
     args = ap.parse_args(argv)
-    pairs = list(itertools.product(RTL_FORMATS, repeat=2))
-    if args.pairs:
-        pairs = [tuple(p.split("x")) for p in args.pairs.split(",")]
     if args.markdown:
         print(markdown(json.loads(Path(args.markdown).read_text())), end="")
         return 0
-    chunk = 100_000 if args.bulk else 20_000
-    run = {"command": "python -m testbenches.campaign " + " ".join(argv if argv is not None
-                                                                  else sys.argv[1:]),
-           "date": datetime.date.today().isoformat(), "commit": _commit(),
-           "dots_asked": args.dots, "seed": SEED, "chunk": chunk, "lanes": args.lanes,
-           "stages": args.stages, "sim": args.sim, "bulk": args.bulk,
-           "versions": {name: v or "not installed" for name, v in
-                        installed(("verilator", "amaranth", "numpy")).items()},
-           "python": platform.python_version(), "pairs": []}
-    rows, t_all = run["pairs"], time.perf_counter()
-    for a, b in pairs:
-        spec, ua = resolve_design(spec_for_pair(a, b), lanes=args.lanes, stages=args.stages)
-        rep = verify(spec, ua, sim=args.sim,
-                     dots=args.dots, seed=SEED, chunk=chunk, out_dir=args.out, bulk=args.bulk,
-                     progress=False)
-        holes = rep.coverage.holes()
-        rows.append({"pair": f"{a}x{b}", "unit": spec.name, "spec_digest": spec.digest(),
-                     "dots": rep.dots, "blocks": rep.beats, "cycles": rep.cycles,
-                     "result": rep.result, "value_mismatches": rep.value_mismatches,
-                     "cycle_mismatches": rep.cycle_mismatches,
-                     "mismatches": [m.to_dict() for m in rep.mismatches[:20]], "holes": holes,
-                     "coverage": rep.coverage.hits, "unmeasured": rep.coverage.unmeasured(),
-                     "sim_seconds": round(rep.sim_seconds, 2),
-                     "seconds": round(rep.seconds, 1)})
-        print(f"{a}x{b:5} {spec.name:20} {rep.dots:>9,} dots {rep.cycles:>10,} cycles "
-              f"mismatches {rep.value_mismatches} value {rep.cycle_mismatches} cycle  "
-              f"holes {len(holes)}  sim {rep.sim_seconds:6.1f} s  all {rep.seconds:6.1f} s",
-              flush=True)
-        run["seconds"] = round(time.perf_counter() - t_all, 1)
-        if args.json:
-            tmp = Path(args.json + ".part")
-            tmp.write_text(json.dumps(run, indent=1))
-            tmp.replace(args.json)
-    bad = sum(len(r["mismatches"]) for r in rows)
-    print(f"{len(rows)} pairs, {sum(r['dots'] for r in rows):,} dot products, {bad} "
-          f"mismatches, {time.perf_counter() - t_all:.0f} s")
-    return 1 if bad else 0
+    record, rep = run_campaign(
+        parse_pairs(args.pairs), dots=args.dots, chunk=100_000 if args.bulk else 20_000,
+        lanes=args.lanes, stages=args.stages, sim=args.sim, bulk=args.bulk, seed=SEED,
+        store=args.store or Path(args.out) / "store", executor=args.executor,
+        workers=args.workers, scheduler=args.scheduler, cluster_spec=args.cluster_spec,
+        cache=args.cache, out=args.out,
+        command="python -m testbenches.campaign " + " ".join(
+            argv if argv is not None else sys.argv[1:]))
+    print(summary(record, rep), flush=True)
+    if args.json:
+        write_text(args.json, json.dumps(record, indent=1))
+    bad = sum(len(r["mismatches"]) for r in record["pairs"])
+    return 1 if bad or rep.failed else 0
 
 
 def _commit() -> str:

@@ -20,7 +20,7 @@ from mxsim.engine import fast
 from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
-__all__ = ["CONSTRUCTIONS", "Draft", "stimulus"]
+__all__ = ["CONSTRUCTIONS", "Draft", "stimulus", "stimulus_dots"]
 
 
 @dataclass
@@ -255,6 +255,22 @@ CONSTRUCTIONS: dict[str, Callable[[Draft], None]] = {
 }
 
 
+def _layout(spec: UnitSpec, dots: int) -> tuple[list[str], int, int]:
+    """The generator families, the side of a batch entry and the entries per family of a
+    :func:`stimulus` of about ``dots`` dot products."""
+    fams = [f for f in vectors.FAMILIES
+            if spec.scale_format is not None or f not in ("nan-scale", "scale-extremes")]
+    side = 16 if dots >= 20000 else 4           # big sets: fewer, larger batch entries
+    return fams, side, max(1, dots // (len(fams) + 2) // (side * side))
+
+
+def stimulus_dots(spec: UnitSpec, dots: int) -> int:
+    """How many dot products :func:`stimulus` makes when asked for about ``dots`` (without
+    making them: a campaign plans its chunks from it)."""
+    fams, side, per = _layout(spec, dots)
+    return per * (len(fams) + 2) * side * side
+
+
 def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0,
              with_c: bool = True) -> VectorSet:
     """About ``dots`` dot products of ``blocks`` K-blocks each, constrained-random: every
@@ -265,10 +281,7 @@ def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0,
     zero C under exactly cancelling products, for units without specials the all-ones
     codes). With ``with_c=False`` (a design that takes no C) every C is +0, and two more
     constructions make what C made: subnormal results (by the scales) and round carries."""
-    fams = [f for f in vectors.FAMILIES
-            if spec.scale_format is not None or f not in ("nan-scale", "scale-extremes")]
-    side = 16 if dots >= 20000 else 4           # big sets: fewer, larger batch entries
-    per = max(1, dots // (len(fams) + 2) // (side * side))
+    fams, side, per = _layout(spec, dots)
     suite = vectors.generate_suite(fams + ["normal", "max"], count=per, seed=seed,
                                    a_format=spec.a_format, b_format=spec.b_format, m=side,
                                    n=side, k=spec.k * blocks, scale_format=spec.scale_format,

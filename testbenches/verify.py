@@ -35,7 +35,7 @@ from .backend import (
     design_tag,
 )
 
-__all__ = ["Report", "verify", "backend_for", "minimal_set", "failing_dots"]
+__all__ = ["Report", "verify", "backend_for", "minimal_set", "failing_dots", "chunk_plan"]
 
 #: (valid probability, ready probability) per chunk, in turn.
 PRESSURE = ((1.0, 1.0), (0.8, 0.7), (0.4, 0.3), (0.9, 0.5), (0.5, 0.9))
@@ -157,24 +157,35 @@ def backend_for(sim: str = "verilator", *, bulk: bool = False, waves: bool = Fal
 
 
 def _chunks(spec: UnitSpec, dots: int, chunk: int, seed: int, replay: VectorSet | None,
-            backend: Backend):
-    """``(index, vector set, stimulus)`` of every chunk (see the module docstring); a
-    backend whose design chains no instructions gets one block per dot product, and one that
-    takes no C a C of +0."""
+            backend: Backend, only: range | None = None):
+    """``(index, vector set, stimulus)`` of every chunk (of those ``only`` names; see the
+    module docstring); a backend whose design chains no instructions gets one block per dot
+    product, and one that takes no C a C of +0."""
     if replay is not None:
         valid_p, ready_p = PRESSURE[1]
         yield 0, replay, Stimulus.random(seed * 100003, valid_p=valid_p, ready_p=ready_p)
         return
-    i, done = 0, 0
     most = backend.max_blocks or 3
-    while done < dots:
+    for i, asked in enumerate(chunk_plan(spec, dots, chunk)):
+        if only is not None and i not in only:
+            continue
         s = seed * 100003 + i
-        vs = coverage.stimulus(spec, min(chunk, dots - done), blocks=1 + i % most, seed=s,
+        vs = coverage.stimulus(spec, asked, blocks=1 + i % most, seed=s,
                                with_c=backend.takes_c)
         valid_p, ready_p = PRESSURE[i % len(PRESSURE)]
         yield i, vs, Stimulus.random(s, valid_p=valid_p, ready_p=ready_p)
-        done += vs.num_dots
-        i += 1
+
+
+def chunk_plan(spec: UnitSpec, dots: int, chunk: int) -> list[int]:
+    """The dot products asked of each chunk of a run of ``dots`` in chunks of ``chunk`` (a
+    chunk makes :func:`testbenches.stimulus.stimulus_dots` of them, so the last one asks for
+    what the others left): a campaign splits a run by chunk index with the same stimulus."""
+    from .stimulus import stimulus_dots
+    out, done = [], 0
+    while done < dots:
+        out.append(min(chunk, dots - done))
+        done += stimulus_dots(spec, out[-1])
+    return out
 
 
 def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None,
@@ -182,7 +193,8 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
            out_dir: str | Path = "mxsim-verify", bulk: bool = False,
            progress: bool | None = None, replay: VectorSet | None = None,
            waves: bool = False, fault: str | None = None, keep_failing: bool = True,
-           backend: Backend | None = None, replay_command: str | None = None) -> Report:
+           backend: Backend | None = None, replay_command: str | None = None,
+           chunks: range | None = None) -> Report:
     """Verify the RTL of ``spec`` built as ``microarch``, a design the RTL builds (as
     :func:`mxsim.design.resolve_design` resolves and checks it; see the module docstring).
 
@@ -190,7 +202,9 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
     (:func:`backend_for`). ``fault`` builds a mutant instead (testbenches.mutants);
     ``keep_failing=False`` skips writing the failing set and its waveform. A foreign design
     (a backend with a ``design`` name) is named by it in file names, and its replay line is
-    ``replay_command`` (the command that names the design) with ``--replay FILE --waves``."""
+    ``replay_command`` (the command that names the design) with ``--replay FILE --waves``.
+    ``chunks``: run only the chunks of these indices (of the run of ``dots``, each with its own
+    stimulus, as a campaign task does)."""
     backend = backend or backend_for(sim, bulk=bulk, waves=waves)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -204,7 +218,7 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
         backend.build(spec, microarch, out, fault=fault)
     bar = Progress(dots if replay is None else replay.num_dots, show, label="verify")
     bar.update(0)
-    for i, vs, stimulus in _chunks(spec, dots, chunk, seed, replay, backend):
+    for i, vs, stimulus in _chunks(spec, dots, chunk, seed, replay, backend, chunks):
         run = backend.run(vs, stimulus, name=f"chunk{i}")
         rep.add(run)
         rep.coverage.merge(coverage.measure(spec, vs, run.trace, microarch.lanes,

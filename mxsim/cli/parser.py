@@ -142,6 +142,21 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
                     help="run exactly this vector set (a failing set a run wrote)")
     ve.add_argument("--waves", action="store_true", help="write a waveform (FST/VCD)")
     add_allow_large(ve)
+    ve.add_argument("--campaign", nargs="?", const="all", default=None, metavar="PAIRS",
+                    help="every supported format pair (or a list: e4m3xe5m2,int8xint8) "
+                         "through the bulk harness as campaign tasks on a Dask cluster "
+                         "(docs/verification.md); --vectors per pair")
+    ve.add_argument("--workers", type=int_range(1), default=None, metavar="N",
+                    help="with --campaign: local Dask workers (default: one per core)")
+    ve.add_argument("--scheduler", default=None, metavar="ADDR",
+                    help="with --campaign: a running Dask scheduler, tcp://HOST:PORT")
+    ve.add_argument("--cluster-spec", default=None, metavar="FILE",
+                    help="with --campaign: a dask-jobqueue cluster (docs/campaigns.md)")
+    ve.add_argument("--store", default=None, metavar="DIR",
+                    help="with --campaign: the result store (default: OUT/store)")
+    ve.add_argument("--build-cache", default=None, metavar="DIR",
+                    help="with --campaign: the Verilator build cache, shared by the workers "
+                         "(default: ~/.cache/mxsim/builds on each machine)")
 
     ex = add("explore", exploring.cmd_explore,
              "sweep unit designs over workloads: accuracy (engine), area (Yosys on the RTL) and "

@@ -4,6 +4,9 @@ model."""
 from __future__ import annotations
 
 import argparse
+import json
+import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -106,6 +109,44 @@ def _verify_foreign(args: argparse.Namespace) -> int:
     return 0 if rep.passed else 1
 
 
+_SCHEDULER = re.compile(r"^([a-z]+://)?[\w.\-\[\]:]*[\w\]]:\d{1,5}$")
+
+
+def _verify_campaign(args: argparse.Namespace) -> int:
+    """``verify --campaign``: every pair's run as tasks of mxsim.campaign (testbenches.campaign)."""
+    given = [f"--{n.replace('_', '-')}" for n in ("unit", "a_format", "b_format", "rtl", "replay")
+             if getattr(args, n) is not None] + (["--waves"] if args.waves else [])
+    if given:
+        raise MxsimError(f"--campaign runs the documented unit of every pair; it takes no "
+                         f"{', '.join(given)}")
+    if args.sim != "verilator":
+        raise MxsimError(f"--campaign runs the bulk C++ harness on Verilator, not --sim "
+                         f"{args.sim}")
+    if args.scheduler is not None and not _SCHEDULER.match(args.scheduler):
+        raise MxsimError(f"{args.scheduler!r} is not a scheduler address; give "
+                         f"tcp://HOST:PORT")
+    if args.vectors < 1:
+        raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
+    try:
+        from testbenches import campaign
+    except ImportError:
+        raise MxsimError("verification needs the rtl extra (pip install -e '.[rtl]', or run "
+                         "`make demo`)") from None
+    pairs = campaign.parse_pairs(args.campaign)
+    out = out_dir(args.out)
+    record, rep = campaign.run_campaign(
+        pairs, dots=args.vectors, chunk=args.chunk, lanes=args.lanes, stages=args.stages,
+        sim="verilator", bulk=True, seed=args.seed, store=args.store or out / "store",
+        workers=args.workers, scheduler=args.scheduler, cluster_spec=args.cluster_spec,
+        cache=args.build_cache, out=str(out), progress=None if not args.json else False,
+        command="mxsim " + " ".join(sys.argv[1:]))
+    write_text(out / "campaign.json", json.dumps(record, indent=1))
+    emit(args, campaign.summary(record, rep) + f"\n  record      {out / 'campaign.json'}",
+         record)
+    bad = sum(r["value_mismatches"] + r["cycle_mismatches"] for r in record["pairs"])
+    return 1 if bad or rep.failed else 0
+
+
 def cmd_rtl(args: argparse.Namespace) -> int:
     """Verilog of a unit (and its lint and Yosys statistics)."""
     if args.output is None and not args.stats:
@@ -168,6 +209,11 @@ def cmd_rtl(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     """RTL against the model through cocotb (or the bulk harness): exit 0 only on zero
     mismatches."""
+    if args.campaign is not None:
+        return _verify_campaign(args)
+    if args.workers or args.scheduler or args.cluster_spec or args.store or args.build_cache:
+        raise MxsimError("--workers, --scheduler, --cluster-spec, --store and --build-cache "
+                         "go with --campaign")
     if args.rtl is not None:
         return _verify_foreign(args)
     unit, spec, ua = rtl_unit(args)
