@@ -144,6 +144,11 @@ def test_cli_cluster_options(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("mxsim: error: ") and err.count("\n") == 1, err
     assert "nowhere://x" in err
+    assert cli.main(["explore", str(path), "-o", str(tmp_path / "o"), "--no-progress",
+                     "--cluster-spec", str(tmp_path / "missing.toml")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mxsim: error: ") and err.count("\n") == 1, err
+    assert "missing.toml: cannot read the cluster spec" in err
 
 
 def test_a_failing_task_is_reported_once_and_the_rest_kept(sweep, tmp_path):

@@ -57,10 +57,11 @@ def cmd_explore(args: argparse.Namespace) -> int:
         print(f"mxsim: {e}", file=sys.stderr)
         return 130
     front = [r for r in res.rows if r["pareto"]]
+    where = (f" ({res.executor}, {res.workers} worker{'s' if res.workers > 1 else ''})"
+             if any(res.computed.values()) else "")
     lines = [f"{len(res.rows)} points ({len(sweep.designs)} designs, "
              f"{len({r['rtl_hash'] for r in res.rows})} RTL configurations, "
-             f"{len(sweep.workloads)} workloads) in {res.seconds:.0f} s ({res.executor}, "
-             f"{res.workers} worker{'s' if res.workers > 1 else ''}): "
+             f"{len(sweep.workloads)} workloads) in {res.seconds:.0f} s{where}: "
              f"{res.computed['area']} syntheses and {res.computed['accuracy']} accuracy runs, "
              f"{res.reused['area'] + res.reused['accuracy']} cached",
              f"Pareto front: {len(front)} points"]
