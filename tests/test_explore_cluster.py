@@ -78,7 +78,7 @@ AREA = explore.AreaCost(fake_verilog, fake_synthesis)
 def cluster():
     """One scheduler and two single-threaded worker processes on the loopback address."""
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  host="127.0.0.1", dashboard_address=None) as c:
+                                  host="127.0.0.1", dashboard_address="127.0.0.1:0") as c:
         yield c
 
 
