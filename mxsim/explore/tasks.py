@@ -6,9 +6,11 @@ Yosys's, so this package never imports ``hdl``; a task names them by their dotte
 a worker resolves. Areas are cached by the hash of the Verilog text and the synthesis tools'
 versions (``cache/area/HASH-FPGA.json``, written by the worker that ran Yosys: points that
 differ only in workload share it, and each Verilog is kept as ``cache/rtl/HASH.v``), with an
-index from a design's RTL key to that hash (``cache/index/``) that spares regenerating it on
-resume; accuracies by the hash of the spec and the workload (``cache/accuracy/``). That layout
-is the campaign's store (:class:`_Cache`): a finished task is free on resume or a second run.
+index from the area task's key (the design's RTL key, the FPGA, the tools' versions and the
+area functions) to that hash (``cache/index/KEY.json``) that spares regenerating it on resume;
+accuracies by their task key, a hash of the spec and the workload (``cache/accuracy/``). That
+layout is the campaign's store (:class:`_Cache`): a finished task is free on resume or a second
+run.
 The tasks run in this process, on a local Dask cluster or on an existing one. A sweep that is
 stopped (Ctrl-C) keeps what it finished; the same command resumes it. Workers keep their
 Verilog and syntheses in the same ``cache`` folder: on a cluster, put ``OUT`` on a shared
