@@ -149,7 +149,7 @@ def _start(workers: int | None, scheduler: str | None,
     from distributed import Client
     if scheduler:
         try:
-            client = Client(scheduler, timeout="20s")
+            client = Client(scheduler, timeout="20s", set_as_default=False)
         except (OSError, TimeoutError, ValueError) as exc:
             raise ClusterError(f"cannot reach the Dask scheduler at {scheduler} ({exc})") from None
         return None, client, len(client.scheduler_info().get("workers", {})), "scheduler"
@@ -157,10 +157,10 @@ def _start(workers: int | None, scheduler: str | None,
         spec = load_cluster_spec(cluster_spec)
         cluster = build_jobqueue(spec)
         cluster.scale(n=workers or spec.workers)
-        return cluster, Client(cluster), workers or spec.workers, spec.kind
+        return cluster, Client(cluster, set_as_default=False), workers or spec.workers, spec.kind
     n = workers or os.cpu_count() or 1
     cluster = _local_cluster(n)
-    return cluster, Client(cluster), n, "local"
+    return cluster, Client(cluster, set_as_default=False), n, "local"
 
 
 @contextmanager

@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..progress import clock
-
 __all__ = ["Report", "Failure"]
 
 
@@ -28,9 +26,11 @@ class Report:
 
     ``tasks`` distinct tasks; ``done`` computed in this run, ``cached`` found in the store,
     ``failed`` the deterministic failures; ``results`` maps each finished key (computed or
-    cached) to its result; ``seconds`` is the wall time, ``task_seconds`` the sum of the
-    computed tasks' own times (``timings``: label, seconds, worker), so ``speedup`` is how many
-    workers were busy on average.
+    cached) to its result; ``seconds`` is the wall time, ``startup`` the part of it spent
+    starting or reaching the cluster, ``compute`` the part from then to the last result (the
+    rest is closing the cluster), ``task_seconds`` the sum of the computed tasks' own times
+    (``timings``: label, seconds, worker), so ``speedup`` (task seconds over ``compute``) is how
+    many workers were busy on average.
     """
 
     tasks: int = 0
@@ -39,6 +39,8 @@ class Report:
     failed: list[Failure] = field(default_factory=list)
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     seconds: float = 0.0
+    startup: float = 0.0
+    compute: float = 0.0
     task_seconds: float = 0.0
     workers: int = 1
     dashboard: str | None = None
@@ -47,8 +49,8 @@ class Report:
 
     @property
     def speedup(self) -> float:
-        """Sum of task seconds over wall seconds (0 when nothing was computed)."""
-        return self.task_seconds / self.seconds if self.seconds > 0 else 0.0
+        """Sum of task seconds over the computing wall time (0 when nothing ran)."""
+        return self.task_seconds / self.compute if self.compute > 0 else 0.0
 
     @property
     def ok(self) -> bool:
@@ -59,7 +61,9 @@ class Report:
             "tasks": self.tasks, "done": self.done, "cached": self.cached,
             "failed": [{"label": f.label, "error": f.error, "replay": f.replay}
                        for f in self.failed],
-            "seconds": round(self.seconds, 3), "task_seconds": round(self.task_seconds, 3),
+            "seconds": round(self.seconds, 3), "startup": round(self.startup, 3),
+            "compute": round(self.compute, 3),
+            "task_seconds": round(self.task_seconds, 3),
             "speedup": round(self.speedup, 2), "workers": self.workers,
             "executor": self.executor, "dashboard": self.dashboard,
             "timings": [{"label": lb, "seconds": round(s, 3), "worker": w}
@@ -72,12 +76,12 @@ class Report:
         times = sorted(s for _, s, _ in self.timings)
         median = times[len(times) // 2] if times else 0.0
         lines = [
-            "| tasks | computed | cached | failed | workers | wall | task time | median task "
-            "| speed-up |",
+            "| tasks | computed | cached | failed | workers | wall (start-up, computing) "
+            "| task time | median task | speed-up |",
             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             f"| {self.tasks:,} | {self.done:,} | {self.cached:,} | {len(self.failed):,} "
-            f"| {self.workers} | {clock(self.seconds)} | {clock(self.task_seconds)} "
-            f"| {median:.2f} s | {self.speedup:.1f}x |",
+            f"| {self.workers} | {self.seconds:.1f} s ({self.startup:.1f} s, {self.compute:.1f} s) "
+            f"| {self.task_seconds:.1f} s | {median:.2f} s | {self.speedup:.1f}x |",
         ]
         if self.failed:
             lines += ["", "Failed (deterministic; not retried):", ""]

@@ -52,6 +52,11 @@ class _Loop:
     def __init__(self, store: Store, report: Report, bar: Progress, by_key: dict[str, Task]):
         self.store, self.report, self.bar, self.by_key = store, report, bar, by_key
         self.finished = report.cached
+        self.t0 = time.perf_counter()
+
+    def timed(self) -> None:
+        """The computing time so far: from the workers' start to the last result."""
+        self.report.compute = time.perf_counter() - self.t0
 
     def record(self, task: Task, outcome: dict[str, Any]) -> None:
         seconds = float(outcome.get("seconds", 0.0))
@@ -67,6 +72,7 @@ class _Loop:
             self.report.failed.append(Failure(task.name, str(outcome.get("error", "")),
                                               task.replay))
         self.finished += 1
+        self.timed()
         failed = len(self.report.failed)
         self.bar.update(self.finished, note=f"{failed} failed" if failed else "")
 
@@ -79,17 +85,20 @@ def _run_inprocess(loop: _Loop, pending: Sequence[Task]) -> None:
 def _run_dask(loop: _Loop, pending: Sequence[Task], workers: int | None, scheduler: str | None,
               cluster_spec: Any) -> None:
     from distributed import as_completed
+    t0 = time.perf_counter()
     with connect(workers, scheduler, cluster_spec) as conn:
         loop.report.workers, loop.report.dashboard = conn.workers, conn.dashboard
         loop.report.executor = conn.kind
+        loop.report.startup = time.perf_counter() - t0
+        loop.t0 = loop.bar.t0 = time.perf_counter()   # the ETA from the work, not the start-up
         if conn.dashboard and loop.bar.enabled:
-            print(f"  Dask dashboard: {conn.dashboard}", file=sys.stderr, flush=True)
+            print(f"\r\x1b[K  Dask dashboard: {conn.dashboard}", file=sys.stderr, flush=True)
         paths = _paths()
         futures = [conn.client.submit(execute, t.fn, dict(t.args), paths, pure=False,
                                       key=f"mxsim-task-{t.key}") for t in pending]
         by_future = {f.key: loop.by_key[f.key.removeprefix("mxsim-task-")] for f in futures}
         try:
-            for future in as_completed(futures):
+            for future in as_completed(futures, loop=conn.client.loop):
                 task = by_future[future.key]
                 try:
                     outcome = future.result()
