@@ -304,7 +304,7 @@ def test_resume_after_an_interrupt_recomputes_nothing_finished(swept, tmp_path):
             raise KeyboardInterrupt
 
     with pytest.raises(explore.Interrupted, match="3 of 8 tasks finished"):
-        explore.run(sw, out, area=AREA, jobs=2, progress=False,
+        explore.run(sw, out, area=AREA, jobs=1, progress=False,
                     on_done=stop_after_three)
     assert len(list((out / "cache" / "accuracy").glob("*.json"))) == 3
     assert not list(out.glob("**/.*.tmp"))                  # nothing half-written

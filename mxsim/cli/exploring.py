@@ -50,15 +50,18 @@ def cmd_explore(args: argparse.Namespace) -> int:
         return 0
     try:
         res = explore.run(sweep, out, area=explore.AreaCost(explore_verilog, explore_synthesis),
-                          jobs=args.jobs, fresh=args.fresh,
+                          jobs=args.jobs, fresh=args.fresh, scheduler=args.scheduler,
+                          cluster_spec=args.cluster_spec,
                           progress=False if args.json or args.no_progress else None)
     except explore.Interrupted as e:
         print(f"mxsim: {e}", file=sys.stderr)
         return 130
     front = [r for r in res.rows if r["pareto"]]
+    where = (f" ({res.executor}, {res.workers} worker{'s' if res.workers > 1 else ''})"
+             if any(res.computed.values()) else "")
     lines = [f"{len(res.rows)} points ({len(sweep.designs)} designs, "
              f"{len({r['rtl_hash'] for r in res.rows})} RTL configurations, "
-             f"{len(sweep.workloads)} workloads) in {res.seconds:.0f} s: "
+             f"{len(sweep.workloads)} workloads) in {res.seconds:.0f} s{where}: "
              f"{res.computed['area']} syntheses and {res.computed['accuracy']} accuracy runs, "
              f"{res.reused['area'] + res.reused['accuracy']} cached",
              f"Pareto front: {len(front)} points"]
@@ -68,6 +71,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
     lines.append(engines)
     lines.append(f"report: {Path(out) / 'report.md'}")
     emit(args, "\n".join(lines), {"out": out, "seconds": res.seconds, "computed": res.computed,
+                                  "executor": res.executor, "workers": res.workers,
                                   "engine_paths": paths,
                                   "reused": res.reused, "files": res.files,
                                   "pareto": [{k: r[k] for k in ("label", "workload", "error",

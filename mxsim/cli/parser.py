@@ -165,7 +165,15 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
     ex.add_argument("-o", "--out", default=None, metavar="DIR",
                     help="results, plots, report and cache (default: results/NAME)")
     ex.add_argument("-j", "--jobs", type=int_range(1), default=None, metavar="N",
-                    help="points run in parallel (default: one per core)")
+                    help="tasks run in parallel: N local Dask workers, 1 in this process "
+                         "(default: one worker per core)")
+    ex.add_argument("--workers", type=int_range(1), dest="jobs", metavar="N",
+                    help="the same as -j")
+    ex.add_argument("--scheduler", default=None, metavar="ADDR",
+                    help="run the tasks on a running Dask scheduler (tcp://HOST:8786)")
+    ex.add_argument("--cluster-spec", default=None, metavar="FILE",
+                    help="run the tasks on a dask-jobqueue cluster (SLURM, LSF, ...) built "
+                         "from FILE (docs/campaigns.md)")
     ex.add_argument("--fresh", action="store_true", help="discard the cache and rerun all")
     ex.add_argument("--check", action="store_true",
                     help="only read and check the sweep file")

@@ -12,7 +12,8 @@ from those same objects:
   ``hdl``); latency and initiation interval from the micro-architecture;
 - **throughput** (:mod:`.metrics`): :func:`mxsim.cycle.gemm` of the whole GEMM on an array.
 
-:func:`run` runs the points not already cached (:mod:`.tasks`) and writes the tables, the
+:func:`run` runs the points not already cached as :mod:`mxsim.campaign` tasks (:mod:`.tasks`:
+in this process, on a local Dask cluster or on an existing one) and writes the tables, the
 plots and the report (:mod:`.report`).
 """
 
@@ -26,22 +27,26 @@ from .designs import Design, Reference
 from .metrics import accuracy, mark_pareto, metrics, throughput
 from .report import SCHEMA
 from .sweep import Sweep, SweepError, load
-from .tasks import AreaCost, Interrupted, Results, Synthesis, measure_area
+from .tasks import AreaCost, Interrupted, Results, SweepFailed, Synthesis, measure_area
 from .workloads import DISTRIBUTIONS, LAYERS, Workload, floats, quantised
 
-__all__ = ["SweepError", "Interrupted", "Workload", "Design", "Reference", "Sweep", "Results",
-           "AreaCost", "Synthesis", "load", "run", "accuracy", "metrics", "throughput",
-           "measure_area", "mark_pareto", "floats", "quantised", "LAYERS", "DISTRIBUTIONS",
-           "SCHEMA"]
+__all__ = ["SweepError", "Interrupted", "SweepFailed", "Workload", "Design", "Reference",
+           "Sweep", "Results", "AreaCost", "Synthesis", "load", "run", "accuracy", "metrics",
+           "throughput", "measure_area", "mark_pareto", "floats", "quantised", "LAYERS",
+           "DISTRIBUTIONS", "SCHEMA"]
 
 
 def run(sweep: Sweep, out: str | os.PathLike, *, area: AreaCost, jobs: int | None = None,
         progress: bool | None = None, fresh: bool = False,
-        on_done: Callable[[int], None] | None = None) -> Results:
+        on_done: Callable[[int], None] | None = None, scheduler: str | None = None,
+        cluster_spec: str | None = None) -> Results:
     """Run every point of ``sweep`` not already in ``out/cache`` (areas through ``area``);
-    write the table, the Pareto front, the plots and the report into ``out``. ``on_done(n)``
-    is called after the n-th task finishes (tests use it to interrupt a sweep)."""
+    write the table, the Pareto front, the plots and the report into ``out``. The tasks run
+    in this process (``jobs=1``), on a local Dask cluster of ``jobs`` workers (default: one per
+    core), on a running ``scheduler`` or on a dask-jobqueue ``cluster_spec``
+    (:func:`tasks.run`). ``on_done(n)`` is called after the n-th task finishes (tests use it
+    to interrupt a sweep)."""
     res = tasks.run(sweep, out, area=area, jobs=jobs, progress=progress, fresh=fresh,
-                    on_done=on_done)
+                    on_done=on_done, scheduler=scheduler, cluster_spec=cluster_spec)
     res.files = report.write(res)
     return res
