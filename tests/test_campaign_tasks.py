@@ -187,14 +187,17 @@ def test_ctrl_c_exits_130_and_keeps_only_finished_results(tmp_path):
     cluster (2 worker processes started by `run`) included; no worker prints a traceback."""
     store = tmp_path / "s"
     proc = subprocess.Popen([sys.executable, "-m", "mxsim.campaign", "demo", "--tasks", "8",
-                             "--rounds", "500", "--sleep", "0.7", "--store", str(store),
+                             "--rounds", "500", "--sleep", "2", "--store", str(store),
                              "--executor", "local", "--workers", "2"],
                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    deadline = time.monotonic() + 25
+    # The first result shows the cluster is up; the other tasks (2 s each, 2 workers) still
+    # need seconds, so the signal lands mid-run even on a loaded machine.
+    deadline = time.monotonic() + 90
     while not list(store.glob("??/*.json")) and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert proc.poll() is None, "the campaign ended before it could be interrupted"
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
