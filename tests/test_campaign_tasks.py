@@ -182,6 +182,13 @@ def test_a_deterministic_failure_is_reported_once_with_its_replay(cluster, tmp_p
     assert replayed.returncode == 1 and "planted failure" in replayed.stdout
 
 
+def _terminal_sigint() -> None:
+    """SIGINT as a terminal's foreground process has it. A test run started in the background
+    of a non-interactive shell (CI) inherits SIGINT ignored, which exec keeps: the campaign
+    would never see the Ctrl-C this test sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_exits_130_and_keeps_only_finished_results(tmp_path):
     """Ctrl-C on a terminal: SIGINT to the whole process group, the campaign's own local
     cluster (2 worker processes started by `run`) included; no worker prints a traceback."""
@@ -191,7 +198,7 @@ def test_ctrl_c_exits_130_and_keeps_only_finished_results(tmp_path):
                              "--executor", "local", "--workers", "2"],
                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_terminal_sigint)
     # The first result shows the cluster is up; the other tasks (2 s each, 2 workers) still
     # need seconds, so the signal lands mid-run even on a loaded machine.
     deadline = time.monotonic() + 90
