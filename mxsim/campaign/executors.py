@@ -149,7 +149,10 @@ def _local_cluster(workers: int) -> Any:
 
 def _reachable(address: str) -> None:
     """Fail in a second, not after Dask's 20 s of retries, when nothing listens at a
-    ``tcp://HOST:PORT`` address (a typo, a scheduler not started yet)."""
+    ``tcp://HOST:PORT`` address (a typo, a scheduler not started yet). An address without a
+    scheme is TCP, as Dask reads it."""
+    if "://" not in address:
+        address = "tcp://" + address
     if not address.startswith("tcp://"):
         return
     rest = address[len("tcp://"):]
