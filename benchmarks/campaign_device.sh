@@ -15,10 +15,9 @@ set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
-export MXSIM_COMMIT=${MXSIM_COMMIT:-unknown}
 OUT=${OUT:-build/device-out}
 mkdir -p "$OUT"
-echo "cpus $(nproc); $(g++ --version | head -1); $(python3 --version)"
+echo "cpus $(nproc) ($(lscpu | grep -E '^(Thread|Core|Socket|Model name)' | tr -s ' ' | paste -sd';')); $(g++ --version | head -1); $(python3 --version)"
 case ${1:-bench} in
 bench)
     python3 benchmarks/bench_campaign.py --workers 1,2,4,8,16 --tasks 192 --rounds 800000 \

@@ -237,7 +237,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _commit() -> str:
     """HEAD (``+dirty`` with uncommitted changes), or ``MXSIM_COMMIT`` for a copy of the
-    checkout without its git folder (what the device tool sends)."""
+    checkout whose git folder is not its own (what the device tool sends), when set."""
+    if os.environ.get("MXSIM_COMMIT"):
+        return os.environ["MXSIM_COMMIT"]
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                              check=True, cwd=Path(__file__).parent).stdout.strip()
@@ -246,7 +248,7 @@ def _commit() -> str:
                                cwd=Path(__file__).parent).stdout.strip()
         return out + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("MXSIM_COMMIT", "unknown")
+        return "unknown"
 
 
 def _executor_rows(run: dict) -> list[str]:
