@@ -3,6 +3,7 @@
 # the device tool): the scaling benchmark and the 36-pair x 1,000,000-vector campaign.
 #
 #   bash benchmarks/campaign_device.sh bench      # bench_campaign.py, 1..16 workers, spin + engine
+#   bash benchmarks/campaign_device.sh bench-verify  # the same for verification tasks (RTL)
 #   bash benchmarks/campaign_device.sh verify     # the 36-pair campaign on 16 local workers
 #
 # The wheels the machine lacks travel in .whl/ (pinned as in requirements.lock; downloaded for
@@ -24,6 +25,10 @@ bench)
         --json > "$OUT/bench_campaign_spin.json" || exit 1
     python3 benchmarks/bench_campaign.py --workers 1,2,4,8,16 --tasks 128 --workload engine \
         --json > "$OUT/bench_campaign_engine.json" || exit 1
+    ;;
+bench-verify)
+    python3 benchmarks/bench_campaign.py --workers 1,2,4,8,16 --workload verify --tasks 16 \
+        --dots 300000 --json > "$OUT/bench_campaign_verify.json" || exit 1
     ;;
 verify)
     python3 -m testbenches.campaign --dots 1000000 --lanes 32 --stages 1 \
