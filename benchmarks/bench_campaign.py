@@ -175,12 +175,16 @@ def table(run: dict[str, Any]) -> str:
     lines = [f"{m['workload']}, {m['tasks']} tasks, {m['cpus']} CPUs ({m['dask']}), load average "
              f"{m['load_average'][0]:.1f} before / {m['load_average'][1]:.1f} after; identical "
              f"results on every worker count: {'yes' if m['identical_results'] else 'NO'}", "",
-             "| workers | start-up | wall | tasks/s | speed-up | busy workers |",
-             "|---:|---:|---:|---:|---:|---:|"]
+             "| workers | start-up | wall | tasks/s | speed-up | busy workers "
+             "| time per task |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    one = next((r["task_s"] / r["tasks"] for r in run["rows"] if r["workers"] == 1), None)
     for r in run["rows"]:
         sp = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
+        per = r["task_s"] / r["tasks"]
+        rel = f" ({per / one:.2f}x)" if one else ""
         lines.append(f"| {r['workers']} | {r['startup_s']:.1f} s | {r['wall_s']:.2f} s "
-                     f"| {r['tasks_per_s']:.2f} | {sp} | {r['busy']:.2f} |")
+                     f"| {r['tasks_per_s']:.2f} | {sp} | {r['busy']:.2f} | {per:.2f} s{rel} |")
     return "\n".join(lines) + "\n"
 
 

@@ -258,8 +258,9 @@ def _executor_rows(run: dict) -> list[str]:
     return [f"| executor | {run['tasks']} tasks on {run['workers']} {run['executor']} worker"
             f"{'s' if run['workers'] != 1 else ''} ({run.get('cpus', '?')} CPUs), "
             f"{run['computed']} computed, {run['cached']} from the store; "
-            f"{run['task_seconds'] / 60:.0f} min of task time in {run['seconds'] / 60:.1f} min: "
-            f"speed-up {run['speedup']:.1f}x |"]
+            f"{run['task_seconds'] / 60:.0f} min of task time in {run['seconds'] / 60:.1f} min "
+            f"(cluster start-up included): speed-up {run['speedup']:.1f}x (task time over the "
+            f"computing time) |"]
 
 
 def markdown(run: dict) -> str:
