@@ -5,6 +5,7 @@
 #   bash benchmarks/campaign_device.sh bench      # bench_campaign.py, 1..16 workers, spin + engine
 #   bash benchmarks/campaign_device.sh bench-verify  # the same for verification tasks (RTL)
 #   bash benchmarks/campaign_device.sh verify     # the 36-pair campaign on 16 local workers
+#   bash benchmarks/campaign_device.sh fitsweep   # the fitter's recovery study, 192 drawn specs
 #
 # The wheels the machine lacks travel in .whl/ (pinned as in requirements.lock; downloaded for
 # CPython 3.12 manylinux with `pip download --no-deps`): dask, distributed, partd, locket, tblib,
@@ -34,6 +35,10 @@ verify)
     python3 -m testbenches.campaign --dots 1000000 --lanes 32 --stages 1 \
         --workers 16 --out build/campaign16 --json "$OUT/campaign.json" \
         2>&1 | tail -n 60
+    ;;
+fitsweep)
+    python3 -m mxsim.fitsweep drawn --specs 192 --rows 16 --workers 16 --store build/fitsweep \
+        --json "$OUT/fitsweep_drawn.json" 2>&1 | tail -n 8
     ;;
 smoke)
     python3 -m testbenches.campaign --pairs e4m3xe2m1 --dots 200000 --workers 2 \
