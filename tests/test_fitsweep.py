@@ -89,3 +89,22 @@ def test_drawn_trials_are_the_studys_and_draw_from_their_own_seeds():
         {"exact": False, "identical": False, "named": False, "fresh_equal": False}])
     assert counts == {"drawn": 3, "output-equivalent": 2, "identical": 1,
                       "differences named": 2, "fresh-equal": 1}
+
+
+def test_recovery_study_at_scale_in_the_docs_is_the_committed_run():
+    """docs/findings.md's paragraph is mxsim.fitsweep.markdown of the committed record (the
+    16-worker run), whose counts follow from its trials."""
+    import re
+    from pathlib import Path
+    root = Path(__file__).parents[1]
+    text = (root / "docs" / "findings.md").read_text()
+    blocks = re.findall(r"<!-- fitsweep: (\S+) -->\n(.*?)\n<!-- fitsweep: end -->", text, re.S)
+    assert len(blocks) == 1
+    record = json.loads((root / blocks[0][0]).read_text())
+    assert blocks[0][1] == fitsweep.markdown(record)
+    assert fitsweep.summarise_drawn(record["trials"]) == record["counts"]
+    assert record["campaign"]["done"] == record["counts"]["drawn"] == len(record["trials"])
+    # the words "differ in two or more parameters at once" hold for every unnamed fit
+    assert all(len(t["differ"]) >= 2 for t in record["trials"] if t["exact"] and not t["named"])
+    seeds = sorted(t["seed"] for t in record["trials"])
+    assert seeds == list(range(len(seeds)))
