@@ -34,7 +34,7 @@ test: $(VENV)/.stamp-test
 	$(PY) -m mxsim.versions --diff $(LOCK)
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/ruff check --quiet .
-	$(PY) -m pytest -n 2 --dist loadfile
+	$(PY) -m pytest -n 2 --dist loadfile --durations=25
 
 # The newest release of every dependency (torch stays at pyproject's pin, the CPU build):
 # lists each version that differs from requirements.lock, then runs the whole suite.
