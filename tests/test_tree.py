@@ -180,3 +180,21 @@ def test_group_inf_times_zero_scale_is_nan(reduce):
                    a_scale=np.array([[0x00]], np.uint8), b_scale=np.array([[0x38]], np.uint8),
                    scale_format="ue4m3", block=16)
     assert _twins(unit, vs).tolist() == [[0x7FFFFFFF]]
+
+
+@pytest.mark.parametrize("reduce", ["chain", "tree"])
+def test_group_term_times_a_zero_scale_keeps_its_sums_sign(reduce):
+    """IEEE zero signs: a group whose exact sum is negative, times a zero UE4M3 scale, is -0
+    (so -0 groups and a -0 C give -0); a group whose products cancel is +0. Both engines (a
+    case Hypothesis found where the reference once made every zero group +0)."""
+    unit = UnitSpec(a_format="e4m3", b_format="e4m3", scale_format="ue4m3", block=8, k=16,
+                    group=8, reduce=reduce, frac_bits=None if reduce == "tree" else 20,
+                    c_mode="after", acc_format="e8m14", acc_rounding="rz", zero_sign="ieee")
+    a = np.zeros((2, 16), np.uint8)
+    a[:, 0], a[:, 8] = MINUS_ONE, MINUS_ONE                  # both groups' sums are -1
+    a[1, 1] = ONE                                           # row 1: group 0 cancels to 0
+    vs = VectorSet(a=a, b=np.full((16, 1), ONE, np.uint8), a_format="e4m3", b_format="e4m3",
+                   a_scale=np.zeros((2, 2), np.uint8), b_scale=np.full((2, 1), 0x38, np.uint8),
+                   scale_format="ue4m3", block=8,
+                   c=np.full((2, 1), 0x80000000, np.uint32))
+    assert _twins(unit, vs).tolist() == [[0x80000000], [0x00000000]]

@@ -342,7 +342,10 @@ def _terms(spec: UnitSpec, vs: VectorSet, bt, i, j, idx) -> list[tuple[_Val, int
         all_zero = all(v.q == 0 for v, _ in members)
         if all_zero or scale.q == 0:
             e = spec.e_zero
-        out.append((_Val("num", sum((v.q for v, _ in members), Fraction(0)) * scale.q), e))
+        # A zero term keeps the sign of its exact sum (IEEE: a negative sum times a zero
+        # scale is -0); a sum that cancels to zero is +0.
+        total = sum((v.q for v, _ in members), Fraction(0))
+        out.append((_Val("num", total * scale.q, total < 0), e))
     return out
 
 
