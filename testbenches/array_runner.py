@@ -245,14 +245,15 @@ def check(array: ArraySpec, m: int, n: int, k: int, vs: VectorSet, work: str | P
     return ArrayCheck(s["cycles"], s["waves"], s["outputs"], s["mismatches"], seconds)
 
 
-def amaranth_trace(array: ArraySpec, waves: list[Wave], vs: VectorSet, cycles: int
-                   ) -> Expected:
-    """What the RTL does in Amaranth's simulator for ``cycles`` cycles, offering every wave
-    (``i.valid`` high while waves are left), in the form of :func:`expected`."""
+def amaranth_trace(array: ArraySpec, waves: list[Wave], vs: VectorSet, cycles: int, *,
+                   design: type | None = None) -> Expected:
+    """What the RTL (``design``: ``DotProductArray`` or a subclass) does in Amaranth's
+    simulator for ``cycles`` cycles, offering every wave (``i.valid`` high while waves are
+    left), in the form of :func:`expected`."""
     from amaranth.sim import Simulator
 
     from hdl.array import DotProductArray
-    dut = DotProductArray(array)
+    dut = (design or DotProductArray)(array)
     payloads = wave_payloads(array, waves, vs)
     take, valid, words = [], [], []
 
