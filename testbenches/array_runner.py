@@ -209,12 +209,14 @@ class ArrayCheck:
 
 
 def check(array: ArraySpec, m: int, n: int, k: int, vs: VectorSet, work: str | Path, *,
-          cache: str | Path | None = None, name: str = "run", seed: int = 0) -> ArrayCheck:
+          cache: str | Path | None = None, name: str = "run", seed: int = 0,
+          model: ArraySpec | None = None) -> ArrayCheck:
     """Build (or reuse) the array's RTL and run :mod:`testbenches.array_tb` on the GEMM
-    ``vs``: every cycle against the cycle model."""
+    ``vs``: every cycle against the cycle model (of ``model``, default ``array``: another
+    description shows that the scoreboard catches a different machine)."""
     from cocotb_tools.runner import get_runner
     built = build(array, cache)
-    run = simulate(array, m, n, k, a=vs.a, b=vs.b, c=vs.c, a_scale=vs.a_scale,
+    run = simulate(model or array, m, n, k, a=vs.a, b=vs.b, c=vs.c, a_scale=vs.a_scale,
                    b_scale=vs.b_scale, record=True)
     exp = expected(array, run)
     work = Path(work).resolve()
