@@ -165,10 +165,23 @@ def flat_verilog(text: str) -> str:
         return (Path(tmp) / "out.v").read_text()
 
 
+_BUILT: dict[tuple[str, str], Path] = {}
+
+
 def build(array: ArraySpec, cache: str | Path | None = None) -> Path:
     """The Verilator build of the array (from the build cache, or built into it): the
     Verilog with its initial values stripped, flattened (:data:`FLATTEN`), built with
-    :data:`FLAGS`."""
+    :data:`FLAGS`. A process generates each array's Verilog once (a 4 x 4 array takes
+    minutes to convert)."""
+    done = _BUILT.get((array.dumps("json"), str(cache)))
+    if done is not None and done.is_dir():
+        return done
+    path = _build(array, cache)
+    _BUILT[(array.dumps("json"), str(cache))] = path
+    return path
+
+
+def _build(array: ArraySpec, cache: str | Path | None) -> Path:
     from cocotb_tools.runner import get_runner
 
     from .runner import strip_initial_values
