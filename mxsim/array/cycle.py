@@ -138,7 +138,7 @@ class _Accumulators:
             self.pending[t] -= 1
 
 
-def _run_os(array: ArraySpec, waves: list[plan.Wave], record: bool):  # noqa: C901
+def _run_os(array: ArraySpec, waves: list[plan.Wave], record: bool):
     """Step the output-stationary machine; (cycles, issue/out per cycle, stall cycles by
     cause, cycle each wave's D appeared)."""
     unit = UnitModel(array.unit, array.microarch)

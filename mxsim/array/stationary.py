@@ -109,7 +109,7 @@ class _Machine:
             return "accumulator port"
         return None
 
-    def step(self, x: int, lost: dict[str, int]) -> None:  # noqa: C901
+    def step(self, x: int, lost: dict[str, int]) -> None:
         """Cycle ``x``: results, issues, tmem adds, then the fetches at the edge."""
         array, tiles = self.array, self.tiles
         top_issued = False
