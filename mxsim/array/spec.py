@@ -82,8 +82,9 @@ count reuse and area.
 ``interleave`` is the number of independent outputs a unit has in flight in ``"os"`` (its
 accumulators: ``interleave`` per unit). A unit's beats for one output wait for the previous
 K-block's D to be written (``L + 1`` cycles with registers; tmem adds its ports and read
-latency), so ``interleave >= (L + 1) / P`` hides the chain. In ``"ws"`` and ``"is"`` every beat of a unit is another output already;
-``interleave`` has no effect there (it is kept so that sweeps can cross it with dataflow).
+latency), so ``interleave >= (L + 1) / P`` hides the chain. In ``"ws"`` and ``"is"`` every
+beat of a unit is another output already; ``interleave`` has no effect there (it is kept so
+that sweeps can cross it with dataflow).
 """
 
 from __future__ import annotations
