@@ -108,6 +108,12 @@ class DotProductArray(wiring.Component):
         return self._array.latency
 
     @property
+    def units(self) -> list[list[DotProductUnit]]:
+        """The units of the last elaboration, by row and column (for testbenches that watch
+        them); empty before the array is elaborated."""
+        return getattr(self, "_units", [])
+
+    @property
     def passes(self) -> int:
         return self._array.passes
 
@@ -131,6 +137,7 @@ class DotProductArray(wiring.Component):
         for r, row in enumerate(units):
             for c, u in enumerate(row):
                 m.submodules[f"unit_{r}_{c}"] = u
+        self._units = units
         take, back, head = self._control(m, units[0][0])
         self._datapath(m, units, take, back, head)
         return m

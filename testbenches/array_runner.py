@@ -89,6 +89,9 @@ class Expected:
     take: npt.NDArray[np.bool_]
     out_valid: npt.NDArray[np.bool_]
     out_word: list[int]
+    #: (Amaranth runs) beats a unit was offered while not ready: the array issues on its
+    #: lead unit's ``i.ready`` alone, which holds only if every unit is ready then too.
+    dropped: int = 0
 
     @property
     def cycles(self) -> int:
@@ -283,14 +286,17 @@ def amaranth_trace(array: ArraySpec, waves: list[Wave], vs: VectorSet, cycles: i
     from hdl.array import DotProductArray
     dut = (design or DotProductArray)(array)
     payloads = wave_payloads(array, waves, vs)
-    take, valid, words = [], [], []
+    take, valid, words, dropped = [], [], [], [0]
 
     async def bench(ctx):
         n = 0
+        units = [u for row in dut.units for u in row]
         for _ in range(cycles):
             if n < len(payloads):
                 ctx.set(dut.i.payload.as_value(), payloads[n])
             ctx.set(dut.i.valid, n < len(payloads))
+            dropped[0] += sum(bool(ctx.get(u.i.valid)) and not ctx.get(u.i.ready)
+                              for u in units)
             t = bool(ctx.get(dut.i.valid)) and bool(ctx.get(dut.i.ready))
             ov = bool(ctx.get(dut.o.valid))
             take.append(t)
@@ -303,4 +309,4 @@ def amaranth_trace(array: ArraySpec, waves: list[Wave], vs: VectorSet, cycles: i
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    return Expected(np.array(take, bool), np.array(valid, bool), words)
+    return Expected(np.array(take, bool), np.array(valid, bool), words, dropped[0])
