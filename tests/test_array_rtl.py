@@ -32,7 +32,7 @@ def test_array_rtl_verilator_matches_cycle_model(tmp_path):
     arr = _array()
     vs = vectors.generate_suite(["normal", "specials"], m=3, n=5, k=32, seed=2)
     vs = vs.replace(a=vs.a[1], b=vs.b[1], c=vs.c[1], d=None)      # the specials entry
-    res = check(arr, 3, 5, 32, vs, tmp_path / "ok")
+    res = check(arr, 3, 5, 32, vs, tmp_path / "ok", cache=tmp_path / "builds")
     assert res.passed, res.mismatches
     assert res.waves == 2 * 4 * (2 + 1) and res.outputs == res.waves   # N = 5: slots 2 + 1
     assert res.cycles == simulate(arr, 3, 5, 32).cycles
