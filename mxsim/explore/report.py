@@ -31,7 +31,8 @@ def write(res: Results) -> list[str]:
         "schema": SCHEMA,
         "sweep": {"path": sw.path, "name": sw.name, "title": sw.title,
                   "description": sw.description, "error": sw.error,
-                  "array": {"rows": sw.rows, "cols": sw.cols, "bandwidth": sw.bandwidth},
+                  "array": {"rows": sw.rows, "cols": sw.cols, "bandwidth": sw.bandwidth,
+                            **sw.array},
                   "fpga": sw.fpga, "designs": len(sw.designs),
                   "rtl_configurations": len({r["rtl_hash"] for r in res.rows}),
                   "workloads": [w.to_dict() for w in sw.workloads],
@@ -54,8 +55,8 @@ def write(res: Results) -> list[str]:
 
 def write_table(rows: list[dict], path: Path) -> None:
     """The rows as CSV, less the columns that are lists or tables (histograms, cells by type,
-    stalls, params: results.json has them)."""
-    skip = {"rel_hist", "ulp_hist", "cells_by_type", "stalls", "params"}
+    stalls, traffic, params: results.json has them)."""
+    skip = {"rel_hist", "ulp_hist", "cells_by_type", "stalls", "traffic", "params"}
     cols = [k for k in rows[0] if k not in skip] if rows else []
     path.parent.mkdir(parents=True, exist_ok=True)
     with open_output(path, "w") as f:
