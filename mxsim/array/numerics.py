@@ -12,7 +12,7 @@ accumulator rounds:
     K-tiles of ``k_tile`` (the K one pass down the array's rows covers); each tile is chained
     through the units from +0, and the tile's FP32 result is added to the accumulator in
     tensor memory by an FP32 add rounded to nearest even (IEEE overflow), tile after tile,
-    starting from C.
+    starting from C. A NaN total is the unit's NaN code (``spec.d_nan``), as the engine's D.
 
 Both come from the engine (:func:`mxsim.engine.fast.dot` per tile and its exact-sum-rounded-
 once adder); :func:`accumulate_reference` computes the same from the exact reference engine
@@ -97,7 +97,13 @@ def accumulate(spec: UnitSpec, vs: VectorSet, order: str = "chain",
         part = fast.dot(spec, _tile(vs, ks))
         acc = add_round(fp32, acc, fp32, part, fp32, Rounding.RNE, Overflow.IEEE,
                         spec.zero_sign)
-    return acc
+    return _unit_nan(spec, acc)
+
+
+def _unit_nan(spec: UnitSpec, d: npt.NDArray) -> npt.NDArray:
+    """D with every NaN as the unit's NaN code (``spec.d_nan``, as the engine's D has it)."""
+    fp32 = formats.get("fp32")
+    return np.where(fp32.classify(d) == int(formats.Class.NAN), spec.d_nan, d).astype(np.uint32)
 
 
 def _add_fp32_ref(x: int, y: int, zero_sign: ZeroSign) -> int:
@@ -130,4 +136,9 @@ def accumulate_reference(spec: UnitSpec, vs: VectorSet, order: str = "chain",
         part = np.asarray(reference.dot(spec, _tile(vs, ks)), np.uint32).reshape(-1)
         acc = np.array([_add_fp32_ref(int(x), int(y), spec.zero_sign)
                         for x, y in zip(acc, part, strict=True)], np.uint32)
-    return acc.reshape(vs.out_shape)
+    return np.array([spec.d_nan if _is_nan(int(x)) else int(x) for x in acc],
+                    np.uint32).reshape(vs.out_shape)
+
+
+def _is_nan(code: int) -> bool:
+    return (code >> 23) & 0xFF == 0xFF and code & 0x7FFFFF != 0
