@@ -14,9 +14,10 @@ from .spec import (
                    Buffer,
                    Dataflow,
                    Scales,
+    check_rtl,
                    from_dict,
                    load,
 )
 
 __all__ = ["ArraySpec", "ArrayError", "Buffer", "Accumulators", "Dataflow", "Scales",
-           "AccKind", "from_dict", "load"]
+           "AccKind", "from_dict", "load", "check_rtl"]

@@ -98,12 +98,13 @@ from typing import Any
 
 from .. import formats
 from ..errors import MxsimError
-from ..microarch import MicroArch
+from ..microarch import MicroArch, MicroArchError
+from ..microarch import check_rtl as check_unit_rtl
 from ..spec import SpecError, UnitSpec
 from ..spec import from_dict as spec_from_dict
 
 __all__ = ["ArraySpec", "ArrayError", "Buffer", "Accumulators", "Dataflow", "Scales",
-           "AccKind", "from_dict", "load"]
+           "AccKind", "from_dict", "load", "check_rtl", "RTL_MAX_UNITS", "RTL_MAX_INTERLEAVE"]
 
 
 class ArrayError(MxsimError, ValueError):
@@ -437,3 +438,30 @@ def load(path: str | Path) -> ArraySpec:
     except (json.JSONDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
         raise ArrayError(f"{p}: not valid {kind} ({exc})") from None
     return from_dict(data, source=str(p))
+
+
+#: The largest array and interleave the RTL generator builds (the RTL is for small sizes:
+#: every unit is a whole datapath, and the testbench packs one wave per beat).
+RTL_MAX_UNITS = 64
+RTL_MAX_INTERLEAVE = 16
+
+
+def check_rtl(array: ArraySpec) -> None:
+    """Raise MicroArchError (one line) unless ``hdl.array`` builds ``array``: dataflow "os",
+    register accumulators, at most :data:`RTL_MAX_UNITS` units and
+    :data:`RTL_MAX_INTERLEAVE` slots, and a unit the RTL builds
+    (:func:`mxsim.microarch.check_rtl`); inline and separate scales are both built."""
+    def fail(msg: str) -> MicroArchError:
+        return MicroArchError(f"Array {array.name!r} cannot be built as RTL: {msg}")
+
+    if array.dataflow is not Dataflow.OS:
+        raise fail(f'the RTL builds output-stationary arrays (dataflow "os"), not '
+                   f'{array.dataflow.value!r}; the cycle model runs it')
+    if array.accumulators.kind is not AccKind.REGISTERS:
+        raise fail('the RTL builds register accumulators, not "tmem"; the cycle model runs it')
+    if array.units > RTL_MAX_UNITS:
+        raise fail(f"rows x cols must be at most {RTL_MAX_UNITS} for RTL, not {array.units}")
+    if array.interleave > RTL_MAX_INTERLEAVE:
+        raise fail(f"interleave must be at most {RTL_MAX_INTERLEAVE} for RTL, not "
+                   f"{array.interleave}")
+    check_unit_rtl(array.unit, array.microarch)
