@@ -1,0 +1,78 @@
+"""mxsim.array.analytic: the closed form equals the array cycle model where it says so.
+
+Random arrays (units with and without block scales, 1 to 8 lanes, 1 to 3 stages, ragged
+tiles, interleave beyond the columns, buffers of 1 byte per cycle up, inline and separate
+scales, register and tmem accumulators with few or many ports) and small GEMMs: wherever
+``estimate`` says ``exact``, its cycles, busy unit-cycles, stalls by cause and traffic equal
+:func:`mxsim.array.cycle.simulate`'s; where it does not (a tensor memory whose write port
+makes D values wait), its cycles are a lower bound.
+"""
+
+import random
+
+import pytest
+
+from mxsim.array import ArrayError, ArraySpec, Buffer, analytic, cycle
+from mxsim.design import resolve_design
+from mxsim.microarch import MicroArch
+from mxsim.spec import UnitSpec
+
+MXF8, _ = resolve_design("blackwell-mxf8f6f4", "e4m3", "e4m3", lanes=8)
+MAC = UnitSpec(name="mac-e4m3", a_format="e4m3", b_format="e4m3", k=1, frac_bits=25)
+
+
+def _array(rng: random.Random) -> ArraySpec:
+    u = rng.choice([MXF8, MAC])
+    lanes = rng.choice([x for x in (1, 2, 4, 8, 32) if u.k % x == 0])
+    sep = u.scale_format is not None and rng.random() < 0.5
+    return ArraySpec(
+        unit=u, microarch=MicroArch(lanes, rng.choice([1, 2, 3])), rows=rng.randint(1, 4),
+        cols=rng.randint(1, 4), interleave=rng.choice([1, 2, 3, 5]),
+        a_buffer=Buffer(bytes=1 << 20, bandwidth=rng.choice([1, 7, 33, 256])),
+        b_buffer=Buffer(bytes=1 << 20, bandwidth=rng.choice([1, 5, 64, 256])),
+        scales="separate" if sep else "inline",
+        scale_buffer=Buffer(bytes=1 << 20, bandwidth=rng.choice([1, 2, 8])) if sep else None,
+        accumulators={"kind": rng.choice(["registers", "tmem"]),
+                      "read_ports": rng.choice([1, 2, 16]),
+                      "write_ports": rng.choice([1, 4, 16]), "latency": rng.choice([0, 1, 3])})
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_closed_form_equals_the_cycle_model_where_exact(seed):
+    rng = random.Random(seed)
+    exact = 0
+    for _ in range(40):
+        arr = _array(rng)
+        m, n, k = rng.randint(1, 9), rng.randint(1, 13), rng.randint(1, 5) * arr.unit.k
+        run = cycle.simulate(arr, m, n, k)
+        est = analytic.estimate(arr, m, n, k)
+        if est.exact:
+            exact += 1
+            assert (est.cycles, est.detail["busy"], est.stalls, est.traffic) == (
+                run.cycles, run.busy, run.stalls, run.traffic), (arr, m, n, k)
+            assert est.utilisation == run.utilisation
+        else:
+            assert est.cycles <= run.cycles, (arr, m, n, k)
+    assert exact >= 25          # most draws are exact: the test compares something
+
+
+def test_exact_on_register_arrays_and_a_larger_gemm():
+    """Registers are always exact; a 4 x 4 MXFP8 array with interleave 2 on 40 x 52 x 256."""
+    arr = ArraySpec(unit=MXF8, microarch=MicroArch(8, 2), rows=4, cols=4, interleave=2,
+                    a_buffer=Buffer(bytes=1 << 20, bandwidth=64),
+                    b_buffer=Buffer(bytes=1 << 20, bandwidth=96))
+    run, est = cycle.simulate(arr, 40, 52, 256), analytic.estimate(arr, 40, 52, 256)
+    assert est.exact and (est.cycles, est.stalls, est.traffic) == (run.cycles, run.stalls,
+                                                                   run.traffic)
+
+
+def test_big_gemms_take_no_time_and_bad_shapes_one_line():
+    arr = ArraySpec(unit=MXF8, rows=32, cols=32, interleave=2)
+    est = analytic.estimate(arr, 4096, 14336, 4096)
+    assert est.exact and 0 < est.utilisation <= 1
+    assert sum(est.stalls.values()) + est.detail["busy"] == arr.units * est.cycles
+    for args, msg in [((4, 4, 48), "multiple of"), ((0, 4, 32), "GEMM M must be"),
+                      ((4, 2.5, 32), "GEMM N must be")]:
+        with pytest.raises(ArrayError, match=msg) as e:
+            analytic.estimate(arr, *args)
+        assert "\n" not in str(e.value)
