@@ -118,3 +118,21 @@ def test_bad_orders_and_shapes_are_one_line_errors():
         gemm.gemm(arr, 2, 1, 48)
     with pytest.raises(ArrayError, match="view must be one of"):
         gemm.gemm(arr, 2, 1, 64, view="fast")
+
+
+@pytest.mark.parametrize("dataflow,acc", [("os", "registers"), ("os", "tmem")])
+def test_one_run_gives_bits_and_the_cycle_models_timing(dataflow, acc):
+    """A GEMM small enough to step: D from the engine in the dataflow's order, equal to the
+    cycle model's own D (by the engine's promotion route), and the cycle model's timing,
+    equal to the closed form's."""
+    arr = ArraySpec(unit=SPEC, microarch=UA, rows=2, cols=3, dataflow=dataflow,
+                    interleave=2, accumulators={"kind": acc, "read_ports": 8, "write_ports": 8})
+    vs = gemm.operands(arr, 5, 7, 128, family="llm", seed=4)
+    run = gemm.gemm(arr, 5, 7, 128, vs=vs)
+    assert run.view == "cycle" and run.extra["cycle_model_d_equal"]
+    assert np.array_equal(run.d, numerics.accumulate_reference(SPEC, vs, run.order,
+                                                               run.k_tile))
+    est = gemm.gemm(arr, 5, 7, 128, view="analytic")
+    assert est.exact and (est.cycles, est.stalls, est.traffic) == (run.cycles, run.stalls,
+                                                                   run.traffic)
+    assert est.d is None and 0 < run.utilisation <= 1 and run.macs_per_cycle > 0

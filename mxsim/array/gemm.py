@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import numpy.typing as npt
 
 from ..vectors import VectorSet
@@ -83,9 +84,11 @@ def _timing(array: ArraySpec, m: int, n: int, k: int, view: str, vs: VectorSet |
         return ("analytic", est.exact, est.cycles, est.utilisation, est.stalls, est.traffic,
                 None)
     from . import cycle
-    run = cycle.simulate(array, m, n, k, **({} if vs is None else {"a": vs}))
+    ops = {} if vs is None else {"a": vs.a, "b": vs.b, "c": vs.c, "a_scale": vs.a_scale,
+                                 "b_scale": vs.b_scale}
+    run = cycle.simulate(array, m, n, k, **ops)
     return ("cycle", True, run.cycles, run.utilisation, dict(run.stalls), dict(run.traffic),
-            getattr(run, "d", None))
+            run.d)
 
 
 def gemm(array: ArraySpec, m: int, n: int, k: int, *, vs: VectorSet | None = None,
@@ -100,11 +103,12 @@ def gemm(array: ArraySpec, m: int, n: int, k: int, *, vs: VectorSet | None = Non
                          f"{m} x {n} x {k}")
     order = numerics.order_of(array.dataflow.value, array.accumulators.kind.value)
     k_tile = array.rows * array.unit.k if order == "tiles" else None
-    view, exact, cycles, util, stalls, traffic, d_cycle = _timing(array, m, n, k, view, None)
+    view, exact, cycles, util, stalls, traffic, d_cycle = _timing(array, m, n, k, view, vs)
     d = None
     extra: dict[str, Any] = {}
     if vs is not None:
-        d = numerics.accumulate(array.unit, vs, order, k_tile)
-        d = d.reshape(m, n)
+        d = numerics.accumulate(array.unit, vs, order, k_tile).reshape(m, n)
+        if d_cycle is not None:      # the cycle model's D, by the engine's promotion route
+            extra["cycle_model_d_equal"] = bool(np.array_equal(d, d_cycle))
     return GemmRun(array, (m, n, k), order, k_tile, view, exact, cycles, util, stalls,
                    traffic, d, extra)
