@@ -136,3 +136,22 @@ def test_one_run_gives_bits_and_the_cycle_models_timing(dataflow, acc):
     assert est.exact and (est.cycles, est.stalls, est.traffic) == (run.cycles, run.stalls,
                                                                    run.traffic)
     assert est.d is None and 0 < run.utilisation <= 1 and run.macs_per_cycle > 0
+
+
+def test_cli_array_prints_timing_and_bits(capsys, tmp_path):
+    import json
+
+    from mxsim import cli
+    assert cli.main(["array", "6", "5", "64", "--rows", "2", "--cols", "2", "--lanes", "8",
+                     "--operands", "normal", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["view"] == "cycle" and data["cycle_model_d_equal"] and len(data["d"]) == 6
+    path = tmp_path / "a.toml"
+    path.write_text(ArraySpec(unit=SPEC, microarch=UA, rows=2, cols=2, dataflow="ws",
+                              accumulators={"kind": "tmem"}).dumps())
+    assert cli.main(["array", "6", "5", "64", "--array", str(path), "--view", "analytic"]) == 0
+    assert "K-tiles of 64" in capsys.readouterr().out
+    for bad in (["array", "4", "4", "48"], ["array", "4", "4", "64", "--array", "/no.toml"]):
+        assert cli.main(bad) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("mxsim: error:") and "\n" not in err
