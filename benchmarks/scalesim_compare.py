@@ -16,6 +16,8 @@ GEMM SCALE-Sim makes of them (M = output pixels, N = filters, K = R x S x C).
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -57,6 +59,89 @@ def run_scalesim() -> None:
         print(f"{name}: {out}")
 
 
+def our_array(rows: int, cols: int, interleave: int):
+    """Our array configured as SCALE-Sim's OS array: each unit one 8-bit MAC per beat (k = 1
+    E4M3 product, no scales, 1 lane, 1 stage: P = 1, L = 3), output-stationary, register
+    accumulators, and operand buffers that deliver one byte per array row (A) and per output
+    column (B) each cycle, as SCALE-Sim's SRAMs feed its edges (no bandwidth stall)."""
+    from mxsim.array import ArraySpec, Buffer
+    from mxsim.microarch import MicroArch
+    from mxsim.spec import UnitSpec
+
+    unit = UnitSpec(name="mac-e4m3", a_format="e4m3", b_format="e4m3", k=1, frac_bits=25)
+    return ArraySpec(name=f"os{rows}x{cols}-i{interleave}", unit=unit,
+                     microarch=MicroArch(lanes=1, stages=1), rows=rows, cols=cols,
+                     dataflow="os", interleave=interleave,
+                     a_buffer=Buffer(bytes=1 << 20, bandwidth=rows),
+                     b_buffer=Buffer(bytes=1 << 20, bandwidth=cols * interleave))
+
+
+def scalesim_formula(rows: int, cols: int, m: int, n: int, k: int) -> int:
+    """SCALE-Sim v3's OS compute cycles without stalls, as its reports give them: every fold
+    (rows x cols outputs) takes K cycles plus the skew of rows + cols - 2 cycles in and out,
+    folds back to back, less one cycle."""
+    folds = -(-m // rows) * -(-n // cols)
+    return folds * (k + rows + cols - 2) - 1
+
+
+def compare() -> dict:
+    """The committed SCALE-Sim reports beside our analytic view (and the formula above)."""
+    import scalesim_run
+
+    from mxsim.array import analytic
+
+    rows_out = []
+    for name, rows, cols in ARRAYS:
+        report = scalesim_run.read_report(DATA / name / "COMPUTE_REPORT.csv")
+        for (lay, m, n, k, what), rep in zip(LAYERS, report, strict=True):
+            ours = {}
+            for inter in (1, 4):
+                est = analytic.estimate(our_array(rows, cols, inter), m, n, k)
+                ours[f"i{inter}"] = {"cycles": est.cycles, "utilisation": est.utilisation,
+                                     "stalls": est.stalls, "exact": est.exact}
+            rows_out.append({"config": name, "rows": rows, "cols": cols, "layer": lay,
+                             "what": what, "m": m, "n": n, "k": k, "scalesim": rep,
+                             "formula": scalesim_formula(rows, cols, m, n, k), "ours": ours})
+    from importlib.metadata import version
+    return {"scalesim_version": version("scalesim"), "rows": rows_out,
+            "command": "python benchmarks/scalesim_compare.py --run-scalesim && "
+                       "python benchmarks/scalesim_compare.py"}
+
+
+def table(data: dict) -> str:
+    """The Markdown table of :func:`compare`'s data."""
+    head = ("| array | layer | M x N x K | SCALE-Sim cycles | its formula | ours, interleave 1 "
+            "| ours, interleave 4 | ours i4 / SCALE-Sim | SCALE-Sim util | ours i4 util |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in data["rows"]:
+        s, o1, o3 = r["scalesim"], r["ours"]["i1"], r["ours"]["i4"]
+        lines.append(
+            f"| {r['rows']}x{r['cols']} | {r['layer']} | {r['m']} x {r['n']} x {r['k']} | "
+            f"{s['cycles']:,} | {r['formula']:,} | {o1['cycles']:,} | {o3['cycles']:,} | "
+            f"{o3['cycles'] / s['cycles']:.3f} | {s['compute_util_pct']:.1f} % | "
+            f"{100 * o3['utilisation']:.1f} % |")
+    agree = sum(r["formula"] == r["scalesim"]["cycles"] for r in data["rows"])
+    lines += ["", f"SCALE-Sim {data['scalesim_version']}, output-stationary, CALC bandwidth "
+                  f"mode (no stalls: {sum(r['scalesim']['stalls'] for r in data['rows'])} stall "
+                  f"cycles in all); its cycle count equals the fold formula on "
+                  f"{agree} of {len(data['rows'])} rows. `{data['command']}`."]
+    return "\n".join(lines)
+
+
+_SPAN = re.compile(r"<!-- fig:" + MARK + r" -->(.*?)<!-- /fig -->", re.DOTALL)
+
+
+def write_doc(data: dict, check: bool = False) -> bool:
+    """Put :func:`table` between the markers of docs/scalesim.md; with ``check`` change
+    nothing. True when the doc was current."""
+    text = DOC.read_text(encoding="utf-8")
+    new = _SPAN.sub(lambda m: f"<!-- fig:{MARK} -->\n{table(data)}\n<!-- /fig -->", text)
+    current = new == text
+    if not check and not current:
+        DOC.write_text(new, encoding="utf-8")
+    return current
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--run-scalesim", action="store_true", help="run SCALE-Sim and keep its "
@@ -67,6 +152,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.run_scalesim:
         run_scalesim()
         return 0
+    data = compare()
+    if args.check:
+        ok = data == json.loads(JSON.read_text()) and write_doc(data, check=True)
+        print("docs/scalesim.md: table current" if ok else "docs/scalesim.md or "
+              "docs/data/scalesim.json differs from the committed reports; run python "
+              "benchmarks/scalesim_compare.py")
+        return 0 if ok else 1
+    JSON.write_text(json.dumps(data, indent=1) + "\n")
+    write_doc(data)
+    print(table(data))
     return 0
 
 

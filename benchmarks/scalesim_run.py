@@ -18,7 +18,9 @@ from __future__ import annotations
 import builtins
 import contextlib
 import csv
+import gc
 import io
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -109,11 +111,17 @@ def run(workdir: str | Path, name: str, rows: int, cols: int,
     (work / f"{name}_layout.csv").write_text(
         "Layer name," + "x," * 20 + "\n" + "".join(f"{lay},{_LAYOUT_ROW}\n"
                                                   for lay, *_ in layers))
-    sim = scalesim(save_disk_space=True, verbose=False, config=str(work / f"{name}.cfg"),
-                   topology=str(work / f"{name}_topology.csv"),
-                   layout=str(work / f"{name}_layout.csv"), input_type_gemm=True)
-    with contextlib.redirect_stdout(io.StringIO()):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        sim = scalesim(save_disk_space=True, verbose=False, config=str(work / f"{name}.cfg"),
+                       topology=str(work / f"{name}_topology.csv"),
+                       layout=str(work / f"{name}_layout.csv"), input_type_gemm=True)
+        gc.collect()
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)    # it leaves its CSVs open
         sim.run_scale(top_path=str(work))
+        del sim
+        gc.collect()
     return read_report(work / name / "COMPUTE_REPORT.csv")
 
 
