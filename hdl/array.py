@@ -19,10 +19,11 @@ blocks are new; otherwise each row reuses the blocks it holds from the slot-0 wa
   wave is taken.
 - Each active unit takes the beat (``first`` = ``last`` = 1) with C from the GEMM (first) or
   from the output's accumulator register (slot ``t``).
-- ``o`` (always ready) is valid when the units' results appear, ``L = P + stages + 1``
-  cycles after the wave was taken: ``o.d[r * cols + c]`` is unit ``(r, c)``'s D (0 for units
-  left out), ``o.on`` their mask, ``o.t`` and ``o.last`` the wave's (``last``: the outputs'
-  final values). The results are written to the accumulator registers in that cycle.
+- ``o`` (no ``ready``: never stalled) is valid when the units' results appear,
+  ``L = P + stages + 1`` cycles after the wave was taken: ``o.d[r * cols + c]`` is unit
+  ``(r, c)``'s D (0 for units left out), ``o.on`` their mask, ``o.t`` and ``o.last`` the
+  wave's (``last``: the outputs' final values). The results are written to the accumulator
+  registers in that cycle.
 """
 
 from __future__ import annotations
@@ -79,10 +80,10 @@ def out_layout(array: ArraySpec) -> data.StructLayout:
 class DotProductArray(wiring.Component):
     """The output-stationary array of ``array`` (register accumulators).
 
-    Members: ``i`` (in, ``stream.Signature(wave_layout(array))``), ``o`` (out,
-    ``stream.Signature(out_layout(array), always_ready=True)``). The timing contract is in
-    the module docstring; ``latency`` (a wave's results after it is taken) and ``passes``
-    give it as numbers.
+    Members: ``i`` (in, ``stream.Signature(wave_layout(array))``), ``o`` (out: ``valid`` and
+    ``payload``, ``out_layout(array)``; no ``ready``: the accumulators always take results).
+    The timing contract is in the module docstring; ``latency`` (a wave's results after it
+    is taken) and ``passes`` give it as numbers.
 
     Raises MicroArchError (one line) for an array the RTL does not build.
     """
@@ -91,7 +92,8 @@ class DotProductArray(wiring.Component):
         check_rtl(array)
         self._array = array
         super().__init__({"i": In(stream.Signature(wave_layout(array))),
-                          "o": Out(stream.Signature(out_layout(array), always_ready=True))})
+                          "o": Out(wiring.Signature({"valid": Out(1),
+                                                      "payload": Out(out_layout(array))}))})
 
     @property
     def array(self) -> ArraySpec:

