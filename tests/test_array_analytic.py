@@ -76,3 +76,24 @@ def test_big_gemms_take_no_time_and_bad_shapes_one_line():
         with pytest.raises(ArrayError, match=msg) as e:
             analytic.estimate(arr, *args)
         assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_stationary_closed_form_is_a_lower_bound_with_exact_busy_and_traffic(seed):
+    rng = random.Random(100 + seed)
+    for _ in range(30):
+        arr = _array(rng).replace(dataflow=rng.choice(["ws", "is"]))
+        m, n, k = rng.randint(1, 12), rng.randint(1, 12), rng.randint(1, 9) * arr.unit.k
+        run, est = cycle.simulate(arr, m, n, k), analytic.estimate(arr, m, n, k)
+        assert not est.exact and est.cycles <= run.cycles, (arr, m, n, k)
+        assert (est.detail["busy"], est.traffic) == (run.busy, run.traffic), (arr, m, n, k)
+        assert min(est.stalls.values()) >= 0
+        assert sum(est.stalls.values()) + est.detail["busy"] == arr.units * est.cycles
+
+
+@pytest.mark.parametrize("dataflow,acc", [("ws", "registers"), ("is", "tmem")])
+def test_stationary_bound_is_tight_on_long_streams(dataflow, acc):
+    arr = ArraySpec(unit=MXF8, microarch=MicroArch(8, 1), rows=4, cols=4, dataflow=dataflow,
+                    accumulators={"kind": acc, "read_ports": 4, "write_ports": 4})
+    for m, n, k in [(256, 16, 256), (40, 300, 128)]:
+        assert analytic.estimate(arr, m, n, k).cycles == cycle.simulate(arr, m, n, k).cycles

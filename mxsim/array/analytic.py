@@ -1,21 +1,25 @@
 """The analytic view of an array: a GEMM's cycles, utilisation, stalls and traffic in closed form.
 
-The same :class:`~mxsim.array.ArraySpec` as the cycle model, timed without stepping it: the
-GEMM's steps (waves of beats for "os", stationary tiles and streamed vectors for "ws"/"is", in
-the order of :mod:`mxsim.array.spec`) fall into at most four classes (full or ragged in each
-outer dimension), and each class is timed once by the same issue rules as the cycle model:
+The same :class:`~mxsim.array.ArraySpec` as the cycle model (:mod:`mxsim.array.cycle`,
+:mod:`mxsim.array.stationary`), timed without stepping it, so that explore can size arrays for
+whole LLM layers.
 
-- a step issues when the units are free again (``P`` cycles per beat), when its blocks have
-  arrived from the buffers (``ceil(bytes / bandwidth)`` cycles per buffer, the buffers in
-  parallel) and, for a K-block of an output already started, when that output's previous D is
-  back (``L`` cycles after its beat, plus the tensor memory's read latency);
-- a K-block of ``s`` waves therefore takes ``max(sum of the waves' gaps, L + lat)`` cycles, and
-  the GEMM ends ``L`` cycles after its last beat.
+Output-stationary: the GEMM's waves (in :func:`mxsim.array.plan.os_waves`' order) fall into
+at most four tile classes (full or ragged in M and in N); each class is timed once, wave by
+wave over one tile, by the cycle model's own rules (a wave issues when the units are free
+again, ``P`` cycles after the last; when its blocks are fetched, ``ceil(bytes / bandwidth)``
+cycles per buffer from the previous issue; for a K-block after the first, when its slot's
+previous D is written to the accumulators and read back as C), and a tile's first wave
+follows the previous tile's last by its own fetch gap. Cycles, busy and idle unit-cycles by
+cause and traffic then equal the cycle model's (``exact``), except where a tensor memory's
+write port makes D values wait in its queue: then the cycles are a lower bound.
 
-The stall split names the cycles each cause adds over the units' own ``P`` cycles per beat.
-:func:`estimate` is exact (``exact`` True) where those rules are the cycle model's, which
-tests/test_array_analytic.py checks against :func:`mxsim.array.cycle.simulate`; elsewhere
-(``exact`` False) its cycles are a lower bound.
+Weight- and input-stationary: busy unit-cycles and traffic are exact; the cycles are a lower
+bound (``exact`` False): the first tile's load, then from tile to tile the largest of the top
+row's streamed beats, the next tile's load after the previous tile's rows started, and (with
+register accumulators) the partial sums' way down and back to the top row, then the last
+tile's drain; with a tensor memory also its adder's rate. It equals the cycle model on long
+streams (tests/test_array_analytic.py); the stall split is the bound's.
 """
 
 from __future__ import annotations
@@ -199,43 +203,87 @@ def _first_idle(p: int, gap: int, marks: list[tuple[int, str]]) -> dict[str, int
     return lost
 
 
-def _stationary(array: ArraySpec, m: int, n: int, blocks: int) -> tuple:
-    """A weight- or input-stationary GEMM, as a lower bound: per stationary tile its blocks
-    loaded, then the streamed vectors one per gap, a column's partial passing down the rows
-    (``L`` cycles per row). (cycles, busy, stalls, traffic, exact=False)."""
+def _stationary(array: ArraySpec, m: int, n: int, blocks: int, with_c: bool) -> tuple:
+    """A weight- or input-stationary GEMM (:mod:`mxsim.array.stationary`'s rules), as a lower
+    bound on its cycles: the first tile's load, then the top row's beats one per gap (the
+    units' passes, the streamed blocks' fetch, the tensor memory's adder), then the partial
+    sums' way down the last tile's rows (``L + 1`` cycles a row) and out. Busy unit-cycles
+    and traffic are exact; the stall split is the bound's. (cycles, busy, stalls, traffic,
+    exact=False)."""
     ws = array.dataflow is Dataflow.WS
     outer, stream = (n, m) if ws else (m, n)
     held, streamed = ("b", "a") if ws else ("a", "b")
-    rows, cols, p = array.rows, array.cols, array.passes
-    ktiles = [(blocks // rows, rows)] + ([(1, blocks % rows)] if blocks % rows else [])
+    rows, cols, p, lat = array.rows, array.cols, array.passes, array.latency
+    spb = array.scales_per_block
+    sep = array.scales is Scales.SEPARATE
     otiles = [(outer // cols, cols)] + ([(1, outer % cols)] if outer % cols else [])
     bw = {"a": array.a_buffer.bandwidth, "b": array.b_buffer.bandwidth}
-    issue = busy = 0
-    lost = {"stationary load": 0, "operand bandwidth": 0, "accumulator port": 0,
-            "fill and drain": 0}
-    traffic: dict[str, int] = {"A": 0, "B": 0}
-    ports = array.accumulators.write_ports if array.accumulators.kind is AccKind.TMEM else None
+    tmem = array.accumulators.kind is AccKind.TMEM
+    rate = min(array.accumulators.read_ports, array.accumulators.write_ports)
+    busy = ragged = 0
+    lost = dict.fromkeys(("operand bandwidth", "scale bandwidth"), 0)
+    traffic = {"A": 0, "B": 0, **({"scales": 0} if sep else {})}
+    n_k = -(-blocks // rows)
+    last_rows = blocks - (n_k - 1) * rows
+    held_block = array.element_bytes(held) + spb
+
+    def gap(rows_on: int) -> tuple[int, int, int]:
+        fa = _feed(rows_on * array.block_bytes(streamed), bw[streamed])
+        fs = _feed(rows_on * spb, array.scale_buffer.bandwidth) if sep else 0
+        return max(p, fa, fs), fa, fs
+
+    def span(prev: int, rows_on: int, cols_on: int, chained: bool) -> int:
+        """A lower bound on the cycles from the top row's first beat of the previous tile
+        (``prev`` rows) to its first beat of this one."""
+        load = _feed(rows_on * cols_on * held_block, bw[held])
+        out = max((stream - 1) * gap(prev)[0] + gap(rows_on)[0], (prev - 1) * (lat + 1) + load)
+        return max(out, prev * (lat + 1)) if chained and not tmem else out
+
+    total, first = 0, True
+    parts = 0
     for ot, cols_on in otiles:
-        for kt, rows_on in ktiles:
-            count = ot * kt
-            if not count:
-                continue
-            load = _feed(rows_on * cols_on * array.block_bytes(held), bw[held])
-            g = max(p, _feed(rows_on * array.block_bytes(streamed), bw[streamed]))
-            gap = max(g, _feed(cols_on, ports) if ports else 0)
-            issue += count * (load + stream * gap + (rows_on - 1) * array.latency)
-            busy += count * stream * p * rows_on * cols_on
-            lost["stationary load"] += count * load
-            lost["operand bandwidth"] += count * stream * (g - p)
-            lost["accumulator port"] += count * stream * (gap - g)
-            lost["fill and drain"] += count * (rows_on - 1) * array.latency
-            _add(traffic, {held.upper(): rows_on * cols_on * array.block_bytes(held)}, count)
-            _add(traffic, {streamed.upper(): stream * rows_on * array.block_bytes(streamed)},
-                 count)
-    end = issue + array.latency
-    lost["fill and drain"] += array.latency
-    stalls = {cause: array.units * c for cause, c in lost.items()}
-    return end, busy, stalls, traffic, False
+        if not ot:
+            continue
+        seq = [rows] * (n_k - 1) + [last_rows]
+        one = sum(span(rows if i else last_rows, r, cols_on, i > 0) for i, r in enumerate(seq))
+        total += ot * one
+        if first:                         # the very first tile follows nothing: its load
+            total -= span(last_rows, seq[0], cols_on, False)
+            total += _feed(seq[0] * cols_on * held_block, bw[held])
+            first = False
+        for r in seq:
+            g, fa, fs = gap(r)
+            lost["operand bandwidth"] += ot * stream * max(0, fa - p)
+            lost["scale bandwidth"] += ot * stream * max(0, fs - max(p, fa))
+            busy += ot * stream * p * r * cols_on
+            ragged += ot * stream * p * r * (cols - cols_on)
+            traffic[held.upper()] += ot * r * cols_on * held_block
+            traffic[streamed.upper()] += ot * stream * r * array.block_bytes(streamed)
+            if sep:
+                traffic["scales"] += ot * stream * r * spb
+            parts += ot * stream * cols_on
+    first_load = _feed(min(rows, blocks) * min(cols, outer) * held_block, bw[held])
+    drain = (stream - 1) * gap(last_rows)[0] + (last_rows - 1) * (lat + 1) + lat + 1 \
+        + (array.accumulators.latency if tmem else 0)
+    cycles = total + drain
+    if tmem:
+        cycles = max(cycles, first_load + lat + -(-parts // rate)
+                     + array.accumulators.latency)
+    values = {"parts": parts, "firsts": stream * outer, "outs": stream * outer}
+    values["reads"] = parts - values["firsts"]
+    # The top row waits for loads and fetches (the rows below, for its partial sums).
+    stalls = {"stationary load": cols * min(first_load, cycles), "ragged edges": ragged,
+              **{c: cols * v for c, v in lost.items()}}
+    rest = array.units * cycles - busy - sum(stalls.values())
+    for cause in ("operand bandwidth", "scale bandwidth", "stationary load"):
+        take = min(stalls[cause], max(0, -rest))    # the bound counts a first fetch twice
+        stalls[cause] -= take
+        rest += take
+    stalls["fill and drain"] = rest
+    traffic.update({"accumulator reads": 4 * values["reads"],
+                    "accumulator writes": 4 * values["parts"],
+                    "C in": 4 * values["firsts"] if with_c else 0, "D out": 4 * values["outs"]})
+    return cycles, busy, stalls, traffic, False
 
 
 def estimate(array: ArraySpec, m: int, n: int, k: int, *, with_c: bool = False) -> Estimate:
@@ -246,7 +294,7 @@ def estimate(array: ArraySpec, m: int, n: int, k: int, *, with_c: bool = False) 
     if array.dataflow is Dataflow.OS:
         cycles, busy, stalls, traffic, exact = _os(array, m, n, blocks, with_c)
     else:
-        cycles, busy, stalls, traffic, exact = _stationary(array, m, n, blocks)
+        cycles, busy, stalls, traffic, exact = _stationary(array, m, n, blocks, with_c)
     stalls = {cause: stalls.get(cause, 0) for cause in STALL_CAUSES}
     return Estimate(cycles, busy / (array.units * cycles), stalls, traffic, exact,
                     detail={"k_blocks": blocks, "passes": array.passes,
