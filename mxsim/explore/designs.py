@@ -106,7 +106,7 @@ def design(label: str, params: dict[str, Any], varied: dict[str, Any], group: st
     params = {k: v for k, v in params.items() if k not in ARRAY_KEYS}
     if _tiles(arr):
         if _none(params.get("promote_every")) is not None:
-            raise SpecError(f"promote_every: a {arr['dataflow']} array with tmem accumulators "
+            raise SpecError(f"a {arr['dataflow']} array with tmem accumulators "
                             f"adds every K-tile of rows = {arr['rows']} instructions in FP32 "
                             f"already; drop promote_every or use registers")
         params = {**params, "promote_every": arr["rows"], "promote_rounding": "rne"}

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from ..output import open_output, write_text
+from . import arrayplot
+from .designs import ARRAY_DEFAULTS, ARRAY_KEYS
 from .metrics import REL_BINS, REL_FLOOR, ULP_EDGES
 from .sweep import Sweep
 from .tasks import Results
@@ -85,6 +87,10 @@ def _plots(res: Results) -> list[str]:
     except ImportError:
         return []
     files = [_error_vs_area(res, matplotlib, plt), _error_distributions(res, matplotlib, plt)]
+    if set(res.sweep.varied) & ARRAY_KEYS:
+        name = arrayplot.draw(res, plt, _err, _err_name(res.sweep))
+        if name is not None:
+            files.append(name)
     for key in res.sweep.varied:
         name = _error_along(res, key, plt)
         if name is not None:
@@ -127,8 +133,8 @@ def _error_vs_area(res: Results, matplotlib: Any, plt: Any) -> str:
     ax.set_yscale("log")
     ax.set_xlabel("area: gate equivalents (NAND2) of the unit, Yosys")
     ax.set_ylabel(_err_name(sw))
-    ax.set_title(f"{sw.title}\nerror vs area (colour: dot products/cycle on a {sw.rows}x{sw.cols}"
-                 f" array; red ring: Pareto front)", fontsize=9)
+    ax.set_title(f"{sw.title}\nerror vs area (colour: dot products/cycle on "
+                 f"{_array_words(sw)}; red ring: Pareto front)", fontsize=8)
     fig.colorbar(sc, ax=ax, label="dot products per cycle (array)")
     ax.legend(fontsize=7, loc="best")
     ax.grid(True, which="both", alpha=0.3)
@@ -252,6 +258,7 @@ _CAPTIONS = {
     "error_vs_area.png": "Error against area: one marker per point, coloured by the array's "
                          "dot products per cycle; red rings mark the Pareto front; dashed "
                          "lines are the references.",
+    arrayplot.NAME: arrayplot.CAPTION,
     "error_distributions.png": "Per-output relative error against `exact`, one row per "
                                "design, one panel per workload; the leftmost column counts "
                                "outputs equal to `exact`.",
@@ -267,8 +274,9 @@ _HOW = [
     "(the generator `mxsim rtl` and `mxsim verify` use; each file is kept as "
     "`cache/rtl/HASH.v` and its header carries the spec digest). GE counts NAND2 gate "
     "equivalents of the generic cells (flip-flops 5.33 each).",
-    "- **latency, II, dots/cycle, util.**: `mxsim.cycle` (the cycle model the RTL is checked "
-    "against cycle by cycle). II is the interval between links of one accumulation chain.",
+    "- **latency, II, dots/cycle, util.**: `mxsim.array.analytic` on the design's array (the "
+    "closed form of the array cycle model `mxsim.array.cycle`, equal to it where it says "
+    "exact). II is the interval between links of one unit's accumulation chain.",
     "", "Files: `results.csv` and `results.json` (every figure, cells by type, histograms), "
     "`pareto.csv`.", ""]
 
@@ -311,6 +319,14 @@ def _report(res: Results, plots: list[str]) -> str:
     return "\n".join(out + _HOW)
 
 
+def _array_words(sw: Sweep) -> str:
+    varied = [k for k in sw.varied if k in ARRAY_KEYS]
+    base = {**ARRAY_DEFAULTS, **sw.array}
+    text = (f"a {base['rows']} x {base['cols']} {base['dataflow']} array of the unit at "
+            f"{base['bandwidth']:g} bytes per cycle per operand buffer")
+    return text + (f" (each point's own {', '.join(varied)})" if varied else "")
+
+
 def _summary(res: Results) -> list[str]:
     """The report's title, description, command, what the figures are, and the workloads."""
     sw, rows = res.sweep, res.rows
@@ -325,8 +341,7 @@ def _summary(res: Results) -> list[str]:
     out += [f"Reproduce: `mxsim explore {sw.path} -o {res.out}`", "",
             f"**{len(rows)} points**: {len(sw.designs)} designs ({n_rtl} distinct RTL "
             f"configurations) x {len(sw.workloads)} workloads. Error: {err}. Throughput: the "
-            f"workload's whole GEMM on a {sw.rows} x {sw.cols} array of the unit at "
-            f"{sw.bandwidth:g} operand bytes per cycle. FPGA: {_LUTS[sw.fpga]}.", "",
+            f"workload's whole GEMM on {_array_words(sw)}. FPGA: {_LUTS[sw.fpga]}.", "",
             f"This run: {res.computed['area']} syntheses and {res.computed['accuracy']} "
             f"accuracy runs computed, {res.reused['area']} and {res.reused['accuracy']} taken "
             f"from the cache, {res.seconds:.0f} s.", "", "## Workloads", ""]

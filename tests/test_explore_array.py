@@ -1,0 +1,80 @@
+"""explore sweeps the array: [array] keys, array keys in [grid] and [[point]], the tile order
+in the accuracy spec, throughput from the array's closed form; old sweep files stay valid."""
+
+import pytest
+
+from mxsim import explore
+from mxsim.array import analytic
+
+BASE = """\
+[unit]
+preset = "blackwell-mxf8f6f4"
+lanes = 8
+
+[[workload]]
+name = "w"
+shape = [256, 512, 256]
+sample = [4, 4]
+"""
+
+
+def _load(tmp_path, text):
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    return explore.load(path)
+
+
+def test_array_keys_in_grid_and_points_build_each_designs_array(tmp_path):
+    sw = _load(tmp_path, BASE + """
+[grid]
+rows = [4, 8]
+dataflow = ["os", "ws"]
+
+[array]
+cols = 8
+interleave = 2
+accumulators = "tmem"
+tmem_ports = 8
+a_bandwidth = 64
+""")
+    assert [(d.array.rows, d.array.dataflow.value) for d in sw.designs] == [
+        (4, "os"), (4, "ws"), (8, "os"), (8, "ws")]
+    for d in sw.designs:
+        arr = d.array
+        assert arr.unit is d.unit_spec and arr.microarch is d.microarch
+        assert (arr.cols, arr.interleave, arr.a_buffer.bandwidth, arr.b_buffer.bandwidth) == (
+            8, 2, 64, 256)
+        assert arr.accumulators.kind.value == "tmem" and arr.accumulators.write_ports == 8
+        # ws with tmem adds K-tiles of rows instructions in FP32: the engine's promotion
+        if arr.dataflow.value == "ws":
+            assert (d.spec.promote_every, d.spec.promote_rounding.value) == (arr.rows, "rne")
+            assert d.unit_spec.promote_every is None
+        else:
+            assert d.spec is d.unit_spec and d.spec.promote_every is None
+        tp = explore.throughput(d, sw.workloads[0])
+        est = analytic.estimate(arr, 256, 512, 256)
+        assert (tp["cycles"], tp["rows"], tp["dataflow"]) == (est.cycles, arr.rows,
+                                                             arr.dataflow.value)
+
+
+def test_an_old_sweep_file_is_still_valid(tmp_path):
+    sw = _load(tmp_path, BASE + "\n[array]\nrows = 4\ncols = 4\nbandwidth = 64\n")
+    arr = sw.designs[0].array
+    assert (arr.rows, arr.cols, arr.dataflow.value, arr.a_buffer.bandwidth) == (4, 4, "os", 64)
+    assert (sw.rows, sw.cols, sw.bandwidth) == (4, 4, 64.0)
+
+
+@pytest.mark.parametrize("extra,line,msg", [
+    ('[array]\ndataflow = "diagonal"\n', 11, "dataflow must be one of os, ws, is"),
+    ('[array]\naccumulators = "sram"\n', 11, "accumulators must be one of registers, tmem"),
+    ('[array]\nrows = 4\ninterleave = 0\n', 12, "interleave must be at least 1"),
+    ('[array]\nbandwidth = 12.5\n', 11, "bandwidth must be a whole number"),
+    ('[grid]\ncols = [4, 0]\n', 11, "cols must be at least 1"),
+    ('[[point]]\ndataflow = "ws"\naccumulators = "tmem"\npromote_every = 2\n', 13,
+     "point.promote_every: a ws array with tmem accumulators adds every K-tile"),
+])
+def test_bad_array_values_name_their_line(tmp_path, extra, line, msg):
+    with pytest.raises(explore.SweepError) as e:
+        _load(tmp_path, BASE + "\n" + extra)
+    text = str(e.value)
+    assert f"s.toml:{line}: " in text and msg in text and "\n" not in text, text
