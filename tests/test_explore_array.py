@@ -78,3 +78,23 @@ def test_bad_array_values_name_their_line(tmp_path, extra, line, msg):
         _load(tmp_path, BASE + "\n" + extra)
     text = str(e.value)
     assert f"s.toml:{line}: " in text and msg in text and "\n" not in text, text
+
+
+def test_the_docs_array_example_is_its_committed_results(tmp_path, monkeypatch):
+    """docs/explore.md's example (d) is rendered from docs/explore/array/results.json; a
+    changed figure is caught."""
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root / "benchmarks"))
+    try:
+        import explore_array_figures as figs
+    finally:
+        sys.path.remove(str(root / "benchmarks"))
+    assert figs.main(["--check"]) == 0
+    assert (root / "docs" / "explore" / "array" / "array.png").stat().st_size > 10_000
+    doc = tmp_path / "explore.md"
+    doc.write_text(figs.DOC.read_text().replace("| e4m3 | os (any shape) | ",
+                                                "| e4m3 | os (any shape) | 1", 1))
+    monkeypatch.setattr(figs, "DOC", doc)
+    assert figs.main(["--check"]) == 1

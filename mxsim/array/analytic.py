@@ -271,7 +271,18 @@ def _stationary(array: ArraySpec, m: int, n: int, blocks: int, with_c: bool) -> 
                      + array.accumulators.latency)
     values = {"parts": parts, "firsts": stream * outer, "outs": stream * outer}
     values["reads"] = parts - values["firsts"]
-    # The top row waits for loads and fetches (the rows below, for its partial sums).
+    stalls = _stationary_stalls(array, cycles, busy, ragged, first_load, lost)
+    traffic.update({"accumulator reads": 4 * values["reads"],
+                    "accumulator writes": 4 * values["parts"],
+                    "C in": 4 * values["firsts"] if with_c else 0, "D out": 4 * values["outs"]})
+    return cycles, busy, stalls, traffic, False
+
+
+def _stationary_stalls(array: ArraySpec, cycles: int, busy: int, ragged: int,
+                       first_load: int, lost: dict[str, int]) -> dict[str, int]:
+    """The bound's idle unit-cycles: the top row waits for loads and fetches (its ``cols``
+    units), the rows below for its partial sums (fill and drain, the rest)."""
+    cols = array.cols
     stalls = {"stationary load": cols * min(first_load, cycles), "ragged edges": ragged,
               **{c: cols * v for c, v in lost.items()}}
     rest = array.units * cycles - busy - sum(stalls.values())
@@ -280,10 +291,7 @@ def _stationary(array: ArraySpec, m: int, n: int, blocks: int, with_c: bool) -> 
         stalls[cause] -= take
         rest += take
     stalls["fill and drain"] = rest
-    traffic.update({"accumulator reads": 4 * values["reads"],
-                    "accumulator writes": 4 * values["parts"],
-                    "C in": 4 * values["firsts"] if with_c else 0, "D out": 4 * values["outs"]})
-    return cycles, busy, stalls, traffic, False
+    return stalls
 
 
 def estimate(array: ArraySpec, m: int, n: int, k: int, *, with_c: bool = False) -> Estimate:

@@ -88,7 +88,7 @@ def _plots(res: Results) -> list[str]:
         return []
     files = [_error_vs_area(res, matplotlib, plt), _error_distributions(res, matplotlib, plt)]
     if set(res.sweep.varied) & ARRAY_KEYS:
-        name = arrayplot.draw(res, plt, _err, _err_name(res.sweep))
+        name = arrayplot.draw(res, plt)
         if name is not None:
             files.append(name)
     for key in res.sweep.varied:
@@ -133,8 +133,10 @@ def _error_vs_area(res: Results, matplotlib: Any, plt: Any) -> str:
     ax.set_yscale("log")
     ax.set_xlabel("area: gate equivalents (NAND2) of the unit, Yosys")
     ax.set_ylabel(_err_name(sw))
-    ax.set_title(f"{sw.title}\nerror vs area (colour: dot products/cycle on "
-                 f"{_array_words(sw)}; red ring: Pareto front)", fontsize=8)
+    where = ("its own array" if set(sw.varied) & ARRAY_KEYS else
+             f"a {sw.rows}x{sw.cols} array")
+    ax.set_title(f"{sw.title}\nerror vs area (colour: dot products/cycle on {where}; red "
+                 f"ring: Pareto front)", fontsize=9)
     fig.colorbar(sc, ax=ax, label="dot products per cycle (array)")
     ax.legend(fontsize=7, loc="best")
     ax.grid(True, which="both", alpha=0.3)
