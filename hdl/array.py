@@ -89,7 +89,11 @@ class DotProductArray(wiring.Component):
     """
 
     def __init__(self, array: ArraySpec):
-        check_rtl(array)
+        try:
+            check_rtl(array)
+        except Exception:
+            self._MustUse__used = True       # refused, not forgotten: no "never used" warning
+            raise
         self._array = array
         super().__init__({"i": In(stream.Signature(wave_layout(array))),
                           "o": Out(wiring.Signature({"valid": Out(1),
@@ -131,6 +135,11 @@ class DotProductArray(wiring.Component):
         self._datapath(m, units, take, back, head)
         return m
 
+    def _chain_ok(self, cmd, pending) -> Value:
+        """The wave may start its chain link: it is ``first``, or no wave of its slot is in
+        the units (their Ds are in the accumulators)."""
+        return cmd.first | (pending[cmd.t] == 0)
+
     def _control(self, m: Module, lead: DotProductUnit):
         """Fetch counters, the waves in flight and the chain check; (take, back, head):
         a wave is taken, results are back, and the slot/last/mask of the oldest wave."""
@@ -160,7 +169,7 @@ class DotProductArray(wiring.Component):
         m.d.comb += [
             head.eq(inflight.r_data),
             self.i.ready.eq(lead.i.ready & full_a & full_b & full_s
-                            & (cmd.first | (pending[cmd.t] == 0))),
+                            & self._chain_ok(cmd, pending)),
             take.eq(self.i.valid & self.i.ready),
             inflight.w_en.eq(take),
             inflight.w_data.eq(Cat(cmd.t, cmd.last, cmd.rows_on, cmd.cols_on)),

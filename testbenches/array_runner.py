@@ -165,10 +165,23 @@ def flat_verilog(text: str) -> str:
         return (Path(tmp) / "out.v").read_text()
 
 
+_BUILT: dict[tuple[str, str], Path] = {}
+
+
 def build(array: ArraySpec, cache: str | Path | None = None) -> Path:
     """The Verilator build of the array (from the build cache, or built into it): the
     Verilog with its initial values stripped, flattened (:data:`FLATTEN`), built with
-    :data:`FLAGS`."""
+    :data:`FLAGS`. A process generates each array's Verilog once (a 4 x 4 array takes
+    minutes to convert)."""
+    done = _BUILT.get((array.dumps("json"), str(cache)))
+    if done is not None and done.is_dir():
+        return done
+    path = _build(array, cache)
+    _BUILT[(array.dumps("json"), str(cache))] = path
+    return path
+
+
+def _build(array: ArraySpec, cache: str | Path | None) -> Path:
     from cocotb_tools.runner import get_runner
 
     from .runner import strip_initial_values
@@ -209,12 +222,14 @@ class ArrayCheck:
 
 
 def check(array: ArraySpec, m: int, n: int, k: int, vs: VectorSet, work: str | Path, *,
-          cache: str | Path | None = None, name: str = "run", seed: int = 0) -> ArrayCheck:
+          cache: str | Path | None = None, name: str = "run", seed: int = 0,
+          model: ArraySpec | None = None) -> ArrayCheck:
     """Build (or reuse) the array's RTL and run :mod:`testbenches.array_tb` on the GEMM
-    ``vs``: every cycle against the cycle model."""
+    ``vs``: every cycle against the cycle model (of ``model``, default ``array``: another
+    description shows that the scoreboard catches a different machine)."""
     from cocotb_tools.runner import get_runner
     built = build(array, cache)
-    run = simulate(array, m, n, k, a=vs.a, b=vs.b, c=vs.c, a_scale=vs.a_scale,
+    run = simulate(model or array, m, n, k, a=vs.a, b=vs.b, c=vs.c, a_scale=vs.a_scale,
                    b_scale=vs.b_scale, record=True)
     exp = expected(array, run)
     work = Path(work).resolve()
@@ -245,14 +260,15 @@ def check(array: ArraySpec, m: int, n: int, k: int, vs: VectorSet, work: str | P
     return ArrayCheck(s["cycles"], s["waves"], s["outputs"], s["mismatches"], seconds)
 
 
-def amaranth_trace(array: ArraySpec, waves: list[Wave], vs: VectorSet, cycles: int
-                   ) -> Expected:
-    """What the RTL does in Amaranth's simulator for ``cycles`` cycles, offering every wave
-    (``i.valid`` high while waves are left), in the form of :func:`expected`."""
+def amaranth_trace(array: ArraySpec, waves: list[Wave], vs: VectorSet, cycles: int, *,
+                   design: type | None = None) -> Expected:
+    """What the RTL (``design``: ``DotProductArray`` or a subclass) does in Amaranth's
+    simulator for ``cycles`` cycles, offering every wave (``i.valid`` high while waves are
+    left), in the form of :func:`expected`."""
     from amaranth.sim import Simulator
 
     from hdl.array import DotProductArray
-    dut = DotProductArray(array)
+    dut = (design or DotProductArray)(array)
     payloads = wave_payloads(array, waves, vs)
     take, valid, words = [], [], []
 

@@ -131,3 +131,24 @@ def test_array_from_dict_unknown_unit_name():
     with pytest.raises(ArrayError, match=r"^x.toml: unit: ") as err:
         from_dict({"unit": "no-such-unit"}, source="x.toml")
     assert "\n" not in str(err.value)
+
+
+def test_array_docs_examples_run(tmp_path, capsys):
+    """docs/array.md's TOML file loads (and round-trips) and its Python example runs."""
+    import re
+    from pathlib import Path
+    text = (Path(__file__).parent.parent / "docs" / "array.md").read_text()
+    toml = re.search(r"```toml\n(.*?)```", text, re.S).group(1)
+    path = tmp_path / "arr.toml"
+    path.write_text(toml)
+    arr = load(path)
+    assert (arr.rows, arr.dataflow, arr.accumulators.kind) == (4, Dataflow.OS, "tmem")
+    assert load_text(arr.dumps()) == arr
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    exec(compile(code, "docs/array.md", "exec"), {})
+    assert "utilisation" in capsys.readouterr().out
+
+
+def load_text(text):
+    import tomllib
+    return from_dict(tomllib.loads(text))

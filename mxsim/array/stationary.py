@@ -40,6 +40,7 @@ import numpy as np
 
 from ..cycle import Beat, UnitModel
 from . import plan
+from .run import STALL_CAUSES, ArrayRun
 from .spec import AccKind, ArraySpec, Dataflow, Scales
 
 __all__ = ["simulate_stationary"]
@@ -108,7 +109,7 @@ class _Machine:
             return "accumulator port"
         return None
 
-    def step(self, x: int, lost: dict[str, int]) -> None:  # noqa: C901
+    def step(self, x: int, lost: dict[str, int]) -> None:
         """Cycle ``x``: results, issues, tmem adds, then the fetches at the edge."""
         array, tiles = self.array, self.tiles
         top_issued = False
@@ -201,7 +202,6 @@ class _Machine:
 
 def simulate_stationary(array: ArraySpec, m: int, n: int, k: int, with_c: bool):
     """Run the GEMM on a "ws" or "is" array (module docstring); an ArrayRun without D."""
-    from .cycle import STALL_CAUSES, ArrayRun
     tiles = plan.stationary_tiles(array, m, n, k)
     mach = _Machine(array, tiles)
     lost = dict.fromkeys(STALL_CAUSES, 0)
