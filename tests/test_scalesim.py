@@ -9,8 +9,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import scalesim_compare as sc  # noqa: E402
-import scalesim_run  # noqa: E402
+try:
+    import scalesim_compare as sc
+    import scalesim_run
+finally:
+    sys.path.remove(str(ROOT / "benchmarks"))
 
 
 def test_the_table_is_rederived_from_the_committed_reports():
