@@ -98,3 +98,18 @@ def test_the_docs_array_example_is_its_committed_results(tmp_path, monkeypatch):
                                                 "| e4m3 | os (any shape) | 1", 1))
     monkeypatch.setattr(figs, "DOC", doc)
     assert figs.main(["--check"]) == 1
+
+
+@pytest.mark.parametrize("fmt,rows,cols", [("e4m3", 8, 8), ("e2m1", 16, 32)])
+def test_the_examples_stationary_arrays_are_timed_exactly_on_a_cut_gemm(fmt, rows, cols):
+    """docs/explore.md (d) times its ws/is arrays by the closed form, a lower bound: on the
+    example's own arrays, with the GEMM cut to 512 streamed rows, two outer tiles and two
+    K-tiles, it equals the cycle model."""
+    from pathlib import Path
+
+    from mxsim.array import cycle
+    sw = explore.load(Path(__file__).resolve().parent.parent / "docs" / "sweeps" / "array.toml")
+    d = next(d for d in sw.designs if d.array.dataflow.value == "ws" and d.spec.a_format == fmt
+             and (d.array.rows, d.array.cols) == (rows, cols))
+    m, n, k = 512, 2 * cols, 2 * rows * 32
+    assert analytic.estimate(d.array, m, n, k).cycles == cycle.simulate(d.array, m, n, k).cycles
