@@ -117,31 +117,63 @@ def _os_tile(array: ArraySpec, acc: _Acc, blocks: int, rows_on: int,
              slots: list[int]) -> tuple[int, dict[str, int], int, bool]:
     """One output-stationary tile timed by the cycle model's rules from its first wave's
     issue (cycle 0): (its last wave's issue, idle cycles by cause after the first wave, the
-    last wave's write cycles, whether no write waited for the port)."""
+    last wave's write cycles, whether no write waited for the port).
+
+    K-block after K-block, wave by wave; once a K-block leaves the slots in the state the one
+    before it did (the issue cycles of each slot's last wave, relative to the last issue), the
+    rest repeat it exactly and are added at once."""
     lost = dict.fromkeys(_OS_CAUSES, 0)
-    feeds = [_feeds(array, rows_on if t == 0 else 0, c)[:2] for t, c in enumerate(slots)]
-    wr = [acc.cycles(rows_on * c, acc.write_ports) for c in slots]
-    rd = [acc.cycles(rows_on * c, acc.read_ports) for c in slots]
-    p, lat = array.passes, array.latency
-    prev = [0] * len(slots)               # issue cycle of each slot's previous wave
-    last, last_wr, free_port = 0, wr[0], True
+    tile = _OsTile(array, acc, rows_on, slots)
+    state, before = None, None
     for kb in range(blocks):
-        for t in range(len(slots)):
+        step = dict.fromkeys(_OS_CAUSES, 0)
+        start = tile.last
+        tile.block(kb, step)
+        for cause, c in step.items():
+            lost[cause] += c
+        state = tuple(x - tile.last for x in tile.prev)
+        if kb >= 2 and state == before and tile.free_port:
+            rest = blocks - 1 - kb                     # periodic from here on
+            delta = tile.last - start
+            tile.last += rest * delta
+            for cause, c in step.items():
+                lost[cause] += rest * c
+            break
+        before = state
+    return tile.last, lost, tile.last_wr, tile.free_port
+
+
+class _OsTile:
+    """The wave-by-wave state of one output-stationary tile (see :func:`_os_tile`)."""
+
+    def __init__(self, array: ArraySpec, acc: _Acc, rows_on: int, slots: list[int]):
+        self.array, self.acc = array, acc
+        self.feeds = [_feeds(array, rows_on if t == 0 else 0, c)[:2]
+                      for t, c in enumerate(slots)]
+        self.wr = [acc.cycles(rows_on * c, acc.write_ports) for c in slots]
+        self.rd = [acc.cycles(rows_on * c, acc.read_ports) for c in slots]
+        self.prev = [0] * len(slots)          # issue cycle of each slot's previous wave
+        self.last, self.last_wr, self.free_port = 0, self.wr[0], True
+
+    def block(self, kb: int, lost: dict[str, int]) -> None:
+        """Issue the waves of K-block ``kb``, charging idle cycles to ``lost``."""
+        p, lat, acc = self.array.passes, self.array.latency, self.acc
+        for t in range(len(self.prev)):
             if kb == 0 and t == 0:
                 continue
+            last = self.last
             ready = last + p
             marks: list[tuple[int, str]] = []
             if kb:
-                free = prev[t] + lat + wr[t]            # the cycle after the slot's D is written
-                done = max(last + 1, free) + rd[t] - 1 + acc.latency
+                free = self.prev[t] + lat + self.wr[t]   # the cycle after the slot's D is written
+                done = max(last + 1, free) + self.rd[t] - 1 + acc.latency
                 marks = [(free, "chain dependency"), (done, "accumulator port")]
-            marks += [(last + max(1, feeds[t][0]), "operand bandwidth"),
-                      (last + max(1, feeds[t][1]), "scale bandwidth")]
+            marks += [(last + max(1, self.feeds[t][0]), "operand bandwidth"),
+                      (last + max(1, self.feeds[t][1]), "scale bandwidth")]
             s = max([ready] + [until for until, _ in marks])
             _idle(lost, ready, s, marks)
-            free_port &= s - last >= last_wr
-            prev[t], last, last_wr = s, s, wr[t]
-    return last, lost, last_wr, free_port
+            self.free_port &= s - last >= self.last_wr
+            self.prev[t], self.last, self.last_wr = s, s, self.wr[t]
 
 
 def _os(array: ArraySpec, m: int, n: int, blocks: int, with_c: bool) -> tuple:
