@@ -35,7 +35,7 @@ from .errors import MxsimError, UnitError
 from .spec import SpecError, UnitSpec, from_dict
 from .vectors import VectorSet
 
-__all__ = ["Fit", "fit", "schedules", "DEFAULT_SEARCH", "hypotheses_of", "default_k"]
+__all__ = ["Fit", "fit", "schedules", "DEFAULT_SEARCH", "SEARCHED", "hypotheses_of", "default_k"]
 
 
 def schedules(k: int) -> dict[str, tuple[tuple[int, ...], ...] | None]:
@@ -86,6 +86,8 @@ DEFAULT_SEARCH: dict[str, list[Any]] = {
 #: Order of the coordinate sweeps: the parameters that move the most bits first.
 _ORDER = ["schedule", "frac_bits", "acc_format", "acc_rounding", "align", "c_mode", "product",
           "upcast", "e_zero", "c_rounding", "specials", "overflow", "group", "reduce"]
+#: The parameters the search sets (the rest come from the start spec).
+SEARCHED: tuple[str, ...] = tuple(_ORDER)
 
 
 @dataclass

@@ -28,6 +28,7 @@ import argparse
 import datetime
 import itertools
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -162,7 +163,8 @@ def run_campaign(pairs: list[tuple[str, str]], *, dots: int, chunk: int, lanes: 
               "lanes": first["lanes"], "stages": first["stages"], "sim": sim, "bulk": bulk,
               "versions": {name: v or "not installed"
                            for name, v in installed(campaign_tasks.TOOLS).items()},
-              "python": platform.python_version(), "pairs": rows_of(tasks, rep),
+              "python": platform.python_version(), "cpus": os.cpu_count(),
+              "pairs": rows_of(tasks, rep),
               "seconds": round(rep.seconds, 1), "executor": rep.executor,
               "workers": rep.workers, "tasks": rep.tasks, "computed": rep.done,
               "cached": rep.cached, "task_seconds": round(rep.task_seconds, 1),
@@ -234,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _commit() -> str:
+    """HEAD (``+dirty`` with uncommitted changes), or ``MXSIM_COMMIT`` for a copy of the
+    checkout whose git folder is not its own (what the device tool sends), when set."""
+    if os.environ.get("MXSIM_COMMIT"):
+        return os.environ["MXSIM_COMMIT"]
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                              check=True, cwd=Path(__file__).parent).stdout.strip()
@@ -243,6 +249,18 @@ def _commit() -> str:
         return out + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def _executor_rows(run: dict) -> list[str]:
+    """The task layer's line of the run table (records from before mxsim.campaign have none)."""
+    if "executor" not in run:
+        return []
+    return [f"| executor | {run['tasks']} tasks on {run['workers']} {run['executor']} worker"
+            f"{'s' if run['workers'] != 1 else ''} ({run.get('cpus', '?')} CPUs), "
+            f"{run['computed']} computed, {run['cached']} from the store; "
+            f"{run['task_seconds'] / 60:.0f} min of task time in {run['seconds'] / 60:.1f} min "
+            f"(cluster start-up included): speed-up {run['speedup']:.1f}x (task time over the "
+            f"computing time) |"]
 
 
 def markdown(run: dict) -> str:
@@ -268,6 +286,7 @@ def markdown(run: dict) -> str:
            f"| stimulus | `mxsim verify --bulk` chunks of {run['chunk']:,} from seed "
            f"{run['seed']}, {' / '.join(f'{d:,}' for d in per)} dot products per pair; "
            f"{run['lanes']} lanes, {run['stages']} stage{'s' if run['stages'] != 1 else ''} |",
+           *_executor_rows(run),
            "| coverage | `backpressure` from the harness's trace; "
            + (f"not measured: {', '.join(unmeasured)}" if unmeasured
               else "every coverpoint measured in every pair")

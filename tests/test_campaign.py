@@ -47,3 +47,21 @@ def test_campaign_earlier_reruns_are_described_as_they_were():
     assert (f"Its reruns were {len(reruns)} runs of {len({r['pair'] for r in reruns})} INT8 "
             f"pairs, {sum(r['dots'] for r in reruns):,} dot products, {len(holed)} of them "
             f"({', '.join(holed)}) still with a hole") in text
+
+
+def test_campaign_through_the_task_layer_equals_the_loop_it_replaced():
+    """The committed run went through mxsim.campaign (its executor fields add up); the
+    2026-12-01 run of the same stimulus through the old process loop checked the same dot
+    products with the same outcome, pair by pair (issue 19)."""
+    assert RUN["executor"] in ("local", "scheduler", "jobqueue", "inprocess")
+    assert RUN["computed"] + RUN["cached"] == RUN["tasks"] == sum(r["tasks"] for r in RUN["pairs"])
+    assert not RUN["failed"] and RUN["workers"] >= 1
+    # speed-up: task time over the computing time (the wall time less the cluster's start-up)
+    assert RUN["task_seconds"] / RUN["seconds"] <= RUN["speedup"] <= RUN["workers"]
+    loop = json.loads((ROOT / "docs" / "data" / "campaign_2026-12-01.json").read_text())
+    assert "executor" not in loop and (loop["seed"], loop["chunk"]) == (RUN["seed"], RUN["chunk"])
+    before = {r["pair"]: r for r in loop["pairs"]}
+    keys = ("unit", "spec_digest", "dots", "blocks", "cycles", "value_mismatches",
+            "cycle_mismatches", "holes", "coverage")
+    for r in RUN["pairs"]:
+        assert {k: r[k] for k in keys} == {k: before[r["pair"]][k] for k in keys}, r["pair"]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from gpu.collect import load_bundle
-from mxsim import fit, presets, probe, vectors
+from mxsim import fit, fitsweep, presets, probe, vectors
 from mxsim.cli import main
 from mxsim.engine import fast
 from mxsim.spec import UnitSpec
@@ -72,14 +72,7 @@ def test_fit_recovers_presets_from_the_probe_suite():
 
 
 def _drawn(rng: np.random.Generator) -> UnitSpec:
-    scheds = list(fit.schedules(32).values())
-    return UnitSpec(
-        name="drawn", a_format="e5m2", b_format="e4m3", k=32,
-        schedule=scheds[rng.integers(len(scheds))], frac_bits=int(rng.integers(8, 31)),
-        align=str(rng.choice(["rz", "rd", "rne"])), c_mode=str(rng.choice(["step", "after"])),
-        acc_format=str(rng.choice(["fp32", "e8m13", "e8m16"])),
-        acc_rounding=str(rng.choice(["rz", "rne"])), e_zero=int(rng.choice([-133, -139, -127])),
-        upcast=rng.choice([None, "fp16"]))
+    return fitsweep.draw_from(rng)
 
 
 #: What test_fit_recovers_randomly_drawn_specs measures; docs/findings.md states the same.

@@ -72,9 +72,48 @@ def _fit_rtl(args: argparse.Namespace):
                    f"(observed outputs in {work / 'observed.npz'})\n"
 
 
+def _fit_campaign(args: argparse.Namespace) -> int:
+    """``fit --campaign OBS.npz ...``: each observed set fitted as a task of mxsim.campaign;
+    every exact fit written to ``-o``'s folder as ``<file stem>.toml``."""
+    from .. import campaign
+    from ..fitsweep import fit_tasks, spec_of
+
+    if args.inputs is not None or args.rtl is not None:
+        raise MxsimError("fit --campaign takes the observed sets after --campaign; give no "
+                         "IN.npz, GPU_OUT.npz or --rtl with it")
+    stems = [Path(p).stem for p in args.campaign]
+    if len(set(stems)) != len(stems):
+        twice = sorted({s for s in stems if stems.count(s) > 1})
+        raise MxsimError(f"two observed sets are named {twice[0]!r}; each fitted spec is "
+                         f"written as <name>.toml, so give files with different names")
+    tasks = fit_tasks(args.campaign, k=args.k, allow_large=args.allow_large)
+    folder = out_dir(args.output)
+    rep = campaign.run(tasks, args.store or folder / "store", workers=args.workers,
+                       scheduler=args.scheduler, cluster_spec=args.cluster_spec,
+                       progress=False if args.json else None)
+    lines, rows = [], []
+    for task in tasks:
+        r = rep.results.get(task.key)
+        if r is None:
+            continue
+        written = folder / f"{task.label}.toml" if r["exact"] else None
+        if written is not None:
+            write_text(written, spec_of(r).dumps("toml"))
+        lines.append(f"{task.label}: {r['equal']}/{r['total']} outputs reproduced"
+                     + (f", wrote {written}" if written else ", no spec explains them all"))
+        rows.append({k: v for k, v in r.items() if k != "report"} | {"written": str(written)
+                                                                       if written else None})
+    lines += [f"failed {f.label}: {f.error}\n  replay: {f.replay}" for f in rep.failed]
+    emit(args, "\n".join(lines + ["", rep.markdown()]), {"fits": rows,
+                                                          "campaign": rep.to_dict()})
+    return 0 if not rep.failed and all(r["exact"] for r in rows) else 1
+
+
 def cmd_fit(args: argparse.Namespace) -> int:
     from ..fit import default_k, fit
 
+    if args.campaign is not None:
+        return _fit_campaign(args)
     check_output(args.output)
     if args.rtl is not None:
         result, head = _fit_rtl(args)

@@ -315,7 +315,20 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
     fi.add_argument("-k", type=int_range(1), default=None,
                     help="instruction K (default: 32, or the port map's)")
     fi.add_argument("-o", "--output", required=True, metavar="FITTED.toml",
-                    help="where to write the spec (only when it explains every output)")
+                    help="where to write the spec (only when it explains every output); "
+                         "with --campaign, a folder")
+    fi.add_argument("--campaign", nargs="+", default=None, metavar="OBS.npz",
+                    help="fit each of these observed sets (inputs and outputs in one file) as "
+                         "a task of a campaign (docs/campaigns.md); exact fits are written to "
+                         "-o's folder as NAME.toml")
+    fi.add_argument("--workers", type=int_range(1), default=None, metavar="N",
+                    help="with --campaign: local Dask workers (default: one per core)")
+    fi.add_argument("--scheduler", default=None, metavar="ADDR",
+                    help="with --campaign: a running Dask scheduler, tcp://HOST:PORT")
+    fi.add_argument("--cluster-spec", default=None, metavar="FILE",
+                    help="with --campaign: a dask-jobqueue cluster (docs/campaigns.md)")
+    fi.add_argument("--store", default=None, metavar="DIR",
+                    help="with --campaign: the result store (default: OUT/store)")
     add_allow_large(fi)
 
     gp = sub.add_parser("gpu", help="run vector sets on the local NVIDIA GPU",
