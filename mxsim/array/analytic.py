@@ -10,9 +10,11 @@ wave over one tile, by the cycle model's own rules (a wave issues when the units
 again, ``P`` cycles after the last; when its blocks are fetched, ``ceil(bytes / bandwidth)``
 cycles per buffer from the previous issue; for a K-block after the first, when its slot's
 previous D is written to the accumulators and read back as C), and a tile's first wave
-follows the previous tile's last by its own fetch gap. Cycles, busy and idle unit-cycles by
-cause and traffic then equal the cycle model's (``exact``), except where a tensor memory's
-write port makes D values wait in its queue: then the cycles are a lower bound.
+follows the previous tile's last by its own fetch gap. A tensor memory's write queue (its
+``write_ports`` values a cycle) is followed too, from tile to tile: a run of tiles (or of rows
+of tiles) that leaves the queue as it found it repeats, and so do a tile's K-blocks once they
+leave the slots and the queue as the K-block before did; each repeat is added at once.
+Cycles, busy and idle unit-cycles by cause and traffic equal the cycle model's (``exact``).
 
 Weight- and input-stationary: busy unit-cycles and traffic are exact; the cycles are a lower
 bound (``exact`` False): the first tile's load, then from tile to tile the largest of the top
@@ -113,103 +115,174 @@ def _idle(lost: dict[str, int], ready: int, issue: int, marks: list[tuple[int, s
 _OS_CAUSES = ("chain dependency", "accumulator port", "operand bandwidth", "scale bandwidth")
 
 
-def _os_tile(array: ArraySpec, acc: _Acc, blocks: int, rows_on: int,
-             slots: list[int]) -> tuple[int, dict[str, int], int, bool]:
+def _os_tile(array: ArraySpec, acc: _Acc, blocks: int, rows_on: int, slots: list[int],
+             queue: tuple[int, int]) -> tuple[int, dict[str, int], tuple[int, int]]:
     """One output-stationary tile timed by the cycle model's rules from its first wave's
-    issue (cycle 0): (its last wave's issue, idle cycles by cause after the first wave, the
-    last wave's write cycles, whether no write waited for the port).
+    issue (cycle 0), the write queue holding what earlier tiles left (``queue``: its last
+    cycle and the ports used in it, relative to that issue): (its last wave's issue, idle
+    cycles by cause after the first wave, and the queue it leaves, relative to its last
+    issue).
 
-    K-block after K-block, wave by wave; once a K-block leaves the slots in the state the one
-    before it did (the issue cycles of each slot's last wave, relative to the last issue), the
-    rest repeat it exactly and are added at once."""
+    K-block after K-block, wave by wave; once a K-block leaves the slots and the write queue
+    in the state the one before it did (relative to the last issue), the rest repeat it
+    exactly and are added at once."""
     lost = dict.fromkeys(_OS_CAUSES, 0)
-    tile = _OsTile(array, acc, rows_on, slots)
-    state, before = None, None
+    tile = _OsTile(array, acc, rows_on, slots, queue)
+    before = None
     for kb in range(blocks):
         step = dict.fromkeys(_OS_CAUSES, 0)
         start = tile.last
         tile.block(kb, step)
         for cause, c in step.items():
             lost[cause] += c
-        state = tuple(x - tile.last for x in tile.prev)
-        if kb >= 2 and state == before and tile.free_port:
+        state = tile.state()
+        if kb >= 2 and state == before:
             rest = blocks - 1 - kb                     # periodic from here on
             delta = tile.last - start
             tile.last += rest * delta
+            tile.written += rest * delta
             for cause, c in step.items():
                 lost[cause] += rest * c
             break
         before = state
-    return tile.last, lost, tile.last_wr, tile.free_port
+    return tile.last, lost, (tile.written - tile.last, tile.used)
 
 
 class _OsTile:
-    """The wave-by-wave state of one output-stationary tile (see :func:`_os_tile`)."""
+    """The wave-by-wave state of one output-stationary tile (see :func:`_os_tile`): each
+    slot's cycle from which its accumulators hold its last D, and the accumulators' write
+    queue (``write_ports`` values a cycle, in order; registers take a wave at once)."""
 
-    def __init__(self, array: ArraySpec, acc: _Acc, rows_on: int, slots: list[int]):
+    def __init__(self, array: ArraySpec, acc: _Acc, rows_on: int, slots: list[int],
+                 queue: tuple[int, int]):
         self.array, self.acc = array, acc
         self.feeds = [_feeds(array, rows_on if t == 0 else 0, c)[:2]
                       for t, c in enumerate(slots)]
-        self.wr = [acc.cycles(rows_on * c, acc.write_ports) for c in slots]
-        self.rd = [acc.cycles(rows_on * c, acc.read_ports) for c in slots]
-        self.prev = [0] * len(slots)          # issue cycle of each slot's previous wave
-        self.last, self.last_wr, self.free_port = 0, self.wr[0], True
+        self.values = [rows_on * c for c in slots]
+        self.rd = [acc.cycles(v, acc.read_ports) for v in self.values]
+        self.free = [0] * len(slots)          # first cycle each slot's last D is written
+        self.last = 0
+        self.written, self.used = queue       # the write queue's last cycle, ports used in it
+        self._write(0, self.values[0])
+
+    def _write(self, issue: int, values: int) -> None:
+        """Queue a wave's D values, arriving ``L`` cycles after ``issue``."""
+        ports = self.acc.write_ports or values
+        arrive = issue + self.array.latency
+        if arrive > self.written:
+            n = -(-values // ports)
+            self.written, self.used = arrive + n - 1, values - (n - 1) * ports
+        elif values <= ports - self.used:
+            self.used += values
+        else:
+            left = values - (ports - self.used)
+            n = -(-left // ports)
+            self.written, self.used = self.written + n, left - (n - 1) * ports
+
+    def state(self) -> tuple:
+        return (*(f - self.last for f in self.free), self.written - self.last, self.used)
 
     def block(self, kb: int, lost: dict[str, int]) -> None:
         """Issue the waves of K-block ``kb``, charging idle cycles to ``lost``."""
-        p, lat, acc = self.array.passes, self.array.latency, self.acc
-        for t in range(len(self.prev)):
+        p, acc = self.array.passes, self.acc
+        for t in range(len(self.free)):
             if kb == 0 and t == 0:
+                self.free[0] = self.written + 1
                 continue
             last = self.last
             ready = last + p
             marks: list[tuple[int, str]] = []
             if kb:
-                free = self.prev[t] + lat + self.wr[t]   # the cycle after the slot's D is written
+                free = self.free[t]
                 done = max(last + 1, free) + self.rd[t] - 1 + acc.latency
                 marks = [(free, "chain dependency"), (done, "accumulator port")]
             marks += [(last + max(1, self.feeds[t][0]), "operand bandwidth"),
                       (last + max(1, self.feeds[t][1]), "scale bandwidth")]
             s = max([ready] + [until for until, _ in marks])
             _idle(lost, ready, s, marks)
-            self.free_port &= s - last >= self.last_wr
-            self.prev[t], self.last, self.last_wr = s, s, self.wr[t]
+            self._write(s, self.values[t])
+            self.free[t], self.last = self.written + 1, s
+
+
+#: An empty write queue, relative to any issue cycle.
+_EMPTY = (-(1 << 40), 0)
+
+
+class _OsTiming:
+    """The issue timeline of an output-stationary GEMM, tile after tile in the plan's order
+    (M-tiles outer, N-tiles inner); runs of tiles (or of M-rows of tiles) that leave the
+    write queue as they found it repeat exactly and are added at once."""
+
+    def __init__(self, array: ArraySpec, blocks: int):
+        self.array, self.blocks, self.acc = array, blocks, _Acc(array)
+        self.lost = dict.fromkeys(_OS_CAUSES, 0)
+        self.issue: int | None = None         # the last wave's issue cycle
+        self.queue = _EMPTY                   # the write queue, relative to that cycle
+        self.cache: dict[tuple, tuple] = {}
+
+    def tile(self, rows_on: int, width: int) -> None:
+        array, p = self.array, self.array.passes
+        cols, inter = array.cols, array.interleave
+        slots = [min(cols, width - cols * t) for t in range(inter) if cols * t < width]
+        ab0, sc0 = _feeds(array, rows_on, slots[0])[:2]
+        first = [(ab0, "operand bandwidth"), (sc0, "scale bandwidth")]
+        gap = max(p, ab0, sc0)
+        if self.issue is None:                # the GEMM's first wave, fetched from cycle 0
+            _idle(self.lost, 0, max(ab0, sc0), first)
+            start, queue = max(ab0, sc0), _EMPTY
+        else:
+            _idle(self.lost, p, gap, first)
+            start = self.issue + gap
+            queue = (self.queue[0] - gap, self.queue[1])
+            if queue[0] < array.latency:      # written before the first D arrives: empty
+                queue = _EMPTY
+        key = (rows_on, tuple(slots), queue)
+        if key not in self.cache:
+            self.cache[key] = _os_tile(array, self.acc, self.blocks, rows_on, slots, queue)
+        span_t, tlost, self.queue = self.cache[key]
+        for cause, c in tlost.items():
+            self.lost[cause] += c
+        self.issue = start + span_t
+
+    def repeat(self, count: int, run) -> None:
+        """``run()`` ``count`` times; once a run leaves the queue as it found it, the rest
+        add what it added."""
+        for i in range(count):
+            before, issue, lost = self.queue, self.issue, dict(self.lost)
+            run()
+            if issue is not None and self.queue == before and i < count - 1:
+                rest = count - 1 - i
+                self.issue += rest * (self.issue - issue)
+                for cause in self.lost:
+                    self.lost[cause] += rest * (self.lost[cause] - lost[cause])
+                return
 
 
 def _os(array: ArraySpec, m: int, n: int, blocks: int, with_c: bool) -> tuple:
     """The output-stationary GEMM: (cycles, busy unit-cycles, idle unit-cycles by cause,
-    traffic, exact). Tiles of one class (full or ragged in M and in N) take the same time; a
-    tile's first wave needs no C and follows the previous tile's last wave by its own gap."""
+    traffic, exact). Tiles of one class (full or ragged in M and in N) with the same write
+    queue left by the tile before take the same time; a tile's first wave needs no C and
+    follows the previous tile's last wave by its own fetch gap."""
     rows, cols, inter, p = array.rows, array.cols, array.interleave, array.passes
     span = cols * inter
-    acc = _Acc(array)
-    lost = dict.fromkeys(_OS_CAUSES, 0)
+    timing = _OsTiming(array, blocks)
     traffic = {"A": 0, "B": 0, **({"scales": 0} if array.scales is Scales.SEPARATE else {})}
     values = {"reads": 0, "writes": 0, "c": 0, "d": 0}
     m_tiles = [(m // rows, rows)] + ([(1, m % rows)] if m % rows else [])
-    n_tiles = [(n // span, span)] + ([(1, n % span)] if n % span else [])
-    issue, busy, ragged, exact, tail = None, 0, 0, True, 1
+    n_tiles = [(nt, w) for nt, w in [(n // span, span)] + ([(1, n % span)] if n % span else [])
+               if nt]
+    busy = ragged = 0
     for mt, rows_on in m_tiles:
+        if not mt:
+            continue
+        timing.repeat(mt, lambda r=rows_on: [timing.repeat(nt, lambda w=w: timing.tile(r, w))
+                                             for nt, w in n_tiles])
         for nt, width in n_tiles:
             count = mt * nt
-            if not count:
-                continue
-            slots = [min(cols, width - cols * t) for t in range(inter) if cols * t < width]
-            span_t, tlost, tail, free_port = _os_tile(array, acc, blocks, rows_on, slots)
-            exact &= free_port and tail <= p     # no write waits for a port across tiles
-            ab0, sc0 = _feeds(array, rows_on, slots[0])[:2]
-            first = [(ab0, "operand bandwidth"), (sc0, "scale bandwidth")]
-            gap = max(p, ab0, sc0)
-            after = count
-            if issue is None:                # the GEMM's first wave, fetched from cycle 0
-                _idle(lost, 0, max(ab0, sc0), first)
-                issue, after = max(ab0, sc0) - gap, count - 1
-            for cause, c in _first_idle(p, gap, first).items():
-                lost[cause] += after * c
-            for cause, c in tlost.items():
-                lost[cause] += count * c
-            issue += count * (span_t + gap)
-            for t, cols_on in enumerate(slots):
+            for t in range(inter):
+                cols_on = min(cols, width - cols * t)
+                if cols_on <= 0:
+                    break
                 active = rows_on * cols_on
                 busy += count * blocks * p * active
                 ragged += count * blocks * p * (array.units - active)
@@ -219,20 +292,15 @@ def _os(array: ArraySpec, m: int, n: int, blocks: int, with_c: bool) -> tuple:
                 values["reads"] += count * (blocks - 1) * active
                 values["c"] += count * active
                 values["d"] += count * active
-    end = issue + array.latency + tail
-    lost["fill and drain"] = end - issue - p
+    end = timing.issue + timing.queue[0] + 1      # the cycle after the last D is written
+    lost = timing.lost
+    lost["fill and drain"] = end - timing.issue - p
     stalls = {cause: array.units * c for cause, c in lost.items()}
     stalls["ragged edges"] = ragged
     traffic.update({"accumulator reads": 4 * values["reads"],
                     "accumulator writes": 4 * values["writes"],
                     "C in": 4 * values["c"] if with_c else 0, "D out": 4 * values["d"]})
-    return end, busy, stalls, traffic, exact
-
-
-def _first_idle(p: int, gap: int, marks: list[tuple[int, str]]) -> dict[str, int]:
-    lost = {cause: 0 for _, cause in marks}
-    _idle(lost, p, gap, marks)
-    return lost
+    return end, busy, stalls, traffic, True
 
 
 def _stationary(array: ArraySpec, m: int, n: int, blocks: int, with_c: bool) -> tuple:
