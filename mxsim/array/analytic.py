@@ -16,12 +16,14 @@ of tiles) that leaves the queue as it found it repeats, and so do a tile's K-blo
 leave the slots and the queue as the K-block before did; each repeat is added at once.
 Cycles, busy and idle unit-cycles by cause and traffic equal the cycle model's (``exact``).
 
-Weight- and input-stationary: busy unit-cycles and traffic are exact; the cycles are a lower
-bound (``exact`` False): the first tile's load, then from tile to tile the largest of the top
-row's streamed beats, the next tile's load after the previous tile's rows started, and (with
-register accumulators) the partial sums' way down and back to the top row, then the last
-tile's drain; with a tensor memory also its adder's rate. It equals the cycle model on long
-streams (tests/test_array_analytic.py); the stall split is the bound's.
+Weight- and input-stationary: every row issues ``L + 1`` cycles after the row above (its
+partial sum), so the top row's beats decide the run; they are followed tile by tile (each
+tile's load, fetch, the register chain's round trip from the tile before, its beats one gap
+apart or behind a slower tile's partials), each distinct tile's beats timed once. Cycles,
+idle unit-cycles by cause and traffic equal the cycle model's (``exact``) with register
+accumulators, and with a tensor memory whose adder takes at least ``cols`` values a cycle
+when every K-tile has the same rows; elsewhere (a bottom row may wait for the adder) the
+cycles are a lower bound, busy unit-cycles and traffic still exact.
 """
 
 from __future__ import annotations
@@ -304,12 +306,11 @@ def _os(array: ArraySpec, m: int, n: int, blocks: int, with_c: bool) -> tuple:
 
 
 def _stationary(array: ArraySpec, m: int, n: int, blocks: int, with_c: bool) -> tuple:
-    """A weight- or input-stationary GEMM (:mod:`mxsim.array.stationary`'s rules), as a lower
-    bound on its cycles: the first tile's load, then the top row's beats one per gap (the
-    units' passes, the streamed blocks' fetch, the tensor memory's adder), then the partial
-    sums' way down the last tile's rows (``L + 1`` cycles a row) and out. Busy unit-cycles
-    and traffic are exact; the stall split is the bound's. (cycles, busy, stalls, traffic,
-    exact=False)."""
+    """A weight- or input-stationary GEMM (:mod:`mxsim.array.stationary`'s rules): the top
+    row's timeline (:func:`_stationary_timeline`), and where a tensor memory's adder may
+    hold a bottom row back (which only delays), the larger of it and the adder's rate: a
+    lower bound. Busy unit-cycles and traffic are exact.
+    (cycles, busy, stalls, traffic, exact)."""
     ws = array.dataflow is Dataflow.WS
     outer, stream = (n, m) if ws else (m, n)
     held, streamed = ("b", "a") if ws else ("a", "b")
@@ -332,25 +333,11 @@ def _stationary(array: ArraySpec, m: int, n: int, blocks: int, with_c: bool) -> 
         fs = _feed(rows_on * spb, array.scale_buffer.bandwidth) if sep else 0
         return max(p, fa, fs), fa, fs
 
-    def span(prev: int, rows_on: int, cols_on: int, chained: bool) -> int:
-        """A lower bound on the cycles from the top row's first beat of the previous tile
-        (``prev`` rows) to its first beat of this one."""
-        load = _feed(rows_on * cols_on * held_block, bw[held])
-        out = max((stream - 1) * gap(prev)[0] + gap(rows_on)[0], (prev - 1) * (lat + 1) + load)
-        return max(out, prev * (lat + 1)) if chained and not tmem else out
-
-    total, first = 0, True
     parts = 0
     for ot, cols_on in otiles:
         if not ot:
             continue
         seq = [rows] * (n_k - 1) + [last_rows]
-        one = sum(span(rows if i else last_rows, r, cols_on, i > 0) for i, r in enumerate(seq))
-        total += ot * one
-        if first:                         # the very first tile follows nothing: its load
-            total -= span(last_rows, seq[0], cols_on, False)
-            total += _feed(seq[0] * cols_on * held_block, bw[held])
-            first = False
         for r in seq:
             g, fa, fs = gap(r)
             lost["operand bandwidth"] += ot * stream * max(0, fa - p)
@@ -363,19 +350,102 @@ def _stationary(array: ArraySpec, m: int, n: int, blocks: int, with_c: bool) -> 
                 traffic["scales"] += ot * stream * r * spb
             parts += ot * stream * cols_on
     first_load = _feed(min(rows, blocks) * min(cols, outer) * held_block, bw[held])
-    drain = (stream - 1) * gap(last_rows)[0] + (last_rows - 1) * (lat + 1) + lat + 1 \
-        + (array.accumulators.latency if tmem else 0)
-    cycles = total + drain
-    if tmem:
+    cycles, top_lost = _stationary_timeline(array, stream, otiles, n_k, last_rows, gap,
+                                            held_block, bw[held])
+    if tmem:                 # the adder's rate (the timeline assumes it keeps up)
         cycles = max(cycles, first_load + lat + -(-parts // rate)
                      + array.accumulators.latency)
     values = {"parts": parts, "firsts": stream * outer, "outs": stream * outer}
     values["reads"] = parts - values["firsts"]
-    stalls = _stationary_stalls(array, cycles, busy, ragged, first_load, lost)
+    # The timeline is the cycle model's unless a tensor memory's adder makes a bottom row
+    # wait: it takes each D's values in their own cycle when it adds at least ``cols`` a
+    # cycle and only one row is ever a bottom row (every K-tile of the same rows).
+    exact = not tmem or (rate >= cols and (n_k == 1 or last_rows == rows))
+    if exact:        # the top row's own idle cycles; the rows below wait for its partials
+        stalls = {"ragged edges": ragged, **{c: cols * v for c, v in top_lost.items()}}
+        stalls["fill and drain"] = array.units * cycles - busy - sum(stalls.values())
+    else:
+        stalls = _stationary_stalls(array, cycles, busy, ragged, first_load, lost)
     traffic.update({"accumulator reads": 4 * values["reads"],
                     "accumulator writes": 4 * values["parts"],
                     "C in": 4 * values["firsts"] if with_c else 0, "D out": 4 * values["outs"]})
-    return cycles, busy, stalls, traffic, False
+    return cycles, busy, stalls, traffic, exact
+
+
+_ST_CAUSES = ("chain dependency", "stationary load", "operand bandwidth", "scale bandwidth")
+
+
+def _stationary_timeline(array: ArraySpec, stream: int, otiles: list[tuple[int, int]],
+                         n_k: int, last_rows: int, gap, held_block: int,
+                         bw: int) -> tuple[int, dict[str, int]]:
+    """The stationary cycle model's end and the top row's idle cycles by cause, tile by tile
+    on the top row's timeline: each row issues ``L + 1`` cycles after the row above (its
+    partial sum), so the top row's beats decide everything. Tile ``i``: its load starts when
+    tile ``i - 1`` is usable and its last row issued its first beat; its first beat waits
+    for the load, the fetch (``gap`` after the previous beat) and, with register
+    accumulators after the first K-tile, the partial of the tile before back from its bottom
+    row (``R (L + 1)``); its beats then follow one ``gap`` apart or, behind a slower tile's
+    partials, as those arrive. Exact while no row waits for anything but the row above (a
+    tensor memory's adder keeps up)."""
+    lat, rows, p = array.latency, array.rows, array.passes
+    chained = array.accumulators.kind is AccKind.REGISTERS
+    a_prev = last_prev = u_prev = None
+    r_prev = g_prev = end = 0
+    tmem_lat = 0 if chained else array.accumulators.latency
+    lost = dict.fromkeys(_ST_CAUSES, 0)
+    beats: dict[tuple, dict[str, int]] = {}
+    for ot, cols_on in otiles:
+        for _ in range(ot):
+            for i in range(n_k):
+                r = last_rows if i == n_k - 1 else rows
+                g, fa, fs = gap(r)
+                need = _feed(r * cols_on * held_block, bw)
+                if a_prev is None:              # the GEMM's first tile, from cycle 0
+                    u, ready, base = need - 1, 0, 0
+                else:
+                    start = max(u_prev + 1, a_prev + (r_prev - 1) * (lat + 1))
+                    u, ready, base = start + need - 1, last_prev + p, last_prev
+                marks = [(u + 1, "stationary load"), (base + max(1, fa) if base else fa,
+                                                      "operand bandwidth"),
+                         (base + max(1, fs) if base else fs, "scale bandwidth")]
+                c0 = a_prev + r_prev * (lat + 1) if chained and i and a_prev is not None \
+                    else None
+                if c0 is not None:
+                    marks.insert(0, (c0, "chain dependency"))
+                a = max([ready] + [until for until, _ in marks])
+                _idle(lost, ready, a, marks)
+                last = a + (stream - 1) * g
+                if c0 is not None:
+                    last = max(last, c0 + (stream - 1) * g_prev)
+                key = (g, fa, fs, None if c0 is None else (c0 - a, g_prev))
+                if key not in beats:
+                    beats[key] = _stationary_beats(p, stream, g, fa, fs, c0 and c0 - a,
+                                                   g_prev)
+                for cause, c in beats[key].items():
+                    lost[cause] += c
+                a_prev, last_prev, u_prev, r_prev, g_prev = a, last, u, r, g
+                # the cycle after its bottom row's last D (a tile of fewer rows may end first)
+                end = max(end, last + (r - 1) * (lat + 1) + lat + 1
+                          + (tmem_lat if i == n_k - 1 else 0))
+    return end, lost
+
+
+def _stationary_beats(p: int, stream: int, g: int, fa: int, fs: int, c0: int | None,
+                      g_prev: int) -> dict[str, int]:
+    """The top row's idle cycles by cause over a tile's beats after its first (issued at 0):
+    beat ``s`` waits for the fetch (from beat ``s - 1``) and, behind a chain (``c0``: when
+    the first partial of the tile before is back, relative), for partial ``s`` at
+    ``c0 + s g_prev``."""
+    lost = dict.fromkeys(_ST_CAUSES, 0)
+    t = 0
+    for s in range(1, stream):
+        marks = [(t + max(1, fa), "operand bandwidth"), (t + max(1, fs), "scale bandwidth")]
+        if c0 is not None:
+            marks.insert(0, (c0 + s * g_prev, "chain dependency"))
+        nxt = max([t + p] + [until for until, _ in marks])
+        _idle(lost, t + p, nxt, marks)
+        t = nxt
+    return lost
 
 
 def _stationary_stalls(array: ArraySpec, cycles: int, busy: int, ragged: int,
