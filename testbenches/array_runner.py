@@ -184,15 +184,28 @@ def build(array: ArraySpec, cache: str | Path | None = None) -> Path:
 def _build(array: ArraySpec, cache: str | Path | None) -> Path:
     from cocotb_tools.runner import get_runner
 
+    from mxsim.versions import installed
+
+    from .campaign_tasks import TOOLS, sources_digest
     from .runner import strip_initial_values
-    text = verilog(array)
-    key = build_cache.rtl_key(text, repr(verilator_version()), " ".join(FLAGS), FLATTEN,
-                              "mx_array")
     folder = build_cache.cache_dir(cache)
+    # The Verilog's hash is the build's key; the description, the generator's sources and
+    # the tools determine it, so it is kept (build_cache.memo) instead of converted again.
+    design = build_cache.rtl_key(array.dumps("json"), sources_digest(("mxsim", "hdl")),
+                                 str(installed(TOOLS)), FLATTEN, " ".join(FLAGS))
+    text: list[str] = []
+
+    def source() -> str:
+        if not text:
+            text.append(verilog(array))
+        return text[0]
+
+    key = build_cache.memo(folder, f"array-{design}", lambda: build_cache.rtl_key(
+        source(), repr(verilator_version()), " ".join(FLAGS), FLATTEN, "mx_array"))
 
     def make(out: Path) -> None:
         src = out / "mx_array.v"
-        src.write_text(flat_verilog(strip_initial_values(text)))
+        src.write_text(flat_verilog(strip_initial_values(source())))
         try:
             with simulator_env("verilator"):
                 get_runner("verilator").build(sources=[src], hdl_toplevel="mx_array",

@@ -28,8 +28,7 @@ def _array():
 @pytest.mark.slow
 def test_array_rtl_verilator_matches_cycle_model(tmp_path):
     """2 x 2 units, interleave 2, bandwidth-bound: every cycle's handshake and every unit's
-    D code, RTL against model; a model of another bandwidth is caught (the scoreboard can
-    fail)."""
+    D code, RTL against model (the scoreboard catching a difference: the next test)."""
     arr = _array()
     vs = vectors.generate_suite(["normal", "specials"], m=3, n=5, k=32, seed=2)
     vs = vs.replace(a=vs.a[1], b=vs.b[1], c=vs.c[1], d=None)      # the specials entry
@@ -37,9 +36,18 @@ def test_array_rtl_verilator_matches_cycle_model(tmp_path):
     assert res.passed, res.mismatches
     assert res.waves == 2 * 4 * (2 + 1) and res.outputs == res.waves   # N = 5: slots 2 + 1
     assert res.cycles == simulate(arr, 3, 5, 32).cycles
-    wrong = arr.replace(b_buffer=Buffer(bytes=4096, bandwidth=4))
-    bad = check(arr, 3, 5, 32, vs, tmp_path / "bad", model=wrong)
-    assert not bad.passed and bad.mismatches[0]["kind"] == "cycle"
+
+
+def test_array_rtl_scoreboard_catches_differences():
+    """The cocotb scoreboard reports a late handshake as a cycle mismatch and a wrong code
+    as a value mismatch, and stops at its limit."""
+    from testbenches.array_tb import Scoreboard
+    board = Scoreboard([1, 0, 0], [0, 1, 1], [0, 0x12, 0x34], limit=2)
+    assert board.check(0, 0, (1, 0, 0)) and not board.mismatches
+    assert board.check(1, 1, (0, 0, 0))
+    assert not board.check(2, 1, (0, 1, 0x35))
+    assert [m["kind"] for m in board.mismatches] == ["cycle", "value"]
+    assert board.mismatches[1]["rtl"][2] == "0x35" and board.mismatches[1]["model"][2] == "0x34"
 
 
 def test_array_rtl_run_summary_rederived():

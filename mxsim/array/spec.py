@@ -72,16 +72,19 @@ per cycle it delivers into the array (``bandwidth``). A block of an operand is
 ``ceil(k * bits / 8)`` bytes of element codes; a scaled unit's block also has ``k / block``
 scale codes of one byte each. With ``scales="inline"`` the scale bytes travel with their
 block through the operand buffer (and count against its bandwidth); with ``"separate"`` they
-come from ``scale_buffer`` at its own bandwidth (A's and B's scales share it). A block is
-broadcast to every unit that uses it in the same step: it is read from its buffer once per
-step. ``bytes`` (capacity) must hold at least one step's blocks (the cycle model refuses a
-GEMM whose stationary tile does not fit); refills from memory outside are not modelled.
+come from ``scale_buffer`` at its own bandwidth (A's and B's scales share it; in "ws"/"is"
+the stationary tile's scales load with the tile). A block is broadcast to every unit that
+uses it in the same step: it is read from its buffer once per step. The cycle model reads
+every operand from its buffer (refills from memory outside are not modelled), so ``bytes``
+(capacity) does not change its timing; it is part of the description for the views that
+count reuse and area.
 
 ``interleave`` is the number of independent outputs a unit has in flight in ``"os"`` (its
 accumulators: ``interleave`` per unit). A unit's beats for one output wait for the previous
-K-block's D (``L`` cycles, plus the accumulator's read latency), so ``interleave >= L / P``
-hides the chain. In ``"ws"`` and ``"is"`` every beat of a unit is another output already;
-``interleave`` has no effect there (it is kept so that sweeps can cross it with dataflow).
+K-block's D to be written (``L + 1`` cycles with registers; tmem adds its ports and read
+latency), so ``interleave >= (L + 1) / P`` hides the chain. In ``"ws"`` and ``"is"`` every
+beat of a unit is another output already; ``interleave`` has no effect there (it is kept so
+that sweeps can cross it with dataflow).
 """
 
 from __future__ import annotations
