@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mxsim import cli, cycle, explore, formats, presets
+from mxsim import cli, explore, formats, presets
+from mxsim.array import analytic
 from mxsim.engine import fast, reference
 
 TINY = """\
@@ -208,12 +209,12 @@ def swept(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("explore")
     seen = {"engine": [], "rtl": [], "cycle": []}
     mp = pytest.MonkeyPatch()
-    real_dot, real_gen, real_gemm = fast.dot, verilog.generate, cycle.gemm
+    real_dot, real_gen, real_est = fast.dot, verilog.generate, analytic.estimate
     mp.setattr(fast, "dot", lambda spec, vs: seen["engine"].append(spec) or real_dot(spec, vs))
     mp.setattr(verilog, "generate", lambda spec, ua, *a, **k: seen["rtl"].append((spec, ua))
                or real_gen(spec, ua, *a, **k))
-    mp.setattr(cycle, "gemm", lambda spec, ua, *a, **k: seen["cycle"].append((spec, ua))
-               or real_gemm(spec, ua, *a, **k))
+    mp.setattr(analytic, "estimate", lambda arr, *a: seen["cycle"].append(
+        (arr.unit, arr.microarch)) or real_est(arr, *a))
     try:
         sw = explore.load(_sweep(tmp))
         res = explore.run(sw, tmp / "out", area=AREA, jobs=1, progress=False)

@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import __version__, units, vectors
 from ..vectors.importers import KM_REPOSITORY, LAYOUTS
-from . import exploring, fitting, gpus, listing, quantizing, rtl, running, torch_eval
+from . import array, exploring, fitting, gpus, listing, quantizing, rtl, running, torch_eval
 from .common import Parser, add_allow_large, int_range
 
 __all__ = ["quantize_parser", "add_rtl_unit_args", "build_parser"]
@@ -273,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
 
     quantize_parser(sub)
     torch_eval.add_parser(sub)
+    array.add_parser(sub)
 
     pr = add("probe", fitting.cmd_probe, "write a probe suite: vectors that separate a unit's "
                                  "hypotheses")

@@ -10,7 +10,8 @@ from those same objects:
 - **cost**: the area of the RTL the unit builds, through the :class:`AreaCost` the caller
   passes (the CLI passes ``hdl.verilog``'s generator and Yosys: this package never imports
   ``hdl``); latency and initiation interval from the micro-architecture;
-- **throughput** (:mod:`.metrics`): :func:`mxsim.cycle.gemm` of the whole GEMM on an array.
+- **throughput** (:mod:`.metrics`): :func:`mxsim.array.analytic.estimate` of the whole GEMM on
+  the design's array (:class:`mxsim.array.ArraySpec`).
 
 :func:`run` runs the points not already cached as :mod:`mxsim.campaign` tasks (:mod:`.tasks`:
 in this process, on a local Dask cluster or on an existing one) and writes the tables, the

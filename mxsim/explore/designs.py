@@ -19,12 +19,14 @@ from typing import Any
 
 from .. import presets
 from .. import spec as spec_mod
+from ..array.spec import AccKind, ArraySpec, Buffer, Dataflow
 from ..design import resolve_design
+from ..errors import MxsimError
 from ..microarch import MicroArch
 from ..spec import SpecError, UnitSpec
 
-__all__ = ["CACHE_VERSION", "SPEC_KEYS", "Design", "Reference", "design", "reference",
-           "stable_hash", "hdl_version"]
+__all__ = ["CACHE_VERSION", "SPEC_KEYS", "ARRAY_KEYS", "ARRAY_DEFAULTS", "Design", "Reference",
+           "design", "reference", "array_of", "stable_hash", "hdl_version"]
 
 #: Bumped when a cached figure's meaning changes (old cache entries are then not reused).
 CACHE_VERSION = 1
@@ -33,6 +35,13 @@ CACHE_VERSION = 1
 SPEC_KEYS = frozenset(f.name for f in fields(UnitSpec)) - {"name", "instruction", "provenance"}
 _OPTIONAL = {f.name for f in fields(UnitSpec) if "None" in str(f.type)}
 _NOT_IN_NAME = {"preset", "spec", "label", "lanes", "stages"}
+
+#: The [array] keys (mxsim.array.ArraySpec, flattened), which [grid] and [[point]] may vary.
+ARRAY_DEFAULTS: dict[str, Any] = {
+    "rows": 16, "cols": 16, "dataflow": "os", "interleave": 1, "accumulators": "registers",
+    "bandwidth": 256, "a_bandwidth": None, "b_bandwidth": None, "buffer_kib": 256,
+    "scales": "inline", "scale_bandwidth": None, "tmem_ports": 1, "tmem_latency": 1}
+ARRAY_KEYS = frozenset(ARRAY_DEFAULTS)
 
 
 def stable_hash(obj: Any) -> str:
@@ -58,6 +67,7 @@ class Design:
     microarch: MicroArch
     params: dict[str, Any] = field(default_factory=dict)     #: the values swept
     group: str = ""              #: the [[point]] label it comes from ("" for the grid)
+    array: ArraySpec | None = None   #: the array of ``unit_spec`` units its throughput is of
 
     @property
     def rtl_key(self) -> str:
@@ -79,9 +89,27 @@ def _none(value: Any) -> Any:
     return None if isinstance(value, str) and value.lower() in ("none", "exact") else value
 
 
-def design(label: str, params: dict[str, Any], varied: dict[str, Any], group: str) -> Design:
-    """The design a point's merged parameters name; raises the spec's errors, SpecError for a
-    non-FP32 output and MicroArchError for lanes, stages or a unit the RTL does not build."""
+def design(label: str, params: dict[str, Any], varied: dict[str, Any], group: str,
+           array: dict[str, Any] | None = None) -> Design:
+    """The design a point's merged parameters name, on the array ``array`` (the [array]
+    table's keys, overridden by the point's own array keys); raises the spec's errors,
+    SpecError for a non-FP32 output, MicroArchError for lanes, stages or a unit the RTL does
+    not build, and ArrayError for an array that cannot be.
+
+    A weight- or input-stationary array with its accumulators in a tensor memory adds each
+    K-tile (``rows`` instructions) into the FP32 total with one RNE add: the engine's
+    promotion (``promote_every = rows``, ``promote_rounding = "rne"``, done outside the
+    unit), so the design's ``spec`` gets those two fields (see :mod:`mxsim.array.numerics`).
+    """
+    arr = {**ARRAY_DEFAULTS, **(array or {}),
+           **{k: v for k, v in params.items() if k in ARRAY_KEYS}}
+    params = {k: v for k, v in params.items() if k not in ARRAY_KEYS}
+    if _tiles(arr):
+        if _none(params.get("promote_every")) is not None:
+            raise SpecError(f"a {arr['dataflow']} array with tmem accumulators "
+                            f"adds every K-tile of rows = {arr['rows']} instructions in FP32 "
+                            f"already; drop promote_every or use registers")
+        params = {**params, "promote_every": arr["rows"], "promote_rounding": "rne"}
     spec, unit = _specs(params)
     if spec.d_format != "fp32":
         raise SpecError(f"d_format must be fp32 for a sweep (the RTL outputs FP32), "
@@ -89,7 +117,47 @@ def design(label: str, params: dict[str, Any], varied: dict[str, Any], group: st
     stages = params.get("stages")
     unit, ua = resolve_design(unit, lanes=params.get("lanes"),
                               stages=1 if stages is None else stages)
-    return Design(label, spec, unit, ua, dict(varied), group)
+    return Design(label, spec, unit, ua, dict(varied), group, array_of(unit, ua, arr))
+
+
+def _tiles(arr: dict[str, Any]) -> bool:
+    return (str(arr.get("dataflow")).lower() in ("ws", "is")
+            and str(arr.get("accumulators")).lower() == "tmem")
+
+
+def array_of(unit: UnitSpec, ua: MicroArch, arr: dict[str, Any]) -> ArraySpec:
+    """The ArraySpec of the flattened [array] keys ``arr`` (every key of
+    :data:`ARRAY_DEFAULTS`) of ``unit`` units built as ``ua`` (the very objects)."""
+    def bw(key: str) -> int:
+        value = arr[key] if arr.get(key) is not None else arr["bandwidth"]
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise MxsimError(f"{key} must be a whole number of bytes per cycle, not {value!r}")
+        return value
+
+    size = arr["buffer_kib"]
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise MxsimError(f"buffer_kib must be a positive integer (KiB per operand buffer), "
+                         f"not {size!r}")
+    separate = str(arr["scales"]).lower() == "separate"
+    kind = str(arr["accumulators"]).lower()
+    if kind not in set(AccKind):
+        raise MxsimError(f"accumulators must be one of {', '.join(AccKind)}, not "
+                         f"{arr['accumulators']!r}")
+    if str(arr["dataflow"]).lower() not in set(Dataflow):
+        raise MxsimError(f"dataflow must be one of {', '.join(Dataflow)}, not "
+                         f"{arr['dataflow']!r}")
+    return ArraySpec(
+        name="sweep", unit=unit, microarch=ua, rows=arr["rows"], cols=arr["cols"],
+        dataflow=arr["dataflow"], interleave=arr["interleave"],
+        a_buffer=Buffer(bytes=size << 10, bandwidth=bw("a_bandwidth")),
+        b_buffer=Buffer(bytes=size << 10, bandwidth=bw("b_bandwidth")),
+        scales=arr["scales"],
+        scale_buffer=(Buffer(bytes=size << 10, bandwidth=bw("scale_bandwidth"))
+                      if separate else None),
+        accumulators={"kind": kind, "read_ports": arr["tmem_ports"],
+                      "write_ports": arr["tmem_ports"], "latency": arr["tmem_latency"]})
 
 
 def reference(params: dict[str, Any]) -> UnitSpec:

@@ -5,8 +5,9 @@ GEMM), throughput (the cycle model on an array of units), its table row and the 
   sample of the workload's GEMM outputs (full K) and the ``exact`` unit runs the same codes: the
   normwise relative error, the per-output relative error, the FP32 ulp distance and the fraction
   of outputs whose bits differ; and, against the unquantised float64 GEMM, the total error.
-- **throughput**: :func:`mxsim.cycle.gemm` of the workload's whole GEMM on a rows x cols array
-  of the units at the given operand bandwidth; latency and interval from the MicroArch.
+- **throughput**: :func:`mxsim.array.analytic.estimate` of the workload's whole GEMM on the
+  design's array (:class:`mxsim.array.ArraySpec`: rows x cols of the unit, its dataflow,
+  buffers, accumulators and interleave); latency and interval from the MicroArch.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .. import cycle, formats, presets
+from .. import formats, presets
+from ..array import analytic
 from ..compare import ulp_order
 from ..plot import REL_FLOOR, relative_errors
 from ..spec import UnitSpec
@@ -90,12 +92,17 @@ def metrics(d: npt.NDArray[np.uint32], e: npt.NDArray[np.uint32], factor: float,
     }
 
 
-def throughput(d: Design, w: Workload, rows: int, cols: int, bandwidth: float) -> dict:
-    """The workload's whole GEMM on a rows x cols array of the design's units."""
-    r = cycle.gemm(d.unit_spec, d.microarch, *w.shape, rows=rows, cols=cols,
-                   bandwidth=bandwidth)
-    return {"cycles": r.cycles, "dots_per_cycle": r.dots_per_cycle,
-            "utilisation": r.utilisation, "stalls": r.stalls,
+def throughput(d: Design, w: Workload) -> dict:
+    """The workload's whole GEMM on the design's array (:attr:`Design.array`)."""
+    arr = d.array
+    r = analytic.estimate(arr, *w.shape)
+    m, n, _ = w.shape
+    return {"rows": arr.rows, "cols": arr.cols, "units": arr.units,
+            "dataflow": arr.dataflow.value, "interleave": arr.interleave,
+            "accumulators": arr.accumulators.kind.value,
+            "cycles": r.cycles, "dots_per_cycle": m * n / r.cycles,
+            "macs_per_cycle": m * n * w.k / r.cycles,
+            "utilisation": r.utilisation, "stalls": r.stalls, "traffic": r.traffic,
             "latency": d.microarch.latency(d.unit_spec),
             "interval": d.microarch.interval(d.unit_spec, chained=False),
             "interval_chained": d.microarch.interval(d.unit_spec, chained=True)}
@@ -115,6 +122,7 @@ def row(error: str, d: Design, w: Workload, acc: dict, cost: dict, tp: dict) -> 
         "error": acc["unit_err"] if error == "unit" else acc["total_err"],
         **{k: v for k, v in acc.items()},
         "gate_equivalents": cost["gate_equivalents"], "luts": cost["luts"],
+        "array_ge": cost["gate_equivalents"] * tp["units"],
         "fpga": cost["fpga"], "flip_flops": cost["flip_flops"], "cells": cost["total_cells"],
         "depth": cost["depth"], "cells_by_type": cost["cells"],
         **{k: v for k, v in tp.items()},
@@ -126,13 +134,17 @@ def row(error: str, d: Design, w: Workload, acc: dict, cost: dict, tp: dict) -> 
 
 
 def mark_pareto(rows: list[dict]) -> None:
-    """Pareto front per workload over (error low, gate equivalents low, dots/cycle high): sets
+    """Pareto front per workload over (error low, the array's gate equivalents low -- the
+    unit's times the units, ``array_ge``, where the row has it --, dots/cycle high): sets
     each row's ``pareto``."""
+    def area(r: dict) -> float:
+        return r.get("array_ge", r["gate_equivalents"])
+
     for r in rows:
         r["pareto"] = not any(
             q is not r and q["workload"] == r["workload"]
-            and q["error"] <= r["error"] and q["gate_equivalents"] <= r["gate_equivalents"]
+            and q["error"] <= r["error"] and area(q) <= area(r)
             and q["dots_per_cycle"] >= r["dots_per_cycle"]
-            and (q["error"] < r["error"] or q["gate_equivalents"] < r["gate_equivalents"]
+            and (q["error"] < r["error"] or area(q) < area(r)
                  or q["dots_per_cycle"] > r["dots_per_cycle"])
             for q in rows)

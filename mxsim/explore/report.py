@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from ..output import open_output, write_text
+from . import arrayplot
+from .designs import ARRAY_DEFAULTS, ARRAY_KEYS
 from .metrics import REL_BINS, REL_FLOOR, ULP_EDGES
 from .sweep import Sweep
 from .tasks import Results
@@ -31,7 +33,8 @@ def write(res: Results) -> list[str]:
         "schema": SCHEMA,
         "sweep": {"path": sw.path, "name": sw.name, "title": sw.title,
                   "description": sw.description, "error": sw.error,
-                  "array": {"rows": sw.rows, "cols": sw.cols, "bandwidth": sw.bandwidth},
+                  "array": {"rows": sw.rows, "cols": sw.cols, "bandwidth": sw.bandwidth,
+                            **sw.array},
                   "fpga": sw.fpga, "designs": len(sw.designs),
                   "rtl_configurations": len({r["rtl_hash"] for r in res.rows}),
                   "workloads": [w.to_dict() for w in sw.workloads],
@@ -54,8 +57,8 @@ def write(res: Results) -> list[str]:
 
 def write_table(rows: list[dict], path: Path) -> None:
     """The rows as CSV, less the columns that are lists or tables (histograms, cells by type,
-    stalls, params: results.json has them)."""
-    skip = {"rel_hist", "ulp_hist", "cells_by_type", "stalls", "params"}
+    stalls, traffic, params: results.json has them)."""
+    skip = {"rel_hist", "ulp_hist", "cells_by_type", "stalls", "traffic", "params"}
     cols = [k for k in rows[0] if k not in skip] if rows else []
     path.parent.mkdir(parents=True, exist_ok=True)
     with open_output(path, "w") as f:
@@ -84,6 +87,10 @@ def _plots(res: Results) -> list[str]:
     except ImportError:
         return []
     files = [_error_vs_area(res, matplotlib, plt), _error_distributions(res, matplotlib, plt)]
+    if set(res.sweep.varied) & ARRAY_KEYS:
+        name = arrayplot.draw(res, plt)
+        if name is not None:
+            files.append(name)
     for key in res.sweep.varied:
         name = _error_along(res, key, plt)
         if name is not None:
@@ -126,8 +133,10 @@ def _error_vs_area(res: Results, matplotlib: Any, plt: Any) -> str:
     ax.set_yscale("log")
     ax.set_xlabel("area: gate equivalents (NAND2) of the unit, Yosys")
     ax.set_ylabel(_err_name(sw))
-    ax.set_title(f"{sw.title}\nerror vs area (colour: dot products/cycle on a {sw.rows}x{sw.cols}"
-                 f" array; red ring: Pareto front)", fontsize=9)
+    where = ("its own array" if set(sw.varied) & ARRAY_KEYS else
+             f"a {sw.rows}x{sw.cols} array")
+    ax.set_title(f"{sw.title}\nerror vs area (colour: dot products/cycle on {where}; red "
+                 f"ring: Pareto front)", fontsize=9)
     fig.colorbar(sc, ax=ax, label="dot products per cycle (array)")
     ax.legend(fontsize=7, loc="best")
     ax.grid(True, which="both", alpha=0.3)
@@ -251,6 +260,7 @@ _CAPTIONS = {
     "error_vs_area.png": "Error against area: one marker per point, coloured by the array's "
                          "dot products per cycle; red rings mark the Pareto front; dashed "
                          "lines are the references.",
+    arrayplot.NAME: arrayplot.CAPTION,
     "error_distributions.png": "Per-output relative error against `exact`, one row per "
                                "design, one panel per workload; the leftmost column counts "
                                "outputs equal to `exact`.",
@@ -266,8 +276,9 @@ _HOW = [
     "(the generator `mxsim rtl` and `mxsim verify` use; each file is kept as "
     "`cache/rtl/HASH.v` and its header carries the spec digest). GE counts NAND2 gate "
     "equivalents of the generic cells (flip-flops 5.33 each).",
-    "- **latency, II, dots/cycle, util.**: `mxsim.cycle` (the cycle model the RTL is checked "
-    "against cycle by cycle). II is the interval between links of one accumulation chain.",
+    "- **latency, II, dots/cycle, util.**: `mxsim.array.analytic` on the design's array (the "
+    "closed form of the array cycle model `mxsim.array.cycle`, equal to it where it says "
+    "exact). II is the interval between links of one unit's accumulation chain.",
     "", "Files: `results.csv` and `results.json` (every figure, cells by type, histograms), "
     "`pareto.csv`.", ""]
 
@@ -310,6 +321,14 @@ def _report(res: Results, plots: list[str]) -> str:
     return "\n".join(out + _HOW)
 
 
+def _array_words(sw: Sweep) -> str:
+    varied = [k for k in sw.varied if k in ARRAY_KEYS]
+    base = {**ARRAY_DEFAULTS, **sw.array}
+    text = (f"a {base['rows']} x {base['cols']} {base['dataflow']} array of the unit at "
+            f"{base['bandwidth']:g} bytes per cycle per operand buffer")
+    return text + (f" (each point's own {', '.join(varied)})" if varied else "")
+
+
 def _summary(res: Results) -> list[str]:
     """The report's title, description, command, what the figures are, and the workloads."""
     sw, rows = res.sweep, res.rows
@@ -324,8 +343,7 @@ def _summary(res: Results) -> list[str]:
     out += [f"Reproduce: `mxsim explore {sw.path} -o {res.out}`", "",
             f"**{len(rows)} points**: {len(sw.designs)} designs ({n_rtl} distinct RTL "
             f"configurations) x {len(sw.workloads)} workloads. Error: {err}. Throughput: the "
-            f"workload's whole GEMM on a {sw.rows} x {sw.cols} array of the unit at "
-            f"{sw.bandwidth:g} operand bytes per cycle. FPGA: {_LUTS[sw.fpga]}.", "",
+            f"workload's whole GEMM on {_array_words(sw)}. FPGA: {_LUTS[sw.fpga]}.", "",
             f"This run: {res.computed['area']} syntheses and {res.computed['accuracy']} "
             f"accuracy runs computed, {res.reused['area']} and {res.reused['accuracy']} taken "
             f"from the cache, {res.seconds:.0f} s.", "", "## Workloads", ""]

@@ -20,7 +20,7 @@ from typing import Any
 from .. import quantize
 from ..errors import MxsimError
 from . import designs as designs_mod
-from .designs import SPEC_KEYS, Design, Reference
+from .designs import ARRAY_KEYS, SPEC_KEYS, Design, Reference
 from .workloads import DISTRIBUTIONS, LAYERS, RECIPES, Workload, problem
 
 __all__ = ["SweepError", "Sweep", "load", "FPGAS", "ERRORS"]
@@ -32,12 +32,12 @@ _DESIGN_KEYS = SPEC_KEYS | {"preset", "spec", "lanes", "stages", "label"}
 _TABLES = {
     "sweep": {"name", "title", "description", "error"},
     "unit": _DESIGN_KEYS - {"label"},
-    "grid": _DESIGN_KEYS - {"label"},
-    "point": _DESIGN_KEYS,
+    "grid": (_DESIGN_KEYS | ARRAY_KEYS) - {"label"},
+    "point": _DESIGN_KEYS | ARRAY_KEYS,
     "reference": _DESIGN_KEYS - {"lanes", "stages"},
     "workload": {"name", "layer", "tokens", "shape", "sample", "distribution", "recipe",
                  "scale_rule", "seed"},
-    "array": {"rows", "cols", "bandwidth"},
+    "array": set(ARRAY_KEYS),
     "cost": {"fpga"},
 }
 _ARRAYS = {"point", "reference", "workload"}          # [[...]] tables
@@ -66,6 +66,7 @@ class Sweep:
     bandwidth: float = 256.0
     fpga: str = "lut4"
     varied: list[str] = field(default_factory=list)      #: the grid's keys, in file order
+    array: dict[str, Any] = field(default_factory=dict)  #: the [array] table as written
 
     @property
     def points(self) -> list[tuple[Design, Workload]]:
@@ -115,14 +116,15 @@ def load(path: str | os.PathLike) -> Sweep:
     _check_tables(doc, src)
     name, error, fpga, arr = _head(doc, src)
     combos, varied = _combinations(doc, src)
-    designs = _designs(combos, src)
+    designs = _designs(combos, arr, src)
     references = _references(doc, src)
     workloads = _workloads(doc, designs, references, src)
     return Sweep(path=path, name=name, title=str(doc.get("sweep", {}).get("title", name)),
                  description=str(doc.get("sweep", {}).get("description", "")), error=error,
                  designs=designs, references=references, workloads=workloads,
                  rows=arr.get("rows", 16), cols=arr.get("cols", 16),
-                 bandwidth=float(arr.get("bandwidth", 256)), fpga=fpga, varied=varied)
+                 bandwidth=float(arr.get("bandwidth", 256)), fpga=fpga, varied=varied,
+                 array=dict(arr))
 
 
 def _read(path: str) -> str:
@@ -249,14 +251,16 @@ def _point_combinations(i: int, pt: dict, base: dict, origins_base: dict,
     return combos
 
 
-def _designs(combos: list[_Combo], src: _Source) -> list[Design]:
-    """Each combination built and checked; labels made unique (they name rows and lines)."""
+def _designs(combos: list[_Combo], arr: dict[str, Any], src: _Source) -> list[Design]:
+    """Each combination built and checked on its array (the [array] table, then the
+    combination's own array keys); labels made unique (they name rows and lines)."""
     designs = []
     for params, origins, label, varied, group in combos:
         where = f"{'point' if group or not varied else 'grid point'} {label!r}: "
         try:
-            designs.append(designs_mod.design(label, params, varied, group))
+            designs.append(designs_mod.design(label, params, varied, group, arr))
         except (MxsimError, TypeError) as e:
+            origins = {**{k: ("array", 0) for k in arr}, **origins}
             line, key = _blame(str(e), origins, src, ("unit", 0))
             raise src.fail(line, f"{where}{key}{_msg(e)}") from None
     seen: dict[str, int] = {}

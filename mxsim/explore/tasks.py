@@ -383,8 +383,7 @@ def run(sweep: Sweep, out: str | os.PathLike, *, area: AreaCost, jobs: int | Non
         cost = found[("area", d.rtl_key)]
         for w in sweep.workloads:
             acc = found[("accuracy", _accuracy_key(d.spec, w))]
-            rows.append(metrics.row(sweep.error, d, w, acc, cost, metrics.throughput(
-                d, w, sweep.rows, sweep.cols, sweep.bandwidth)))
+            rows.append(metrics.row(sweep.error, d, w, acc, cost, metrics.throughput(d, w)))
     metrics.mark_pareto(rows)
     refs = [{"label": r.label, "workload": w.name, "spec": r.spec.name,
              "spec_digest": r.spec.digest(),
