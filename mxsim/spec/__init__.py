@@ -53,9 +53,8 @@ meaning. With ``reduce="tree"`` an instruction is one GST-FDPA reduction tree in
 steps: its exact group terms (each ``group`` products summed exactly, times the scales) are
 added pairwise in a balanced binary tree in index order, ``((t0 + t1) + (t2 + t3)) + ...``,
 each node rounded once to ``acc_format`` with ``acc_rounding`` and ``overflow`` (zero signs by
-``zero_sign``; NaN and Inf by IEEE 754); C is added after (``c_mode="after"``). A GST group term
-that is zero has the sign of its exact sum: a negative sum times a zero scale is -0, a sum that
-cancels is +0 (what ``zero_sign="ieee"`` sees, in a tree or a fused step). It needs
+``zero_sign``; NaN and Inf by IEEE 754); C is added after (``c_mode="after"``). A zero GST group
+term has its exact sum's sign (a negative sum times a zero scale is -0; a cancelled sum, +0). It needs
 ``frac_bits`` null (the terms are exact) and k / group a power of two.
 """
 
