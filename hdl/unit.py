@@ -36,6 +36,7 @@ from amaranth.lib.wiring import In, Out
 from mxsim.microarch import MicroArch
 from mxsim.spec import UnitSpec
 
+from .group import GroupAccumulate, GroupExponentMax
 from .stages import Accumulate, BlockStage, ExponentMax, PostPipeline, block_layout
 
 __all__ = ["DotProductUnit", "block_layout"]
@@ -59,6 +60,10 @@ class DotProductUnit(wiring.Component):
     exponent_max: type[ExponentMax] = ExponentMax
     accumulate: type[Accumulate] = Accumulate
     post_pipeline: type[PostPipeline] = PostPipeline
+    #: The two stages a GST-FDPA spec (``spec.group`` set) is built with instead of
+    #: ``exponent_max`` and ``accumulate`` (:mod:`hdl.group`).
+    group_exponent_max: type[ExponentMax] = GroupExponentMax
+    group_accumulate: type[Accumulate] = GroupAccumulate
 
     def __init__(self, spec: UnitSpec, microarch: MicroArch | None = None):
         self._spec = spec
@@ -86,8 +91,11 @@ class DotProductUnit(wiring.Component):
         m = Module()
         spec, ua = self._spec, self._ua
         m.submodules.block = block = self.block_stage(spec, ua)
-        m.submodules.exponents = exponents = self.exponent_max(spec, ua)
-        m.submodules.accumulate = accumulate = self.accumulate(spec, ua)
+        grouped = spec.group is not None
+        exponent_max = self.group_exponent_max if grouped else self.exponent_max
+        accumulate_cls = self.group_accumulate if grouped else self.accumulate
+        m.submodules.exponents = exponents = exponent_max(spec, ua)
+        m.submodules.accumulate = accumulate = accumulate_cls(spec, ua)
         m.submodules.post = post = self.post_pipeline(spec, ua)
         wiring.connect(m, wiring.flipped(self.i), block.i)
         wiring.connect(m, block.s0, exponents.s0, accumulate.s0, post.s0)
