@@ -291,6 +291,10 @@ def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0,
     draft = Draft.of(spec, suite, blocks, seed, with_c)
     for construct in CONSTRUCTIONS.values():
         construct(draft)
+    if spec.group is not None:        # GST-FDPA: the grouped constructions too
+        from .group_coverage import CONSTRUCTIONS as GROUPED
+        for construct in GROUPED.values():
+            construct(draft)
     if not with_c:
         draft.c[...] = 0
     return suite.replace(a=draft.a, b=draft.b, c=draft.c, a_scale=draft.a_scale,
