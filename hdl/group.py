@@ -203,13 +203,17 @@ class GroupTerm(wiring.Component):
         m.d.comb += mag.eq(Mux(gs.sum < 0, -gs.sum, gs.sum))
         m.d.comb += [
             o.sign.eq(gs.sum < 0),
-            o.mag.eq(mag * sp.o.sig),
+            o.mag.eq(self.scaled_mag(mag, sp.o.sig)),
             o.exp.eq(self.align_exp(sp.o.exp, self.zero_group(gs, sp.o))),
             o.nan.eq(gs.nan | sp.o.nan | (gs.inf & sp.o.zero)),
             o.pinf.eq(gs.pinf),
             o.ninf.eq(gs.ninf),
         ]
         return m
+
+    def scaled_mag(self, mag, scale_sig):
+        """The group sum's magnitude times the scales' significand product (1 for E8M0)."""
+        return mag * scale_sig
 
     def zero_group(self, gs: GroupSum, sp):
         """Whether the group aligns at ``e_zero``: every product zero, or a zero scale (a

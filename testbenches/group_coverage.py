@@ -6,13 +6,11 @@ set and the C each block starts from (numpy only): ``group_scale`` (the class of
 A and B scale codes, by group position) and ``group_case`` (different scales in one
 instruction, all-zero groups, cancelling groups, and the ones of them that decide the
 instruction's largest exponent, zero UE4M3 scales under non-zero products, group sums that
-reach their top bit). :data:`CONSTRUCTIONS` make the rare ones reachable: each acts on grouped
-specs only, so the stimulus of every other unit is unchanged.
+reach their top bit). ``testbenches.stimulus.GROUP_CONSTRUCTIONS`` make the rare ones
+reachable: each acts on grouped specs only, so the stimulus of every other unit is unchanged.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -21,9 +19,7 @@ from mxsim import formats
 from mxsim.spec import UnitSpec, group_sum_bits
 from mxsim.vectors import VectorSet
 
-from .stimulus import Draft
-
-__all__ = ["GROUP_COVERPOINTS", "CONSTRUCTIONS", "measure", "scale_class_bins", "group_sums"]
+__all__ = ["GROUP_COVERPOINTS", "measure", "scale_class_bins", "group_sums"]
 
 #: coverpoint -> (bins, minimum hits per bin, what it means); grouped specs only
 GROUP_COVERPOINTS: dict[str, tuple[tuple[str, ...], int, str]] = {
@@ -159,99 +155,3 @@ def _nan_scale(spec: UnitSpec, ga, gb, shape) -> npt.NDArray:
     ma = (ga & (0xFF if spec.scale_format == "e8m0" else 0x7F)) == nan
     mb = (gb & (0xFF if spec.scale_format == "e8m0" else 0x7F)) == nan
     return (ma[:, :, None, :] | mb.transpose(0, 2, 1)[:, None, :, :]).reshape(shape)
-
-
-# -- stimulus -------------------------------------------------------------------------------
-
-def _big_small(d: Draft) -> tuple[tuple[int, int], tuple[int, int]]:
-    """Scale codes (A, B) of a leading block and of the blocks under it: E8M0 2**20 x 2**20
-    over about 2**-12 x 2**-12; UE4M3 448 x 448 (largest) over the smallest subnormal."""
-    if d.spec.scale_format == "e8m0":
-        return (147, 147), (115, 115 + int(d.rng.integers(-4, 5)))
-    return (0x7E, 0x7E), (0x01, 0x01 + int(d.rng.integers(0, 3)))
-
-
-def _lead_block_entries(d: Draft, role: int) -> list[int]:
-    """The second half of the normal entries (cancel-in-block takes the first), every third
-    from ``role``."""
-    chosen = d.entries("normal")
-    return chosen[max(1, len(chosen) // 2):][role::3]
-
-
-def _set_lead_scales(d: Draft, i: int) -> None:
-    big, small = _big_small(d)
-    per = d.spec.k // d.spec.block
-    d.a_scale[i] = small[0]
-    d.b_scale[i] = small[1]
-    d.a_scale[i, :, ::per] = big[0]          # scale block 0 of every K-block leads
-    d.b_scale[i, ::per, :] = big[1]
-    d.c[i] = 0
-
-
-def _cancel_groups(d: Draft, i: int, lo: int, hi: int) -> None:
-    """Every group of products ``lo .. hi`` of entry ``i`` cancels: its second half is its
-    first half with B negated."""
-    G, h, fb = d.spec.group, d.spec.group // 2, d.fb
-    for g0 in range(lo, hi, G):
-        d.a[i, :, g0 + h:g0 + G] = d.a[i, :, g0:g0 + h]
-        first = d.b[i, g0:g0 + h, :]
-        if fb.kind == "float":
-            d.b[i, g0 + h:g0 + G, :] = first ^ (1 << (fb.bits - 1))
-        else:
-            vals = first.astype(np.uint8).view(np.int8).astype(np.int16)
-            d.b[i, g0 + h:g0 + G, :] = np.clip(-vals, -127, 127).astype(np.int8).view(np.uint8)
-
-
-def _zero_group_leads(d: Draft) -> None:
-    """Grouped units: scale block 0 of every K-block holds only zero products under the
-    largest scales, C = 0: the e_zero rule decides the maximum."""
-    if d.spec.group is None:
-        return
-    k, blk = d.spec.k, d.spec.block
-    for i in _lead_block_entries(d, 0):
-        _set_lead_scales(d, i)
-        for b0 in range(0, d.blocks * k, k):
-            d.a[i, :, b0:b0 + blk] = 0
-
-
-def _cancelling_group_leads(d: Draft) -> None:
-    """Grouped units: scale block 0 of every K-block cancels group by group under the largest
-    scales, C = 0: the cancelling groups keep their exponent, the maximum, and the others
-    are truncated under it (often to an exact zero)."""
-    if d.spec.group is None:
-        return
-    k, blk = d.spec.k, d.spec.block
-    for i in _lead_block_entries(d, 1):
-        _set_lead_scales(d, i)
-        for b0 in range(0, d.blocks * k, k):
-            _cancel_groups(d, i, b0, b0 + blk)
-
-
-def _all_groups_cancel(d: Draft) -> None:
-    """Grouped units: every group cancels and C = 0, an exact zero from non-zero terms."""
-    if d.spec.group is None:
-        return
-    for i in _lead_block_entries(d, 2):
-        _cancel_groups(d, i, 0, d.blocks * d.spec.k)
-        d.c[i] = 0
-
-
-def _far_c(d: Draft) -> None:
-    """Grouped units: the sparse c-dominant entries (odd ones) under a C of about 2**100, far
-    enough above F = 35 that their 2 or 8 products per block are truncated away."""
-    if d.spec.group is None:
-        return
-    for i in d.entries("c-dominant")[1::2]:
-        man = d.rng.integers(0, 1 << 23, size=d.c[i].shape, dtype=np.uint32)
-        sign = d.rng.integers(0, 2, size=d.c[i].shape, dtype=np.uint32) << 31
-        d.c[i] = sign | np.uint32(227 << 23) | man
-
-
-#: The grouped constructions, in the order :func:`testbenches.stimulus.stimulus` applies them
-#: after its own (each does nothing for a spec without groups).
-CONSTRUCTIONS: dict[str, Callable[[Draft], None]] = {
-    "zero-group-leads": _zero_group_leads,
-    "cancelling-group-leads": _cancelling_group_leads,
-    "all-groups-cancel": _all_groups_cancel,
-    "far-c": _far_c,
-}
