@@ -29,7 +29,7 @@ from .formats import ELEMENT_FORMATS, OPERAND_FORMATS
 from .spec import Align, CMode, Product, Reduce, Specials, UnitSpec, ZeroSign, group_sum_bits
 
 __all__ = ["MicroArch", "MicroArchError", "check_rtl", "check_rtl_formats", "RTL_FORMATS",
-           "MAX_STAGES", "RTL_EXP_WIDTH", "RTL_MAX_K", "RTL_MAX_TERM_BITS", "GroupGeometry",
+           "MAX_STAGES", "RTL_EXP_WIDTH", "RTL_MAX_K", "GroupGeometry",
            "group_geometry"]
 
 #: Element formats the RTL decodes: every MX element format (not fp16, bf16 or tf32, which
@@ -42,16 +42,12 @@ RTL_EXP_WIDTH = 12
 #: The widest instruction the RTL generator builds: its input payload carries k elements of A
 #: and of B, and k / lanes passes (hardware instructions take k = 16 to 256).
 RTL_MAX_K = 256
-#: The widest aligned GST group term the RTL builds (F + the group sum's bits above its
-#: scale exponent): every aligner, adder and the accumulator are about this wide. FP4 at
-#: F = 35 needs 45 bits; an E5M2 group of 16 at F = 40 would need 88.
-RTL_MAX_TERM_BITS = 80
-
-
 class GroupGeometry(NamedTuple):
     """Widths of a GST-FDPA group term in the RTL: its magnitude (the exact group sum times
     the scales' significands) has ``mag_bits`` bits, ``man_bits`` of them below the term's
-    alignment exponent, and fits ``int_bits`` bits above it."""
+    alignment exponent, and fits ``int_bits`` bits above it. The spec's own bound (a step sum
+    of at most 63 bits, ``mxsim.spec.step_sum_bits``) keeps an aligned term, F + int_bits,
+    under 63 bits for every grouped spec the engine accepts."""
     mag_bits: int
     man_bits: int
     int_bits: int
@@ -157,11 +153,6 @@ def check_rtl(spec: UnitSpec, ua: MicroArch | None = None) -> None:
     if spec.scale_format not in (None, "e8m0", "ue4m3"):
         raise fail(f"the RTL takes E8M0 or UE4M3 block scales or none, not "
                    f"{spec.scale_format}")
-    if spec.group is not None and spec.frac_bits + _int_bits(spec) > RTL_MAX_TERM_BITS:
-        raise fail(f"a group term of {spec.group} {spec.a_format} x {spec.b_format} products "
-                   f"at F = {spec.frac_bits} needs {spec.frac_bits + _int_bits(spec)} bits; "
-                   f"the RTL builds at most {RTL_MAX_TERM_BITS} (narrower formats or a "
-                   f"smaller F)")
     unsupported = [
         (spec.upcast is not None, "an operand upcast (upcast)"),
         (spec.align is not Align.RZ, f"align {spec.align.value} (the RTL truncates: rz)"),

@@ -6,6 +6,7 @@ hooks for them); the testbench kills a mutant when any output bit or any cycle d
 the model. Survivors are listed with the reason, in docs/verification.md.
 
     python -m testbenches.mutants [--unit NAME] [--lanes N --stages S] [--dots N] [--sim S]
+                                  [--scale FMT/BLOCK] [--bulk]
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ def run(unit: str = "blackwell-mxf8f6f4", a: str = "e4m3", b: str = "e4m3", *,
         lanes: int = 8, stages: int = 2, dots: int = 8000, sim: str = "verilator",
         faults: list[str] | None = None, out_dir: str | Path = "build/mutants",
         seed: int = 11, acc_rounding: str | None = None,
-        scale: tuple[str, int] | None = None) -> list[dict]:
+        scale: tuple[str, int] | None = None, bulk: bool = False) -> list[dict]:
     """Every fault through ``mxsim verify``'s testbench; a row per mutant. ``scale`` picks
-    one of the preset's scale configurations (``("ue4m3", 16)``)."""
+    one of the preset's scale configurations (``("ue4m3", 16)``); ``bulk``: the C++ harness
+    instead of cocotb (a build of a few seconds to a minute instead of minutes)."""
     from .verify import verify
     spec, ua = resolve_design(unit, a, b, {"acc_rounding": acc_rounding} if acc_rounding else None,
                               lanes, stages, scale=scale)
@@ -43,7 +45,7 @@ def run(unit: str = "blackwell-mxf8f6f4", a: str = "e4m3", b: str = "e4m3", *,
     for fault in faults or default:
         t0 = time.perf_counter()
         rep = verify(spec, ua, sim=sim, dots=dots, seed=seed, chunk=2000, out_dir=out_dir,
-                     fault=fault, keep_failing=False, progress=False)
+                     fault=fault, keep_failing=False, progress=False, bulk=bulk)
         first = rep.mismatches[0].to_dict() if rep.mismatches else None
         where = FAULTS.get(fault) or GROUP_FAULTS[fault]
         rows.append({"fault": fault, "where": where, "killed": not rep.passed,
@@ -68,11 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", default=None, metavar="FMT/BLOCK",
                     help="the preset's scale configuration (e.g. ue4m3/16)")
     ap.add_argument("--faults", default=None, help="comma-separated (default: all)")
+    ap.add_argument("--bulk", action="store_true", help="the C++ harness instead of cocotb")
     ap.add_argument("--json", default=None, metavar="OUT.json")
     args = ap.parse_args(argv)
     rows = run(args.unit, args.a_format, args.b_format or args.a_format, lanes=args.lanes,
                stages=args.stages, dots=args.dots, sim=args.sim,
-               acc_rounding=args.acc_rounding, scale=parse_scale(args.scale),
+               acc_rounding=args.acc_rounding, scale=parse_scale(args.scale), bulk=args.bulk,
                faults=args.faults.split(",") if args.faults else None)
     killed = sum(r["killed"] for r in rows)
     print(f"killed {killed} of {len(rows)} mutants ({killed / len(rows):.0%})")
