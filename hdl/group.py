@@ -33,7 +33,7 @@ from mxsim.microarch import MicroArch, group_geometry
 from mxsim.spec import UnitSpec, group_sum_bits
 
 from .blocks import EXP_WIDTH, AdderTree, Decoder, clog2, scale_sig_bits, sig_width
-from .stages import Accumulate, ExponentMax, _any, _select, scale_codes, sum_bits, term_bits
+from .stages import Accumulate, ExponentMax, any_of, scale_codes, select, sum_bits, term_bits
 
 __all__ = ["ScaleProduct", "GroupSum", "GroupTerm", "GroupExponentMax", "GroupAccumulate",
            "scale_product_layout", "group_term_layout"]
@@ -141,8 +141,8 @@ class GroupSum(wiring.Component):
             pinfs.append(inf & ~inv & ~sign)
             ninfs.append(inf & ~inv & sign)
         m.d.comb += [self.sum.eq(self.total(adders.o)), self.zero.eq(_all(zeros)),
-                     self.nan.eq(_any(nans)), self.inf.eq(_any(infs)),
-                     self.pinf.eq(_any(pinfs)), self.ninf.eq(_any(ninfs))]
+                     self.nan.eq(any_of(nans)), self.inf.eq(any_of(infs)),
+                     self.pinf.eq(any_of(pinfs)), self.ninf.eq(any_of(ninfs))]
         return m
 
     def shift(self, exp, fmt: formats.Format):
@@ -268,9 +268,9 @@ class GroupExponentMax(_Grouping, ExponentMax):
         m.d.comb += [
             mt.i[n].eq(self.c_exp(c)),
             o.e_max.eq(mt.o),
-            o.nan.eq(c.nan | _any(t.nan for t in terms)),
-            o.pinf.eq((c.inf & ~c.sign) | _any(t.pinf for t in terms)),
-            o.ninf.eq((c.inf & c.sign) | _any(t.ninf for t in terms)),
+            o.nan.eq(c.nan | any_of(t.nan for t in terms)),
+            o.pinf.eq((c.inf & ~c.sign) | any_of(t.pinf for t in terms)),
+            o.ninf.eq((c.inf & c.sign) | any_of(t.ninf for t in terms)),
         ]
         return m
 
@@ -295,7 +295,7 @@ class GroupAccumulate(_Grouping, Accumulate):
             m.submodules[f"group{j}"] = term
             if self._passes > 1:
                 sel = [self._pass_view(m, term, p * per + j) for p in range(self._passes)]
-                src = _select(m, self.s0.p, sel, f"group{j}_in")
+                src = select(m, self.s0.p, sel, f"group{j}_in")
                 m.d.comb += term.a.as_value().eq(src[:len(term.a.as_value())])
                 rest = src[len(term.a.as_value()):]
                 nb = len(term.b.as_value())

@@ -45,7 +45,7 @@ from .blocks import (
 
 __all__ = ["BlockStage", "ExponentMax", "Accumulate", "PostPipeline", "block_layout",
            "s0_signature", "exponents_signature", "sum_signature", "status_signature",
-           "term_bits", "sum_bits", "n_scales", "scale_codes"]
+           "term_bits", "sum_bits", "n_scales", "scale_codes", "any_of", "select"]
 
 
 def block_layout(spec: UnitSpec) -> data.StructLayout:
@@ -193,7 +193,8 @@ def _feed(m: Module, mul: Multiplier, a, b, scales) -> None:
         m.d.comb += [mul.sa.eq(scales[0]), mul.sb.eq(scales[1])]
 
 
-def _any(values):
+def any_of(values):
+    """The OR of ``values`` (0 for none)."""
     out = 0
     for v in values:
         out = out | v
@@ -240,9 +241,9 @@ class ExponentMax(wiring.Component):
         m.d.comb += [
             mt.i[spec.k].eq(self.c_exp(c)),
             o.e_max.eq(mt.o),
-            o.nan.eq(c.nan | _any(mul.o.nan for mul in mults)),
-            o.pinf.eq((c.inf & ~c.sign) | _any(mul.o.inf & ~mul.o.sign for mul in mults)),
-            o.ninf.eq((c.inf & c.sign) | _any(mul.o.inf & mul.o.sign for mul in mults)),
+            o.nan.eq(c.nan | any_of(mul.o.nan for mul in mults)),
+            o.pinf.eq((c.inf & ~c.sign) | any_of(mul.o.inf & ~mul.o.sign for mul in mults)),
+            o.ninf.eq((c.inf & c.sign) | any_of(mul.o.inf & mul.o.sign for mul in mults)),
         ]
         return m
 
@@ -256,7 +257,7 @@ def _scales_of(spec: UnitSpec, blk, j: int):
     return None if spec.scale_format is None else scale_codes(spec, blk, j // spec.block)
 
 
-def _select(m: Module, index, items, name):
+def select(m: Module, index, items, name):
     """``items[index]``: a multiplexer."""
     out = Signal(len(items[0]), name=name)
     with m.Switch(index):
@@ -317,9 +318,9 @@ class Accumulate(wiring.Component):
         and the aligner it goes through."""
         spec, lanes, passes, blk = self._spec, self._lanes, self._passes, self.s0.block
         if passes > 1:
-            a_sel = _select(m, self.s0.p, [blk.a[g * lanes + lane] for g in range(passes)],
+            a_sel = select(m, self.s0.p, [blk.a[g * lanes + lane] for g in range(passes)],
                             f"a_lane{lane}")
-            b_sel = _select(m, self.s0.p, [blk.b[g * lanes + lane] for g in range(passes)],
+            b_sel = select(m, self.s0.p, [blk.b[g * lanes + lane] for g in range(passes)],
                             f"b_lane{lane}")
         else:
             a_sel, b_sel = blk.a[lane], blk.b[lane]
@@ -344,7 +345,7 @@ class Accumulate(wiring.Component):
         idx = [(g * lanes + lane) // spec.block for g in range(passes)]
         if len(set(idx)) == 1:
             return scale_codes(spec, blk, idx[0])
-        return tuple(_select(m, self.s0.p, [scale_codes(spec, blk, j)[side] for j in idx],
+        return tuple(select(m, self.s0.p, [scale_codes(spec, blk, j)[side] for j in idx],
                              f"{name}_lane{lane}") for side, name in ((0, "sa"), (1, "sb")))
 
     def c_sign(self, c):
@@ -442,7 +443,7 @@ class PostPipeline(wiring.Component):
             f, r_src = s3.f, s3.n
             busy.append(s3.f.valid)
         m.d.comb += [pack.i.eq(r_src), pack.nan.eq(f.nan), pack.pinf.eq(f.pinf),
-                     pack.ninf.eq(f.ninf), self.status.busy.eq(_any(busy))]
+                     pack.ninf.eq(f.ninf), self.status.busy.eq(any_of(busy))]
         return f, pack.code
 
     def stalled(self, out_valid):
