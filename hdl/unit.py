@@ -2,7 +2,8 @@
 
 Timing contract (``mxsim.cycle.UnitModel`` steps the same machine; docs/rtl.md has the port
 map). One input beat is one K-block of a dot product: K codes of A's row and B's column, their
-E8M0 or UE4M3 scale codes (scaled specs), C (FP32 code) and ``first``/``last`` markers. A chain of
+E8M0 or UE4M3 scale codes (scaled specs: ``k / block`` per operand), C (FP32 code) and
+``first``/``last`` markers. A chain of
 blocks from ``first`` to ``last`` is one long dot product: each block's result, rounded as the
 spec rounds an instruction's result, is the next block's C (``c`` is read only on ``first``
 blocks). Only ``last`` blocks produce an output beat, the FP32 code of D.
@@ -15,7 +16,8 @@ joins with ``wiring.connect``.
 
 - ``i.ready`` is high when S0 is empty or finishes its block this cycle.
 - A block spends ``P = k / lanes`` cycles (passes) in S0; pass ``p`` multiplies, aligns and
-  adds lanes ``p*lanes ... p*lanes + lanes - 1`` (and C in pass 0) into the accumulator. A
+  adds lanes ``p*lanes ... p*lanes + lanes - 1`` (and C in pass 0) into the accumulator (a
+  GST-FDPA unit, :mod:`hdl.group`: ``lanes / G`` whole groups, each one aligned term). A
   chained block (``first`` low) starts its passes only when no older block is in S1..S``R``
   (it needs the previous result).
 - Each post stage holds one cycle; the last one writes the feedback register and, for a

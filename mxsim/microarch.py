@@ -13,7 +13,8 @@ differ from other micro-architectures only in timing and area.
 
 :func:`check_rtl` says, before anything is elaborated, whether a spec is one the RTL generator
 builds: single-step truncated fused sums (T-FDPA), optionally with E8M0 or UE4M3 block scales
-over the whole instruction (ST-FDPA), FP32 output, and A and B in MX element formats
+(ST-FDPA, ``k / block`` scales per operand per instruction) and GST-FDPA groups (lanes a
+multiple of the group), FP32 output, and A and B in MX element formats
 (:func:`check_rtl_formats`: fp16, bf16 and tf32 operands run in the model only).
 """
 
