@@ -164,7 +164,7 @@ def markdown(run_: dict) -> str:
     for r in rows:
         out.append(f"| {r['pair']} | {r['dots']:,} | {r['cycles']:,} | "
                    f"{r['value_mismatches']} / {r['cycle_mismatches']} | {len(r['holes'])} | "
-                   f"{_hit(r, 'group_scale')} | {_hit(r, 'group_case')} | {r['sim_seconds']} |")
+                   f"{_hit(r, 'group_scale')} | {_hit(r, 'group_case')} | {r['sim_seconds']:.1f} |")
     out += ["", "| design | " + " | ".join(_CASES) + " |", "|---|" + "---|" * len(_CASES)]
     for r in rows:
         case = r["coverage"].get("group_case", {})
