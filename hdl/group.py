@@ -105,7 +105,7 @@ class GroupSum(wiring.Component):
 
     def __init__(self, a_format: str, b_format: str, group: int):
         self._a, self._b, self._g = formats.get(a_format), formats.get(b_format), group
-        self._bits = formats_group_bits(a_format, b_format, group)
+        self._bits = group_sum_bits(a_format, b_format, group)
         super().__init__({"a": In(data.ArrayLayout(unsigned(self._a.bits), group)),
                           "b": In(data.ArrayLayout(unsigned(self._b.bits), group)),
                           "sum": Out(signed(self._bits)), "zero": Out(1), "nan": Out(1),
@@ -153,11 +153,6 @@ class GroupSum(wiring.Component):
     def total(self, tree_sum):
         """The group's sum as it leaves: the adder tree's, exact."""
         return tree_sum
-
-
-def formats_group_bits(a_format: str, b_format: str, group: int) -> int:
-    """Bits of the exact group sum, sign included (``mxsim.spec.group_sum_bits``)."""
-    return group_sum_bits(a_format, b_format, group)
 
 
 def _all(values):
@@ -294,7 +289,7 @@ class GroupAccumulate(_Grouping, Accumulate):
             term = self.group_term(spec)
             m.submodules[f"group{j}"] = term
             if self._passes > 1:
-                sel = [self._pass_view(m, term, p * per + j) for p in range(self._passes)]
+                sel = [self._pass_view(p * per + j) for p in range(self._passes)]
                 src = select(m, self.s0.p, sel, f"group{j}_in")
                 m.d.comb += term.a.as_value().eq(src[:len(term.a.as_value())])
                 rest = src[len(term.a.as_value()):]
@@ -310,7 +305,7 @@ class GroupAccumulate(_Grouping, Accumulate):
             out.append(al.q)
         return out
 
-    def _pass_view(self, m: Module, term: GroupTerm, g: int):
+    def _pass_view(self, g: int):
         """Group ``g``'s codes and scale codes, concatenated (a, b, sa, sb) for the pass mux."""
         blk = self.s0.block
         idx = self.members(g)
