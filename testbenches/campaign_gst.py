@@ -5,6 +5,7 @@
     python -m testbenches.campaign_gst --markdown docs/data/campaign_gst.json   # the docs
     python -m testbenches.campaign_gst --mutants-markdown docs/data/mutants_gst.json
     python -m testbenches.campaign_gst --render docs/verification.md   # both, in place
+    python -m testbenches.campaign_gst --collect-mutants "LABEL=run.json" ... --json OUT
 
 The four FP4 designs (:data:`CONFIGS`): ``blackwell-mxf4`` (E2M1 x E2M1, E8M0 blocks of 32)
 and ``blackwell-mxf4nvf4`` with each of its scale configurations (E8M0 blocks of 32, E8M0
@@ -31,6 +32,7 @@ from mxsim.spec import UnitSpec
 from .campaign import SEED, record_of, summary, tasks_for_specs
 
 __all__ = ["CONFIGS", "SECTIONS", "designs", "main", "markdown", "mutants_markdown", "label_of",
+           "collect_mutants",
            "markers", "section", "render"]
 
 #: (unit, scale format, block) of every design the run covers
@@ -79,7 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--render", default=None, metavar="DOC.md",
                     help="write both sections into DOC.md between their markers, from "
                          "docs/data/campaign_gst.json and docs/data/mutants_gst.json")
+    ap.add_argument("--collect-mutants", nargs="+", default=None, metavar="LABEL=JSON",
+                    help="write --json from mutant runs (python -m testbenches.mutants --json "
+                         "...), each under its design's label")
     args = ap.parse_args(argv)
+    if args.collect_mutants:
+        out = collect_mutants(dict(item.split("=", 1) for item in args.collect_mutants))
+        write_text(args.json or "docs/data/mutants_gst.json", json.dumps(out, indent=1) + "\n")
+        return 0
     if args.render:
         render(args.render)
         return 0
@@ -171,6 +180,14 @@ def markdown(run_: dict) -> str:
         out.append(f"| {r['pair']} | " + " | ".join(
             f"{case[c]:,}" if c in case else "n/a" for c in _CASES) + " |")
     return "\n".join(out) + "\n"
+
+
+def collect_mutants(files: dict[str, str]) -> dict[str, list[dict]]:
+    """Design label -> the rows of its mutant run's JSON (fault, where, killed, dots to kill,
+    seconds), as docs/data/mutants_gst.json holds them."""
+    keep = ("fault", "where", "killed", "dots_to_kill", "seconds")
+    return {label: [{k: r[k] for k in keep} for r in json.loads(Path(path).read_text())]
+            for label, path in files.items()}
 
 
 def mutants_markdown(runs: dict[str, list[dict]]) -> str:
