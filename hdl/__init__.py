@@ -6,6 +6,8 @@
   post pipeline) and the signatures that join them.
 - :mod:`hdl.blocks`: the combinational blocks the stages are made of (decoder, multiplier,
   max tree, aligner, adder tree, normaliser, rounder, packer).
+- :mod:`hdl.group`: GST-FDPA (grouped specs): the scale product, exact group sum and group
+  term blocks, and the two grouped stages that replace the exponent maximum and accumulation.
 - :mod:`hdl.verilog`: the Verilog text, its Verilator lint and its Yosys statistics.
 - :mod:`hdl.sim`: the unit in Amaranth's simulator, traced as ``mxsim.cycle`` traces the model.
 - :mod:`hdl.toolchain`: where the ``rtl`` extra's Verilator and Yosys are.

@@ -18,6 +18,7 @@ from amaranth.lib import data
 from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
+from .stages import n_scales
 from .unit import block_layout
 
 __all__ = ["beat_fields", "pack", "payload_words", "payload_ints"]
@@ -30,7 +31,8 @@ def beat_fields(spec: UnitSpec, vs: VectorSet) -> dict[str, npt.NDArray]:
 
     Beats are in the order of :func:`mxsim.cycle.beats_of` (batch, row, column, then the
     dot product's ``K / k`` blocks). ``a`` and ``b`` are ``(beats, k)`` codes; ``a_scale`` and
-    ``b_scale`` (scaled specs), ``c`` (FP32 bits, 0 without C), ``first`` and ``last`` are
+    ``b_scale`` (scaled specs; ``(beats, k / block)`` when a beat holds several scale blocks),
+    ``c`` (FP32 bits, 0 without C), ``first`` and ``last`` are
     ``(beats,)``.
     """
     k, nblk = spec.k, vs.k // spec.k
@@ -45,9 +47,14 @@ def beat_fields(spec: UnitSpec, vs: VectorSet) -> dict[str, npt.NDArray]:
     blk = np.arange(nblk)
     fields = {"a": beats(vs.a.reshape(nb, m, 1, nblk, k), (k,)),
               "b": beats(vs.b.reshape(nb, 1, nblk, k, n).transpose(0, 1, 4, 2, 3), (k,))}
-    if spec.scale_format is not None:
+    ns = n_scales(spec)
+    if ns == 1:
         fields["a_scale"] = beats(vs.a_scale.reshape(nb, m, 1, nblk))
         fields["b_scale"] = beats(vs.b_scale.reshape(nb, 1, nblk, n).transpose(0, 1, 3, 2))
+    elif ns > 1:                      # k / block scale codes per operand per beat
+        fields["a_scale"] = beats(vs.a_scale.reshape(nb, m, 1, nblk, ns), (ns,))
+        fields["b_scale"] = beats(vs.b_scale.reshape(nb, 1, nblk, ns, n)
+                                  .transpose(0, 1, 4, 2, 3), (ns,))
     fields.update(c=beats(c[..., None]), first=beats(blk == 0), last=beats(blk == nblk - 1))
     return fields
 

@@ -23,7 +23,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from mxsim import formats
-from mxsim.microarch import MicroArch
+from mxsim.microarch import MicroArch, group_geometry
 from mxsim.spec import UnitSpec
 
 from .blocks import (
@@ -45,7 +45,7 @@ from .blocks import (
 
 __all__ = ["BlockStage", "ExponentMax", "Accumulate", "PostPipeline", "block_layout",
            "s0_signature", "exponents_signature", "sum_signature", "status_signature",
-           "term_bits", "sum_bits"]
+           "term_bits", "sum_bits", "n_scales", "scale_codes", "any_of", "select"]
 
 
 def block_layout(spec: UnitSpec) -> data.StructLayout:
@@ -53,14 +53,33 @@ def block_layout(spec: UnitSpec) -> data.StructLayout:
     fa, fb = formats.get(spec.a_format), formats.get(spec.b_format)
     fields = {"a": data.ArrayLayout(unsigned(fa.bits), spec.k),
               "b": data.ArrayLayout(unsigned(fb.bits), spec.k)}
-    if spec.scale_format is not None:
+    n = n_scales(spec)
+    if n == 1:
         fields.update(a_scale=unsigned(8), b_scale=unsigned(8))
+    elif n > 1:                 # k / block scale codes per operand, block j's at index j
+        fields.update(a_scale=data.ArrayLayout(unsigned(8), n),
+                      b_scale=data.ArrayLayout(unsigned(8), n))
     fields.update(c=unsigned(32), first=1, last=1)
     return data.StructLayout(fields)
 
 
+def n_scales(spec: UnitSpec) -> int:
+    """Scale codes per operand in one input beat: ``k / block`` (0 without block scales)."""
+    return 0 if spec.scale_format is None else spec.k // spec.block
+
+
+def scale_codes(spec: UnitSpec, block, j: int):
+    """The A and B scale codes of the beat's scale block ``j`` (the one scale when k = block)."""
+    if n_scales(spec) == 1:
+        return block.a_scale, block.b_scale
+    return block.a_scale[j], block.b_scale[j]
+
+
 def _int_bits(spec: UnitSpec) -> int:
-    # Products are below 4 (16 with UE4M3 scales, whose significands multiply in).
+    # Products are below 4 (16 with UE4M3 scales, whose significands multiply in); a GST
+    # group term reaches its exact sum's top bit (group_geometry).
+    if spec.group is not None:
+        return group_geometry(spec).int_bits
     return 2 + (2 if spec.scale_format == "ue4m3" else 0)
 
 
@@ -71,8 +90,10 @@ def term_bits(spec: UnitSpec) -> int:
 
 
 def sum_bits(spec: UnitSpec) -> int:
-    """Bits of the accumulator: a signed sum of ``k`` terms and C, exact."""
-    return term_bits(spec) + 1 + clog2(spec.k + 1)
+    """Bits of the accumulator: a signed sum of ``k`` terms (``k / G`` group terms) and C,
+    exact."""
+    terms = spec.k if spec.group is None else spec.k // spec.group
+    return term_bits(spec) + 1 + clog2(terms + 1)
 
 
 def s0_signature(spec: UnitSpec, microarch: MicroArch) -> wiring.Signature:
@@ -164,14 +185,16 @@ class BlockStage(wiring.Component):
         return Mux(block.first, block.c, feedback)
 
 
-def _feed(m: Module, mul: Multiplier, a, b, block, scaled: bool) -> None:
-    """Drive a multiplier with codes ``a`` and ``b`` and, when ``scaled``, the block's scales."""
+def _feed(m: Module, mul: Multiplier, a, b, scales) -> None:
+    """Drive a multiplier with codes ``a`` and ``b`` and, unless ``scales`` is None, the
+    scale codes ``(sa, sb)``."""
     m.d.comb += [mul.a.eq(a), mul.b.eq(b)]
-    if scaled:
-        m.d.comb += [mul.sa.eq(block.a_scale), mul.sb.eq(block.b_scale)]
+    if scales is not None:
+        m.d.comb += [mul.sa.eq(scales[0]), mul.sb.eq(scales[1])]
 
 
-def _any(values):
+def any_of(values):
+    """The OR of ``values`` (0 for none)."""
     out = 0
     for v in values:
         out = out | v
@@ -210,7 +233,7 @@ class ExponentMax(wiring.Component):
             mul = self.multiplier(spec.a_format, spec.b_format, scale_format=spec.scale_format,
                                   e_zero=spec.e_zero)
             m.submodules[f"exp{j}"] = mul
-            _feed(m, mul, blk.a[j], blk.b[j], blk, spec.scale_format is not None)
+            _feed(m, mul, blk.a[j], blk.b[j], _scales_of(spec, blk, j))
             mults.append(mul)
         m.submodules.max_tree = mt = self.max_tree(spec.k + 1)
         for j, mul in enumerate(mults):
@@ -218,9 +241,9 @@ class ExponentMax(wiring.Component):
         m.d.comb += [
             mt.i[spec.k].eq(self.c_exp(c)),
             o.e_max.eq(mt.o),
-            o.nan.eq(c.nan | _any(mul.o.nan for mul in mults)),
-            o.pinf.eq((c.inf & ~c.sign) | _any(mul.o.inf & ~mul.o.sign for mul in mults)),
-            o.ninf.eq((c.inf & c.sign) | _any(mul.o.inf & mul.o.sign for mul in mults)),
+            o.nan.eq(c.nan | any_of(mul.o.nan for mul in mults)),
+            o.pinf.eq((c.inf & ~c.sign) | any_of(mul.o.inf & ~mul.o.sign for mul in mults)),
+            o.ninf.eq((c.inf & c.sign) | any_of(mul.o.inf & mul.o.sign for mul in mults)),
         ]
         return m
 
@@ -229,7 +252,12 @@ class ExponentMax(wiring.Component):
         return Mux(c.zero | c.nan | c.inf, self._spec.e_zero, c.exp)
 
 
-def _select(m: Module, index, items, name):
+def _scales_of(spec: UnitSpec, blk, j: int):
+    """Product ``j``'s scale codes (its block's), or None for an unscaled spec."""
+    return None if spec.scale_format is None else scale_codes(spec, blk, j // spec.block)
+
+
+def select(m: Module, index, items, name):
     """``items[index]``: a multiplexer."""
     out = Signal(len(items[0]), name=name)
     with m.Switch(index):
@@ -290,16 +318,16 @@ class Accumulate(wiring.Component):
         and the aligner it goes through."""
         spec, lanes, passes, blk = self._spec, self._lanes, self._passes, self.s0.block
         if passes > 1:
-            a_sel = _select(m, self.s0.p, [blk.a[g * lanes + lane] for g in range(passes)],
+            a_sel = select(m, self.s0.p, [blk.a[g * lanes + lane] for g in range(passes)],
                             f"a_lane{lane}")
-            b_sel = _select(m, self.s0.p, [blk.b[g * lanes + lane] for g in range(passes)],
+            b_sel = select(m, self.s0.p, [blk.b[g * lanes + lane] for g in range(passes)],
                             f"b_lane{lane}")
         else:
             a_sel, b_sel = blk.a[lane], blk.b[lane]
         mul = self.multiplier(spec.a_format, spec.b_format, scale_format=spec.scale_format,
                               e_zero=spec.e_zero)
         m.submodules[f"lane_mul{lane}"] = mul
-        _feed(m, mul, a_sel, b_sel, blk, spec.scale_format is not None)
+        _feed(m, mul, a_sel, b_sel, self._lane_scales(m, lane))
         fa, fb = formats.get(spec.a_format), formats.get(spec.b_format)
         ssb = scale_sig_bits(spec.scale_format)
         al = self.aligner(sig_width(fa) + sig_width(fb) + 2 * ssb,
@@ -308,6 +336,17 @@ class Accumulate(wiring.Component):
         m.submodules[f"align{lane}"] = al
         m.d.comb += [al.sign.eq(mul.o.sign), al.sig.eq(mul.o.sig), al.exp.eq(mul.o.exp)]
         return al
+
+    def _lane_scales(self, m: Module, lane: int):
+        """Lane ``lane``'s scale codes this pass (a multiplexer when passes cross blocks)."""
+        spec, lanes, passes, blk = self._spec, self._lanes, self._passes, self.s0.block
+        if spec.scale_format is None:
+            return None
+        idx = [(g * lanes + lane) // spec.block for g in range(passes)]
+        if len(set(idx)) == 1:
+            return scale_codes(spec, blk, idx[0])
+        return tuple(select(m, self.s0.p, [scale_codes(spec, blk, j)[side] for j in idx],
+                             f"{name}_lane{lane}") for side, name in ((0, "sa"), (1, "sb")))
 
     def c_sign(self, c):
         """The sign C is aligned with."""
@@ -404,7 +443,7 @@ class PostPipeline(wiring.Component):
             f, r_src = s3.f, s3.n
             busy.append(s3.f.valid)
         m.d.comb += [pack.i.eq(r_src), pack.nan.eq(f.nan), pack.pinf.eq(f.pinf),
-                     pack.ninf.eq(f.ninf), self.status.busy.eq(_any(busy))]
+                     pack.ninf.eq(f.ninf), self.status.busy.eq(any_of(busy))]
         return f, pack.code
 
     def stalled(self, out_valid):

@@ -2,7 +2,8 @@
 
 Timing contract (``mxsim.cycle.UnitModel`` steps the same machine; docs/rtl.md has the port
 map). One input beat is one K-block of a dot product: K codes of A's row and B's column, their
-E8M0 or UE4M3 scale codes (scaled specs), C (FP32 code) and ``first``/``last`` markers. A chain of
+E8M0 or UE4M3 scale codes (scaled specs: ``k / block`` per operand), C (FP32 code) and
+``first``/``last`` markers. A chain of
 blocks from ``first`` to ``last`` is one long dot product: each block's result, rounded as the
 spec rounds an instruction's result, is the next block's C (``c`` is read only on ``first``
 blocks). Only ``last`` blocks produce an output beat, the FP32 code of D.
@@ -15,7 +16,8 @@ joins with ``wiring.connect``.
 
 - ``i.ready`` is high when S0 is empty or finishes its block this cycle.
 - A block spends ``P = k / lanes`` cycles (passes) in S0; pass ``p`` multiplies, aligns and
-  adds lanes ``p*lanes ... p*lanes + lanes - 1`` (and C in pass 0) into the accumulator. A
+  adds lanes ``p*lanes ... p*lanes + lanes - 1`` (and C in pass 0) into the accumulator (a
+  GST-FDPA unit, :mod:`hdl.group`: ``lanes / G`` whole groups, each one aligned term). A
   chained block (``first`` low) starts its passes only when no older block is in S1..S``R``
   (it needs the previous result).
 - Each post stage holds one cycle; the last one writes the feedback register and, for a
@@ -36,6 +38,7 @@ from amaranth.lib.wiring import In, Out
 from mxsim.microarch import MicroArch
 from mxsim.spec import UnitSpec
 
+from .group import GroupAccumulate, GroupExponentMax
 from .stages import Accumulate, BlockStage, ExponentMax, PostPipeline, block_layout
 
 __all__ = ["DotProductUnit", "block_layout"]
@@ -59,6 +62,10 @@ class DotProductUnit(wiring.Component):
     exponent_max: type[ExponentMax] = ExponentMax
     accumulate: type[Accumulate] = Accumulate
     post_pipeline: type[PostPipeline] = PostPipeline
+    #: The two stages a GST-FDPA spec (``spec.group`` set) is built with instead of
+    #: ``exponent_max`` and ``accumulate`` (:mod:`hdl.group`).
+    group_exponent_max: type[ExponentMax] = GroupExponentMax
+    group_accumulate: type[Accumulate] = GroupAccumulate
 
     def __init__(self, spec: UnitSpec, microarch: MicroArch | None = None):
         self._spec = spec
@@ -86,8 +93,11 @@ class DotProductUnit(wiring.Component):
         m = Module()
         spec, ua = self._spec, self._ua
         m.submodules.block = block = self.block_stage(spec, ua)
-        m.submodules.exponents = exponents = self.exponent_max(spec, ua)
-        m.submodules.accumulate = accumulate = self.accumulate(spec, ua)
+        grouped = spec.group is not None
+        exponent_max = self.group_exponent_max if grouped else self.exponent_max
+        accumulate_cls = self.group_accumulate if grouped else self.accumulate
+        m.submodules.exponents = exponents = exponent_max(spec, ua)
+        m.submodules.accumulate = accumulate = accumulate_cls(spec, ua)
         m.submodules.post = post = self.post_pipeline(spec, ua)
         wiring.connect(m, wiring.flipped(self.i), block.i)
         wiring.connect(m, block.s0, exponents.s0, accumulate.s0, post.s0)

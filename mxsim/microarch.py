@@ -13,7 +13,8 @@ differ from other micro-architectures only in timing and area.
 
 :func:`check_rtl` says, before anything is elaborated, whether a spec is one the RTL generator
 builds: single-step truncated fused sums (T-FDPA), optionally with E8M0 or UE4M3 block scales
-over the whole instruction (ST-FDPA), FP32 output, and A and B in MX element formats
+(ST-FDPA, ``k / block`` scales per operand per instruction) and GST-FDPA groups (lanes a
+multiple of the group), FP32 output, and A and B in MX element formats
 (:func:`check_rtl_formats`: fp16, bf16 and tf32 operands run in the model only).
 """
 
@@ -21,13 +22,16 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from typing import NamedTuple
 
+from . import formats
 from .errors import MxsimError
 from .formats import ELEMENT_FORMATS, OPERAND_FORMATS
-from .spec import Align, CMode, Product, Reduce, Specials, UnitSpec, ZeroSign
+from .spec import Align, CMode, Product, Reduce, Specials, UnitSpec, ZeroSign, group_sum_bits
 
 __all__ = ["MicroArch", "MicroArchError", "check_rtl", "check_rtl_formats", "RTL_FORMATS",
-           "MAX_STAGES", "RTL_EXP_WIDTH", "RTL_MAX_K"]
+           "MAX_STAGES", "RTL_EXP_WIDTH", "RTL_MAX_K", "GroupGeometry",
+           "group_geometry"]
 
 #: Element formats the RTL decodes: every MX element format (not fp16, bf16 or tf32, which
 #: the model computes).
@@ -39,6 +43,34 @@ RTL_EXP_WIDTH = 12
 #: The widest instruction the RTL generator builds: its input payload carries k elements of A
 #: and of B, and k / lanes passes (hardware instructions take k = 16 to 256).
 RTL_MAX_K = 256
+class GroupGeometry(NamedTuple):
+    """Widths of a GST-FDPA group term in the RTL: its magnitude (the exact group sum times
+    the scales' significands) has ``mag_bits`` bits, ``man_bits`` of them below the term's
+    alignment exponent, and fits ``int_bits`` bits above it. The spec's own bound (a step sum
+    of at most 63 bits, ``mxsim.spec.step_sum_bits``) keeps an aligned term, F + int_bits,
+    under 63 bits for every grouped spec the engine accepts."""
+    mag_bits: int
+    man_bits: int
+    int_bits: int
+
+
+def group_geometry(spec: UnitSpec) -> GroupGeometry:
+    """The :class:`GroupGeometry` of a grouped spec (``spec.group`` set)."""
+    lsb = 0
+    for name in (spec.a_format, spec.b_format):
+        f = formats.get(name)
+        lsb += (f.emin - f.man_bits) if f.kind == "float" else -f.man_bits
+    ue4m3 = spec.scale_format == "ue4m3"
+    mag = group_sum_bits(spec.a_format, spec.b_format, spec.group) - 1 + (8 if ue4m3 else 0)
+    man = -lsb + (6 if ue4m3 else 0)
+    return GroupGeometry(mag, man, max(1, mag - man))
+
+
+def _int_bits(spec: UnitSpec) -> int:
+    """Bits of an aligned term above the step's largest exponent (``hdl.stages``'s)."""
+    if spec.group is not None:
+        return group_geometry(spec).int_bits
+    return 2 + (2 if spec.scale_format == "ue4m3" else 0)
 
 
 class MicroArchError(MxsimError, ValueError):
@@ -110,7 +142,8 @@ def check_rtl(spec: UnitSpec, ua: MicroArch | None = None) -> None:
     # Exponents in flight: e_zero is the step's E when a zero term leads; the LSB exponent
     # E - F and the sum's leading one (E + the sum's integer bits) must fit RTL_EXP_WIDTH bits,
     # signed. Non-zero terms lie within [-300, 300] (E8M0 scales, FP32 C).
-    int_bits = 2 + (2 if spec.scale_format == "ue4m3" else 0) + 2 + (spec.k + 1).bit_length()
+    terms = spec.k if spec.group is None else spec.k // spec.group
+    int_bits = _int_bits(spec) + 2 + (terms + 1).bit_length()
     lo, hi = -(1 << (RTL_EXP_WIDTH - 1)) + spec.frac_bits, (1 << (RTL_EXP_WIDTH - 1)) - 1 - int_bits
     if not lo <= spec.e_zero <= hi:
         raise fail(f"e_zero must be between {lo} and {hi} for the RTL's {RTL_EXP_WIDTH}-bit "
@@ -121,14 +154,12 @@ def check_rtl(spec: UnitSpec, ua: MicroArch | None = None) -> None:
     if spec.scale_format not in (None, "e8m0", "ue4m3"):
         raise fail(f"the RTL takes E8M0 or UE4M3 block scales or none, not "
                    f"{spec.scale_format}")
-    if spec.scale_format is not None and spec.block != spec.k:
-        raise fail(f"the RTL takes one {spec.scale_format.upper()} scale per operand per "
-                   f"instruction (block = k = {spec.k}), not blocks of {spec.block}")
     unsupported = [
-        (spec.group is not None, "GST groups (group)"),
         (spec.upcast is not None, "an operand upcast (upcast)"),
         (spec.align is not Align.RZ, f"align {spec.align.value} (the RTL truncates: rz)"),
-        (spec.product is not Product.RAW, "normalised product exponents (product)"),
+        # A GST group term's exponent is its scales' whatever `product` says.
+        (spec.product is not Product.RAW and spec.group is None,
+         "normalised product exponents (product)"),
         (spec.c_mode is not CMode.STEP, "C added after the step (c_mode after)"),
         (spec.acc_rounding.value not in ("rz", "rne"), f"acc_rounding "
                                                        f"{spec.acc_rounding.value}"),
@@ -151,3 +182,9 @@ def check_rtl(spec: UnitSpec, ua: MicroArch | None = None) -> None:
         divisors = ", ".join(str(d) for d in range(1, spec.k + 1) if spec.k % d == 0)
         raise MicroArchError(f"lanes ({ua.lanes}) must divide the instruction k ({spec.k}) of "
                              f"unit {spec.name!r}: try one of {divisors}")
+    if spec.group is not None and ua.lanes % spec.group:
+        fits = ", ".join(str(d) for d in range(spec.group, spec.k + 1, spec.group)
+                         if spec.k % d == 0)
+        raise MicroArchError(f"lanes ({ua.lanes}) must be a multiple of the group "
+                             f"({spec.group}) of unit {spec.name!r}, so that a pass sums whole "
+                             f"groups: try one of {fits}")

@@ -48,7 +48,7 @@ from . import campaign_tasks, coverage
 from .verify import chunk_plan
 
 __all__ = ["spec_for_pair", "main", "markdown", "SEED", "parse_pairs", "tasks_for",
-           "run_campaign", "rows_of"]
+           "tasks_for_specs", "run_campaign", "rows_of", "record_of"]
 
 SEED = 7                     #: the campaign's stimulus seed (every pair, every chunk from it)
 TASK_FN = "testbenches.campaign_tasks:run_chunk"
@@ -89,14 +89,23 @@ def tasks_for(pairs: list[tuple[str, str]], *, dots: int, chunk: int, lanes: int
     """The campaign's tasks: each pair's run of ``dots`` split into tasks of ``per_task``
     chunks, ordered chunk by chunk across the pairs (so the first tasks build different
     designs). ``spec_for(a, b)`` is the unit of a pair (default :func:`spec_for_pair`)."""
+    designs = [(f"{a}x{b}", (spec_for or spec_for_pair)(a, b)) for a, b in pairs]
+    return tasks_for_specs(designs, dots=dots, chunk=chunk, lanes=lanes, stages=stages, sim=sim,
+                           bulk=bulk, seed=seed, per_task=per_task, cache=cache, out=out)
+
+
+def tasks_for_specs(designs: list[tuple[str, UnitSpec]], *, dots: int, chunk: int,
+                    lanes: int | None, stages: int, sim: str, bulk: bool, seed: int,
+                    per_task: int = 1, cache: str | None = None, out: str | None = None
+                    ) -> list[Task]:
+    """:func:`tasks_for` over ``(label, spec)`` designs (a label names a row: no ``#``)."""
     by_pair = []
-    for a, b in pairs:
-        spec, ua = resolve_design((spec_for or spec_for_pair)(a, b), lanes=lanes,
-                                  stages=stages)
+    for label, unit_spec in designs:
+        spec, ua = resolve_design(unit_spec, lanes=lanes, stages=stages)
         n = len(chunk_plan(spec, dots, chunk))
         base = {"spec": spec.to_dict(), "lanes": ua.lanes, "stages": ua.stages, "sim": sim,
                 "bulk": bulk, "dots": dots, "chunk": chunk, "seed": seed}
-        by_pair.append([(f"{a}x{b}", {**base, "chunks": [i, min(i + per_task, n)]})
+        by_pair.append([(label, {**base, "chunks": [i, min(i + per_task, n)]})
                         for i in range(0, n, per_task)])
     tasks = []
     for group in itertools.zip_longest(*by_pair):
@@ -157,6 +166,13 @@ def run_campaign(pairs: list[tuple[str, str]], *, dots: int, chunk: int, lanes: 
                       spec_for=spec_for)
     rep = run(tasks, store, executor=executor, workers=workers, scheduler=scheduler,
               cluster_spec=cluster_spec, progress=progress)
+    return record_of(tasks, rep, dots=dots, chunk=chunk, lanes=lanes, stages=stages, sim=sim,
+                     bulk=bulk, seed=seed, command=command), rep
+
+
+def record_of(tasks: list[Task], rep: Report, *, dots: int, chunk: int, lanes: int | None,
+              stages: int, sim: str, bulk: bool, seed: int, command: str) -> dict:
+    """The campaign record (the JSON :func:`markdown` renders) of finished ``tasks``."""
     first = tasks[0].args if tasks else {"lanes": lanes, "stages": stages}
     record = {"command": command, "date": datetime.date.today().isoformat(),
               "commit": _commit(), "dots_asked": dots, "seed": seed, "chunk": chunk,
@@ -171,7 +187,7 @@ def run_campaign(pairs: list[tuple[str, str]], *, dots: int, chunk: int, lanes: 
               "speedup": round(rep.speedup, 2), "dashboard": rep.dashboard,
               "failed": [{"label": f.label, "error": f.error, "replay": f.replay}
                          for f in rep.failed]}
-    return record, rep
+    return record
 
 
 def pair_line(r: dict) -> str:

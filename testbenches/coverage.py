@@ -23,6 +23,7 @@ from mxsim.formats import Overflow
 from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
+from . import group_coverage
 from .stimulus import CONSTRUCTIONS, Draft, stimulus
 
 __all__ = ["COVERPOINTS", "CONSTRUCTIONS", "CLASSES", "OperandClass", "Coverage", "Draft",
@@ -70,6 +71,8 @@ COVERPOINTS: dict[str, tuple[tuple[str, ...], int, str]] = {
                      "input and an output handshake together, input handshakes in "
                      "consecutive cycles"),
 }
+#: GST-FDPA units (``spec.group`` set) have two more (:mod:`testbenches.group_coverage`).
+COVERPOINTS.update(group_coverage.GROUP_COVERPOINTS)
 
 
 @dataclass
@@ -186,6 +189,10 @@ def measure(spec: UnitSpec, vs: VectorSet, trace: cycle.Trace | None, lanes: int
     if (fa.has_inf or fb.has_inf or fa.has_nan or fb.has_nan) and spec.specials == "ieee":
         cov.hits["special_case"] = _special_cases(fa, fb, a, b)
     cov.hits["output_class"] = _output_classes(spec, vs, blk)
+    if spec.group is not None:
+        _, ec, sigc = formats.get("fp32").fields(blk.c_in)
+        c_exp = np.where(sigc != 0, ec.astype(np.int64), spec.e_zero)
+        cov.hits.update(group_coverage.measure(spec, vs, c_exp))
     if trace is not None and backpressure:
         cov.hits["backpressure"] = _backpressure(trace, back_to_back=lanes >= spec.k)
     cov.expected = set(cov.hits) | ({"backpressure"} if backpressure else set())

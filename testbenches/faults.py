@@ -29,6 +29,8 @@ from hdl.unit import DotProductUnit
 from mxsim.microarch import MicroArch
 from mxsim.spec import UnitSpec
 
+from .group_faults import GROUP_FAULTS, GROUP_UNITS
+
 __all__ = ["FAULTS", "unit_class", "unit", "verilog_text"]
 
 #: fault -> where it is and what it breaks
@@ -277,9 +279,13 @@ assert _UNITS.keys() == FAULTS.keys()
 
 
 def unit_class(fault: str) -> type[DotProductUnit]:
-    """The ``DotProductUnit`` subclass of mutant ``fault`` (a key of :data:`FAULTS`)."""
+    """The ``DotProductUnit`` subclass of mutant ``fault`` (a key of :data:`FAULTS`, or of
+    :data:`testbenches.group_faults.GROUP_FAULTS` for grouped units)."""
+    if fault in GROUP_UNITS:
+        return GROUP_UNITS[fault]
     if fault not in _UNITS:
-        raise ValueError(f"Fault must be one of {', '.join(FAULTS)}, not {fault!r}")
+        raise ValueError(f"Fault must be one of {', '.join([*FAULTS, *GROUP_FAULTS])}, not "
+                         f"{fault!r}")
     return _UNITS[fault]
 
 

@@ -20,7 +20,7 @@ from mxsim.engine import fast
 from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
-__all__ = ["CONSTRUCTIONS", "Draft", "stimulus", "stimulus_dots"]
+__all__ = ["CONSTRUCTIONS", "GROUP_CONSTRUCTIONS", "Draft", "stimulus", "stimulus_dots"]
 
 
 @dataclass
@@ -255,6 +255,102 @@ CONSTRUCTIONS: dict[str, Callable[[Draft], None]] = {
 }
 
 
+# -- GST-FDPA (grouped) units ------------------------------------------------------------
+
+def _big_small(d: Draft) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Scale codes (A, B) of a leading block and of the blocks under it: E8M0 2**20 x 2**20
+    over about 2**-12 x 2**-12; UE4M3 448 x 448 (largest) over the smallest subnormal."""
+    if d.spec.scale_format == "e8m0":
+        return (147, 147), (115, 115 + int(d.rng.integers(-4, 5)))
+    return (0x7E, 0x7E), (0x01, 0x01 + int(d.rng.integers(0, 3)))
+
+
+def _lead_block_entries(d: Draft, role: int) -> list[int]:
+    """The second half of the normal entries (cancel-in-block takes the first), every third
+    from ``role``."""
+    chosen = d.entries("normal")
+    return chosen[max(1, len(chosen) // 2):][role::3]
+
+
+def _set_lead_scales(d: Draft, i: int) -> None:
+    big, small = _big_small(d)
+    per = d.spec.k // d.spec.block
+    d.a_scale[i] = small[0]
+    d.b_scale[i] = small[1]
+    d.a_scale[i, :, ::per] = big[0]          # scale block 0 of every K-block leads
+    d.b_scale[i, ::per, :] = big[1]
+    d.c[i] = 0
+
+
+def _cancel_groups(d: Draft, i: int, lo: int, hi: int) -> None:
+    """Every group of products ``lo .. hi`` of entry ``i`` cancels: its second half is its
+    first half with B negated."""
+    G, h, fb = d.spec.group, d.spec.group // 2, d.fb
+    for g0 in range(lo, hi, G):
+        d.a[i, :, g0 + h:g0 + G] = d.a[i, :, g0:g0 + h]
+        first = d.b[i, g0:g0 + h, :]
+        if fb.kind == "float":
+            d.b[i, g0 + h:g0 + G, :] = first ^ (1 << (fb.bits - 1))
+        else:
+            vals = first.astype(np.uint8).view(np.int8).astype(np.int16)
+            d.b[i, g0 + h:g0 + G, :] = np.clip(-vals, -127, 127).astype(np.int8).view(np.uint8)
+
+
+def _zero_group_leads(d: Draft) -> None:
+    """Grouped units: scale block 0 of every K-block holds only zero products under the
+    largest scales, C = 0: the e_zero rule decides the maximum."""
+    if d.spec.group is None:
+        return
+    k, blk = d.spec.k, d.spec.block
+    for i in _lead_block_entries(d, 0):
+        _set_lead_scales(d, i)
+        for b0 in range(0, d.blocks * k, k):
+            d.a[i, :, b0:b0 + blk] = 0
+
+
+def _cancelling_group_leads(d: Draft) -> None:
+    """Grouped units: scale block 0 of every K-block cancels group by group under the largest
+    scales, C = 0: the cancelling groups keep their exponent, the maximum, and the others
+    are truncated under it (often to an exact zero)."""
+    if d.spec.group is None:
+        return
+    k, blk = d.spec.k, d.spec.block
+    for i in _lead_block_entries(d, 1):
+        _set_lead_scales(d, i)
+        for b0 in range(0, d.blocks * k, k):
+            _cancel_groups(d, i, b0, b0 + blk)
+
+
+def _all_groups_cancel(d: Draft) -> None:
+    """Grouped units: every group cancels and C = 0, an exact zero from non-zero terms."""
+    if d.spec.group is None:
+        return
+    for i in _lead_block_entries(d, 2):
+        _cancel_groups(d, i, 0, d.blocks * d.spec.k)
+        d.c[i] = 0
+
+
+def _far_c(d: Draft) -> None:
+    """Grouped units: the sparse c-dominant entries (odd ones) under a C of about 2**100, far
+    enough above F = 35 that their 2 or 8 products per block are truncated away."""
+    if d.spec.group is None:
+        return
+    for i in d.entries("c-dominant")[1::2]:
+        man = d.rng.integers(0, 1 << 23, size=d.c[i].shape, dtype=np.uint32)
+        sign = d.rng.integers(0, 2, size=d.c[i].shape, dtype=np.uint32) << 31
+        d.c[i] = sign | np.uint32(227 << 23) | man
+
+
+#: GST-FDPA constructions (:mod:`testbenches.group_coverage` measures what they reach), applied
+#: after :data:`CONSTRUCTIONS` to grouped specs only: every other unit's stimulus is unchanged.
+GROUP_CONSTRUCTIONS: dict[str, Callable[[Draft], None]] = {
+    "zero-group-leads": _zero_group_leads,
+    "cancelling-group-leads": _cancelling_group_leads,
+    "all-groups-cancel": _all_groups_cancel,
+    "far-c": _far_c,
+}
+
+
 def _layout(spec: UnitSpec, dots: int) -> tuple[list[str], int, int]:
     """The generator families, the side of a batch entry and the entries per family of a
     :func:`stimulus` of about ``dots`` dot products."""
@@ -291,6 +387,9 @@ def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0,
     draft = Draft.of(spec, suite, blocks, seed, with_c)
     for construct in CONSTRUCTIONS.values():
         construct(draft)
+    if spec.group is not None:        # GST-FDPA: the grouped constructions too
+        for construct in GROUP_CONSTRUCTIONS.values():
+            construct(draft)
     if not with_c:
         draft.c[...] = 0
     return suite.replace(a=draft.a, b=draft.b, c=draft.c, a_scale=draft.a_scale,

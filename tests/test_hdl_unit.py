@@ -131,8 +131,9 @@ def test_hdl_unit_timing_contract():
                                      "builds one fused step per instruction, not 2 (schedule)"),
     ("triton-dot-scaled-hopper", MicroArch(), "cannot be built as RTL: the RTL builds one fused "
                                               "step per instruction, not 2 (schedule)"),
-    ("blackwell-mxf4", MicroArch(), "the RTL takes one E8M0 scale per operand per instruction "
-                                    "(block = k = 64), not blocks of 32"),
+    ("blackwell-mxf4", MicroArch(lanes=8), "lanes (8) must be a multiple of the group (16) of "
+                                           "unit 'blackwell-mxf4', so that a pass sums whole "
+                                           "groups: try one of 16, 32, 64"),
     ("exact", MicroArch(), "the exact unit (k or frac_bits null) has no fixed width"),
 ])
 def test_hdl_check_rejects_what_the_rtl_cannot_build(unit, ua, message):

@@ -64,8 +64,12 @@ def add_rtl_unit_args(sp: argparse.ArgumentParser, unit: str, note: str, stages:
                     help=f"preset name or spec file (default: {unit}{note}"
                          f"{'; required with --rtl' if rtl_map else ''})")
     sp.add_argument("--a-format", default=None,
-                    help="A's element format (default: e4m3, or the port map's)")
+                    help="A's element format (default: e4m3 where the unit takes it, else its "
+                         "first pair's; or the port map's)")
     sp.add_argument("--b-format", default=None, help="B's element format (default: A's)")
+    sp.add_argument("--scale", default=None, metavar="FMT/BLOCK",
+                    help="the preset's scale configuration, e.g. ue4m3/16 for "
+                         "blackwell-mxf4nvf4 (default: its first)")
     sp.add_argument("--lanes", type=int, default=None,
                     help="products per cycle (default: the unit's k)")
     sp.add_argument("--stages", type=int, default=stages,

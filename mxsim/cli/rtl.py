@@ -26,9 +26,22 @@ def rtl_unit(args: argparse.Namespace):
     before anything is elaborated."""
     from ..design import resolve_design
     unit = units.get(args.unit or "blackwell-mxf8f6f4")      # verify's default unit
-    spec, ua = resolve_design(unit, args.a_format or "e4m3", args.b_format, lanes=args.lanes,
-                              stages=args.stages)
+    spec, ua = resolve_design(unit, args.a_format, args.b_format, lanes=args.lanes,
+                              stages=args.stages, scale=parse_scale(getattr(args, "scale", None)))
     return unit, spec, ua
+
+
+def parse_scale(text: str | None) -> tuple[str | None, int | None] | None:
+    """``--scale``'s ``FMT/BLOCK`` (``none``: no scales) as ``(scale_format, block)``;
+    MxsimError (one line) for anything else."""
+    if text is None:
+        return None
+    if text.strip().lower() == "none":
+        return (None, None)
+    fmt, _, block = text.strip().lower().partition("/")
+    if not block.isdigit():
+        raise MxsimError(f"--scale must be FMT/BLOCK (e.g. ue4m3/16) or none, not {text!r}")
+    return fmt, int(block)
 
 
 def foreign_map(path: str, work: str | Path):
