@@ -54,8 +54,8 @@ steps: its exact group terms (each ``group`` products summed exactly, times the 
 added pairwise in a balanced binary tree in index order, ``((t0 + t1) + (t2 + t3)) + ...``,
 each node rounded once to ``acc_format`` with ``acc_rounding`` and ``overflow`` (zero signs by
 ``zero_sign``; NaN and Inf by IEEE 754); C is added after (``c_mode="after"``). A zero GST group
-term has its exact sum's sign (a negative sum times a zero scale is -0; a cancelled sum, +0). It needs
-``frac_bits`` null (the terms are exact) and k / group a power of two.
+term has its exact sum's sign (a negative sum times a zero scale is -0; a cancelled sum, +0). It
+needs ``frac_bits`` null (the terms are exact) and k / group a power of two.
 """
 
 from __future__ import annotations
