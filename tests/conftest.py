@@ -1,8 +1,12 @@
-"""Test-suite setup: the tests folder is importable (for helpers such as mmasim_adapter), and
-the run's header names the version of every peer the suite compares with."""
+"""Test-suite setup: the tests folder is importable (for helpers such as mmasim_adapter), the
+run's header names the version of every peer the suite compares with, and ``quick_cxx`` builds
+Verilated models at -O0 where a module asks for it."""
 
+import os
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -11,3 +15,15 @@ from mxsim import versions  # noqa: E402
 
 def pytest_report_header(config) -> list[str]:
     return [f"peers: {versions.describe()}"]
+
+
+@pytest.fixture(scope="module")
+def quick_cxx():
+    """Verilated models compiled at -O0 for the module's tests (make takes Verilator's OPT_*
+    variables from MAKEFLAGS, also in subprocesses): a build takes a fraction of the -Os time
+    and the short runs of these tests are about as fast; the values are the same, only the
+    C++ compiler's optimisation differs."""
+    flags = os.environ.get("MAKEFLAGS", "")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MAKEFLAGS", f"{flags} OPT_FAST=-O0 OPT_SLOW=-O0 OPT_GLOBAL=-O0".strip())
+        yield

@@ -11,7 +11,7 @@ import pytest
 from mxsim import presets, vectors
 from mxsim.microarch import MicroArch
 
-pytestmark = [pytest.mark.rtl, pytest.mark.slow]
+pytestmark = [pytest.mark.rtl, pytest.mark.slow, pytest.mark.usefixtures("quick_cxx")]
 pytest.importorskip("cocotb")
 pytest.importorskip("amaranth")
 

@@ -12,7 +12,7 @@ from mxsim import cycle, presets, units, vectors
 from mxsim.engine import fast
 from mxsim.microarch import MicroArch
 
-pytestmark = [pytest.mark.rtl]
+pytestmark = [pytest.mark.rtl, pytest.mark.usefixtures("quick_cxx")]
 pytest.importorskip("cocotb")
 pytest.importorskip("amaranth")
 
