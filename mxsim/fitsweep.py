@@ -38,17 +38,13 @@ __all__ = ["draw", "draw_from", "drawn_fit", "drawn_tasks", "fit_file", "fit_tas
            "summarise_drawn", "spec_of", "markdown", "main", "DRAW_SEED"]
 
 DRAW_SEED = 2026                 #: the study's seed: trial i draws from (DRAW_SEED, i)
-_ROOT = Path(__file__).parent
+_ROOT = Path(__file__).resolve().parents[1]
 
 
 def sources_digest() -> str:
     """A hash (16 hex digits) of mxsim's Python sources: the fitter and the engine a fit
     result stands for."""
-    h = hashlib.sha256()
-    for path in sorted(_ROOT.rglob("*.py")):
-        if "__pycache__" not in path.parts:
-            h.update(str(path.relative_to(_ROOT)).encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()[:16]
+    return campaign.sources_digest(_ROOT, ("mxsim",))
 
 
 def _file_digest(path: Path) -> str:
@@ -62,7 +58,7 @@ def fit_tasks(paths: list[str | Path], *, k: int | None = None,
               allow_large: bool = False) -> list[campaign.Task]:
     """One task per observed set; each file is read here first (one line for a file that is
     not a vector set with outputs, before any task runs)."""
-    tasks = []
+    tasks, digest = [], sources_digest()
     for p in paths:
         path = Path(p).resolve()
         vs = vectors.load(path, allow_large=allow_large)
@@ -70,7 +66,7 @@ def fit_tasks(paths: list[str | Path], *, k: int | None = None,
             raise MxsimError(f"{p} holds no outputs to fit (d); give the GPU's or RTL's "
                              f"output file")
         args = {"path": str(path), "sha256": _file_digest(path), "k": k,
-                "allow_large": allow_large, "sources": sources_digest()}
+                "allow_large": allow_large, "sources": digest}
         tasks.append(campaign.Task(
             "mxsim.fitsweep:fit_file", args, label=path.stem,
             key_parts={"all": True, "sha256": args["sha256"], "k": k,

@@ -14,8 +14,6 @@ cycles and seconds. :func:`key_parts` is everything that determines that result.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import os
 import sys
@@ -23,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from mxsim import campaign
 from mxsim.design import resolve_design
 from mxsim.microarch import MicroArch
 from mxsim.spec import UnitSpec, from_dict
@@ -41,16 +40,10 @@ MISMATCHES_KEPT = 20
 _ROOT = Path(__file__).resolve().parents[1]
 
 
-@functools.lru_cache(maxsize=8)
 def sources_digest(folders: tuple[str, ...] = ("mxsim", "hdl", "testbenches")) -> str:
     """A hash (16 hex digits) of the sources under ``folders`` of this checkout (Python and
     C++): the RTL generator, the harness, the checker and the engine that a result stands for."""
-    h = hashlib.sha256()
-    for folder in folders:
-        for path in sorted((_ROOT / folder).rglob("*")):
-            if path.suffix in (".py", ".cpp") and "__pycache__" not in path.parts:
-                h.update(str(path.relative_to(_ROOT)).encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()[:16]
+    return campaign.sources_digest(_ROOT, folders, (".py", ".cpp"))
 
 
 def key_parts(args: dict) -> dict:

@@ -15,7 +15,8 @@ from .executors import ClusterError, ClusterSpec, executor_names, load_cluster_s
 from .report import Failure, Report
 from .runner import Interrupted, run
 from .store import Store, StoreError
-from .task import Task, canonical_json
+from .task import Task, canonical_json, sources_digest
 
 __all__ = ["Task", "Store", "run", "Report", "Failure", "Interrupted", "executor_names",
-           "ClusterError", "ClusterSpec", "StoreError", "load_cluster_spec", "canonical_json"]
+           "ClusterError", "ClusterSpec", "StoreError", "load_cluster_spec", "canonical_json",
+           "sources_digest"]

@@ -15,10 +15,11 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
+from pathlib import Path
 from typing import Any
 
-__all__ = ["Task", "canonical_json"]
+__all__ = ["Task", "canonical_json", "sources_digest"]
 
 _FN = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
@@ -27,6 +28,20 @@ def canonical_json(value: Any) -> str:
     """``value`` as canonical JSON: sorted keys, no spaces, ASCII, no NaN (tuples as lists)."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
                       allow_nan=False)
+
+
+@lru_cache(maxsize=16)
+def sources_digest(root: Path, folders: tuple[str, ...],
+                   suffixes: tuple[str, ...] = (".py",)) -> str:
+    """A hash (16 hex digits) of the source files (``suffixes``) under ``folders`` of ``root``,
+    each by its path relative to ``root`` and its bytes: the code a task's result stands for,
+    as a key part (kept per process: what a worker runs is what it imported)."""
+    h = hashlib.sha256()
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*")):
+            if path.suffix in suffixes and "__pycache__" not in path.parts:
+                h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 @dataclass(frozen=True)
