@@ -1,6 +1,7 @@
 """Test-suite setup: the tests folder is importable (for helpers such as mmasim_adapter), the
-run's header names the version of every peer the suite compares with, and ``quick_cxx`` builds
-Verilated models at -O0 where a module asks for it."""
+run's header names the version of every peer the suite compares with, ``quick_cxx`` builds
+Verilated models at -O0 where a module asks for it, and ``cluster`` is a two-worker Dask
+cluster on the loopback address."""
 
 import os
 import sys
@@ -27,3 +28,14 @@ def quick_cxx():
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MAKEFLAGS", f"{flags} OPT_FAST=-O0 OPT_SLOW=-O0 OPT_GLOBAL=-O0".strip())
         yield
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A real Dask cluster for a module's tests: one scheduler and two single-threaded worker
+    processes on the loopback address (no dashboard)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=":0",
+                                  scheduler_kwargs={"dashboard": False}) as c:
+        yield c

@@ -35,14 +35,6 @@ distributed = pytest.importorskip("distributed")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """One scheduler and two single-threaded worker processes on the loopback address."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  host="127.0.0.1", dashboard_address=":0",
-                                  scheduler_kwargs={"dashboard": False}) as c:
-        yield c
-
 
 def _attempts(folder: Path) -> dict[int, int]:
     return {int(p.stem): len(p.read_text().split()) for p in folder.glob("*.log")}

@@ -76,13 +76,6 @@ def broken_synthesis(spec, microarch, text, fpga):
 AREA = explore.AreaCost(fake_verilog, fake_synthesis)
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """One scheduler and two single-threaded worker processes on the loopback address."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  host="127.0.0.1", dashboard_address="127.0.0.1:0") as c:
-        yield c
-
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):

@@ -37,13 +37,6 @@ RUN = dict(dots=300, chunk=20, lanes=8, stages=1, sim="amaranth", bulk=False, se
 TIMING = ("sim_seconds", "seconds")
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """One scheduler and two single-threaded worker processes on the loopback address."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  host="127.0.0.1", dashboard_address=":0") as c:
-        yield c
-
 
 @pytest.fixture(scope="module")
 def runs(cluster, tmp_path_factory):
