@@ -1,6 +1,17 @@
-"""User-facing errors: each prints as one line that says what is wrong and what to do."""
+"""User-facing errors: each prints as one line that says what is wrong and what to do.
 
-__all__ = ["MxsimError", "FormatError", "VectorFileError", "UnitError"]
+:func:`run_command` runs a command's body and turns what it raises into the command line's exit
+statuses, for ``mxsim`` and the ``python -m mxsim.*`` entry points alike.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+
+__all__ = ["MxsimError", "FormatError", "VectorFileError", "UnitError", "run_command"]
 
 
 class MxsimError(Exception):
@@ -21,3 +32,34 @@ class VectorFileError(MxsimError, ValueError):
 
 class UnitError(MxsimError, ValueError):
     """An unknown unit name, or a unit that cannot take the operands it was given."""
+
+
+def run_command(body: Callable[[], int], *, debug: bool = False) -> int:
+    """``body()``'s exit status, or the status of what it raised, said in one line on stderr:
+    an :class:`MxsimError` (bad input) 2, Ctrl-C 130, a reader that went away (``... | head``)
+    0, out of memory 2, anything else 3 (a bug in mxsim; its traceback only with ``debug``)."""
+    try:
+        return body()
+    except MxsimError as exc:
+        print(f"mxsim: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("mxsim: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (``mxsim ... | head``): nothing more to say, and not an error.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except MemoryError:
+        print("mxsim: error: out of memory; use a smaller vector set or run on a machine with "
+              "more memory", file=sys.stderr)
+        return 2
+    except Exception as exc:        # the last resort: a bug in mxsim, and never exit 1
+        if debug:
+            traceback.print_exc()
+        lines = str(exc).strip().splitlines()
+        what = lines[0][:200] if lines else ""
+        print(f"mxsim: internal error: {type(exc).__name__}{': ' + what if what else ''} "
+              f"(please report it; rerun with --debug for the traceback)", file=sys.stderr)
+        return 3

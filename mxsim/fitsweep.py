@@ -31,7 +31,7 @@ import numpy as np
 
 from . import campaign, fit, probe, vectors
 from .engine import fast
-from .errors import MxsimError
+from .errors import MxsimError, run_command
 from .spec import UnitSpec, from_dict
 
 __all__ = ["draw", "draw_from", "drawn_fit", "drawn_tasks", "fit_file", "fit_tasks",
@@ -186,51 +186,44 @@ def _parser():
     d.add_argument("--specs", type=int, default=20, help="trials (default 20)")
     d.add_argument("--first", type=int, default=0, help="first trial's seed (default 0)")
     d.add_argument("--rows", type=int, default=16, help="probe-suite rows per trial (16)")
-    d.add_argument("--store", default="build/fitsweep", help="result store folder")
-    d.add_argument("--executor", default="auto", choices=campaign.executor_names)
-    d.add_argument("--workers", type=int, default=None, help="local workers (default: cores)")
-    d.add_argument("--scheduler", default=None, help="tcp://HOST:8786 of a running scheduler")
-    d.add_argument("--cluster-spec", default=None, help="a dask-jobqueue spec file")
+    campaign.add_executor_arguments(d, store="build/fitsweep")
     d.add_argument("--json", default=None, metavar="OUT", help="write the study's record here")
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m mxsim.fitsweep drawn``: exit 0 when every trial ran, 1 when one failed, 2
-    for bad input (one line), 130 when interrupted (finished trials stay in the store)."""
+def _drawn(args, command: str) -> int:
     import datetime
     import json
     import platform
-    import sys
 
     from .output import write_text
-    args = _parser().parse_args(argv)
-    try:
-        if args.specs < 1 or args.first < 0 or not 1 <= args.rows <= 64:
-            raise MxsimError("--specs must be at least 1, --first not negative and --rows "
-                             "between 1 and 64")
-        tasks = drawn_tasks(args.specs, rows=args.rows, first=args.first)
-        rep = campaign.run(tasks, args.store, executor=args.executor, workers=args.workers,
-                           scheduler=args.scheduler, cluster_spec=args.cluster_spec)
-    except MxsimError as exc:
-        print(f"mxsim: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("mxsim: interrupted", file=sys.stderr)
-        return 130
+    if args.specs < 1 or args.first < 0 or not 1 <= args.rows <= 64:
+        raise MxsimError("--specs must be at least 1, --first not negative and --rows "
+                         "between 1 and 64")
+    tasks = drawn_tasks(args.specs, rows=args.rows, first=args.first)
+    rep = campaign.run(tasks, args.store, executor=args.executor, workers=args.workers,
+                       scheduler=args.scheduler, cluster_spec=args.cluster_spec)
     results = [rep.results[t.key] for t in tasks if t.key in rep.results]
     counts = summarise_drawn(results)
     print(", ".join(f"{k} {v}" for k, v in counts.items()))
     print(rep.markdown(), end="")
     if args.json:
-        record = {"command": "python -m mxsim.fitsweep " + " ".join(
-                      sys.argv[1:] if argv is None else argv),
+        record = {"command": command,
                   "date": datetime.date.today().isoformat(), "python": platform.python_version(),
                   "counts": counts, "campaign": rep.to_dict(),
                   "trials": [{k: r[k] for k in ("seed", "exact", "identical", "differ", "named",
                                                 "fresh_equal")} for r in results]}
         write_text(args.json, json.dumps(record, indent=1))
     return 1 if rep.failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m mxsim.fitsweep drawn``: exit 0 when every trial ran, 1 when one failed, 2
+    for bad input (one line), 130 when interrupted (finished trials stay in the store)."""
+    import sys
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser().parse_args(argv)
+    return run_command(lambda: _drawn(args, "python -m mxsim.fitsweep " + " ".join(argv)))
 
 
 if __name__ == "__main__":

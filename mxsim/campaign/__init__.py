@@ -11,7 +11,13 @@ Dask is imported inside the executors only: ``import mxsim.campaign`` needs noth
 ``import mxsim``.
 """
 
-from .executors import ClusterError, ClusterSpec, executor_names, load_cluster_spec
+from .executors import (
+    ClusterError,
+    ClusterSpec,
+    add_executor_arguments,
+    executor_names,
+    load_cluster_spec,
+)
 from .report import Failure, Report
 from .runner import Interrupted, run
 from .store import Store, StoreError
@@ -19,4 +25,4 @@ from .task import Task, canonical_json, sources_digest
 
 __all__ = ["Task", "Store", "run", "Report", "Failure", "Interrupted", "executor_names",
            "ClusterError", "ClusterSpec", "StoreError", "load_cluster_spec", "canonical_json",
-           "sources_digest"]
+           "sources_digest", "add_executor_arguments"]

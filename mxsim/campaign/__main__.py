@@ -11,9 +11,10 @@ import json
 import os
 import sys
 
-from ..errors import MxsimError
-from . import executor_names, run
+from ..errors import MxsimError, run_command
+from . import run
 from .demo import demo_tasks
+from .executors import add_executor_arguments
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,11 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--sleep", type=float, default=0.0, help="seconds each task sleeps first")
     d.add_argument("--fail", default="", help="comma-separated seeds that fail")
     d.add_argument("--attempts", default=None, help="folder: one line per attempt per seed")
-    d.add_argument("--store", default="build/campaign-demo", help="result store folder")
-    d.add_argument("--executor", default="auto", choices=executor_names)
-    d.add_argument("--workers", type=int, default=None, help="local workers (default: cores)")
-    d.add_argument("--scheduler", default=None, help="tcp://HOST:8786 of a running scheduler")
-    d.add_argument("--cluster-spec", default=None, help="a dask-jobqueue spec file (TOML/YAML)")
+    add_executor_arguments(d, store="build/campaign-demo")
     d.add_argument("--json", action="store_true", help="the report as JSON on stdout")
     return p
 
@@ -43,22 +40,14 @@ def _seeds(text: str) -> frozenset[int]:
         raise MxsimError(f"--fail takes comma-separated seeds, not {text!r}") from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        if args.tasks < 0 or args.rounds < 0:
-            raise MxsimError("--tasks and --rounds must not be negative")
-        tasks = demo_tasks(args.tasks, args.rounds, sleep=args.sleep, fail=_seeds(args.fail),
-                           attempts=args.attempts, first=args.first)
-        report = run(tasks, args.store, executor=args.executor, workers=args.workers,
-                     scheduler=args.scheduler, cluster_spec=args.cluster_spec,
-                     progress=False if args.json else None)
-    except MxsimError as exc:
-        print(f"mxsim: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("mxsim: interrupted", file=sys.stderr)
-        return 130
+def _demo(args: argparse.Namespace) -> int:
+    if args.tasks < 0 or args.rounds < 0:
+        raise MxsimError("--tasks and --rounds must not be negative")
+    tasks = demo_tasks(args.tasks, args.rounds, sleep=args.sleep, fail=_seeds(args.fail),
+                       attempts=args.attempts, first=args.first)
+    report = run(tasks, args.store, executor=args.executor, workers=args.workers,
+                 scheduler=args.scheduler, cluster_spec=args.cluster_spec,
+                 progress=False if args.json else None)
     try:
         if args.json:
             print(json.dumps(report.to_dict(), indent=1))
@@ -67,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:                     # `... | head`: the reader went away
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 1 if report.failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    return run_command(lambda: _demo(args))
 
 
 if __name__ == "__main__":

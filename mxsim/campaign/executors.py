@@ -27,9 +27,23 @@ from typing import Any
 from ..errors import MxsimError
 
 __all__ = ["executor_names", "ClusterError", "ClusterSpec", "load_cluster_spec", "Connection",
-           "connect", "ALLOWED_FAILURES"]
+           "connect", "ALLOWED_FAILURES", "add_executor_arguments"]
 
 executor_names = ("auto", "inprocess", "local")
+
+
+def add_executor_arguments(parser: Any, store: str) -> None:
+    """The options of a ``python -m`` campaign command that say where it runs: ``--store``
+    (default ``store``), ``--executor``, ``--workers``, ``--scheduler``, ``--cluster-spec``
+    (``parser``: an ``argparse`` parser, the arguments of :func:`mxsim.campaign.run`)."""
+    parser.add_argument("--store", default=store, help="result store folder")
+    parser.add_argument("--executor", default="auto", choices=executor_names)
+    parser.add_argument("--workers", type=int, default=None,
+                        help="local workers (default: cores)")
+    parser.add_argument("--scheduler", default=None,
+                        help="tcp://HOST:8786 of a running scheduler")
+    parser.add_argument("--cluster-spec", default=None,
+                        help="a dask-jobqueue spec file (TOML/YAML)")
 
 # How many workers may die while running one task before Dask gives up on it (KilledWorker):
 # a worker killed mid-task (SIGKILL, a lost node) costs a rerun elsewhere, not the task.

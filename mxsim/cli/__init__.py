@@ -11,11 +11,9 @@ One module a group of verbs (``listing``, ``running``, ``quantizing``, ``gpus``,
 
 from __future__ import annotations
 
-import os
 import sys
-import traceback
 
-from ..errors import MxsimError
+from ..errors import run_command
 from .parser import build_parser
 
 __all__ = ["main", "build_parser"]
@@ -31,28 +29,4 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:       # --help, --version, or a usage error (already printed)
         return exc.code if isinstance(exc.code, int) else 2
-    try:
-        return args.func(args)
-    except MxsimError as exc:
-        print(f"mxsim: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("mxsim: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        # The reader went away (``mxsim ... | head``): nothing more to say, and not an error.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
-    except MemoryError:
-        print("mxsim: error: out of memory; use a smaller vector set or run on a machine with "
-              "more memory", file=sys.stderr)
-        return 2
-    except Exception as exc:        # the last resort: a bug in mxsim, and never exit 1
-        if debug:
-            traceback.print_exc()
-        lines = str(exc).strip().splitlines()
-        what = lines[0][:200] if lines else ""
-        print(f"mxsim: internal error: {type(exc).__name__}{': ' + what if what else ''} "
-              f"(please report it; rerun with --debug for the traceback)", file=sys.stderr)
-        return 3
+    return run_command(lambda: args.func(args), debug=debug)
