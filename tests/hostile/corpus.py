@@ -13,7 +13,8 @@ the promises every verb makes (../shared/attack/DEFECTS.md lists what broke them
 - no orphans: nothing of the command's session is alive once it has exited.
 
 Rows name the defect they reproduce (``D-...`` as DEFECTS.md spells it) and, after a slash, the
-neighbour they add. ``{t}`` in an argument, an output or ``says`` is the case's folder and ``{root}`` the repository.
+neighbour they add. ``{t}`` in an argument, an output or ``says`` is the case's folder and
+``{root}`` the repository.
 """
 
 from __future__ import annotations
