@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
 
 from .. import vectors
-from ..errors import MxsimError
+from ..errors import MxsimError, printable
 
 __all__ = ["Parser", "int_range", "add_allow_large", "out_dir", "emit", "engine_path"]
 
@@ -55,10 +56,30 @@ def out_dir(path: str | os.PathLike) -> Path:
 
 
 def emit(args: argparse.Namespace, text: str, data: Any) -> None:
+    """Print ``data`` as JSON with ``--json``, else ``text``: every verb's output.
+
+    The JSON is strict (RFC 8259): a NaN or infinite float, which has no JSON spelling, is
+    written as ``null`` (as ``jq`` and JavaScript write it), and text is ASCII with ``\\u``
+    escapes. In ``text``, whatever is not printable but the line breaks and tabs the verb laid
+    out is escaped (see :func:`~mxsim.errors.printable`): values read from files may hold
+    anything. A value that may hold a line break is escaped by the verb before it lays out
+    ``text``.
+    """
     if getattr(args, "json", False):
-        print(json.dumps(data, indent=2, default=str))
+        print(json.dumps(_strict(data), indent=2, default=str, allow_nan=False))
     else:
-        print(text)
+        print("\n".join(printable(line, keep="\t") for line in text.split("\n")))
+
+
+def _strict(data: Any) -> Any:
+    """``data`` with every non-finite float (in lists, tuples and dicts) replaced by None."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: _strict(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_strict(v) for v in data]
+    return data
 
 
 def engine_path(spec) -> dict:

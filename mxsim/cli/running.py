@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from .. import units, vectors
-from ..errors import MxsimError
+from ..errors import MxsimError, printable
 from ..output import check_output
 from .common import emit
 
@@ -16,13 +16,23 @@ __all__ = ["cmd_vectors_gen", "cmd_vectors_info", "cmd_vectors_import", "cmd_run
 
 
 def _describe(vs: vectors.VectorSet) -> dict[str, Any]:
-    return {"a_format": vs.a_format, "b_format": vs.b_format, "batch": list(vs.batch_shape),
-            "m": vs.m, "n": vs.n, "k": vs.k, "dots": vs.num_dots,
-            "scale_format": vs.scale_format, "block": vs.block,
-            "c": vs.c is not None, "d": vs.d is not None, "d_format": vs.d_format,
-            "producer": vs.producer, **{k: v for k, v in vs.extra.items() if k != "families"},
-            **({"families": sorted(set(vs.extra["families"]))} if "families" in vs.extra
-               else {})}
+    """What ``vectors info`` shows: the shape and formats, then the provenance as it is (free
+    JSON data), except that a list of family names is shown once each, sorted. A provenance
+    entry named as one of the first (``m``, ``dots``) is shown as ``meta.NAME``: the file
+    cannot restate the set's shape."""
+    info: dict[str, Any] = {
+        "a_format": vs.a_format, "b_format": vs.b_format, "batch": list(vs.batch_shape),
+        "m": vs.m, "n": vs.n, "k": vs.k, "dots": vs.num_dots, "scale_format": vs.scale_format,
+        "block": vs.block, "c": vs.c is not None, "d": vs.d is not None,
+        "d_format": vs.d_format, "producer": vs.producer}
+    extra = dict(vs.extra)
+    families = extra.pop("families", None)
+    if isinstance(families, list) and all(isinstance(f, str) for f in families):
+        families = sorted(set(families))
+    if "families" in vs.extra:
+        extra["families"] = families
+    info.update({f"meta.{k}" if k in info else k: v for k, v in extra.items()})
+    return info
 
 
 def cmd_vectors_gen(args: argparse.Namespace) -> int:
@@ -64,7 +74,9 @@ def cmd_vectors_import(args: argparse.Namespace) -> int:
 def cmd_vectors_info(args: argparse.Namespace) -> int:
     vs = vectors.load(args.input, allow_large=args.allow_large)
     info = _describe(vs)
-    emit(args, "\n".join(f"{k:13} {v}" for k, v in info.items()), info)
+    # A value (or a name) from the file may hold a line break: escaped here, where it is one.
+    emit(args, "\n".join(f"{printable(k):13} {printable(str(v))}" for k, v in info.items()),
+         info)
     return 0
 
 

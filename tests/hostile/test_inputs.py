@@ -1,0 +1,367 @@
+"""Hostile files and options (issue 31, the inputs part): vector sets, quantize and gen options,
+unit specs, sweeps and ``-o``.
+
+The corpus rows (:mod:`hostile.corpus`) run each case as a user would, on files made once for
+the module; the unit tests after them hold the mechanisms the rows rest on. Rows that run as
+another user (``user=NOBODY``) need root, which the suite has where it runs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import shutil
+import tempfile
+import warnings
+import zipfile
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hostile.corpus import Case, check, params
+
+from mxsim import spec as spec_mod
+from mxsim import vectors
+from mxsim.cli import main
+from mxsim.errors import printable
+
+NOBODY = 65534
+
+# -- the files, made once for the module -------------------------------------------------------
+
+_FILES: dict[str, Path] = {}
+_DIR: list[Path] = []
+
+
+def _npy(a: np.ndarray) -> bytes:
+    b = io.BytesIO()
+    np.lib.format.write_array(b, np.asarray(a))
+    return b.getvalue()
+
+
+def _zip(path: Path, members: list[tuple[str, bytes]]) -> None:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z, warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # "Duplicate name": what these files are for
+        for name, data in members:
+            z.writestr(name, data)
+
+
+def _base() -> vectors.VectorSet:
+    return vectors.generate("normal", k=32, seed=0)
+
+
+def _members(vs: vectors.VectorSet | None = None) -> list[tuple[str, bytes]]:
+    return [(f"{k}.npy", _npy(v)) for k, v in vectors.to_arrays(vs or _base()).items()]
+
+
+def _header_shape(data: bytes, shape: str) -> bytes:
+    """An .npy member whose header declares ``shape`` (the data stays as it was)."""
+    head_len = 10 + int.from_bytes(data[8:10], "little")
+    head = data[10:head_len].decode("latin1")
+    head = head[:head.index("'shape': ")] + f"'shape': {shape}, }}"
+    head = head.ljust(head_len - 11) + "\n"
+    return data[:8] + len(head).to_bytes(2, "little") + head.encode("latin1") + data[head_len:]
+
+
+def _big(path: Path) -> None:
+    """One member 'a' just over the 256 MiB limit (zeros, 1 MB compressed), before b and meta."""
+    shape = (16384, 16385)
+    meta = json.dumps({"schema": vectors.SCHEMA, "a_format": "e4m3", "b_format": "e4m3",
+                       "scale_format": None, "block": None, "producer": "test_inputs"})
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        with z.open("a", "w", force_zip64=True) as f:
+            np.lib.format.write_array_header_1_0(
+                f, {"descr": "|u1", "fortran_order": False, "shape": shape})
+            zeros, left = bytes(1 << 24), math.prod(shape)
+            while left > 0:
+                f.write(zeros[:min(left, len(zeros))])
+                left -= len(zeros)
+        z.writestr("b.npy", _npy(np.zeros((16385, 8), np.uint8)))
+        z.writestr("meta.npy", _npy(np.array(meta)))
+
+
+def _bypass(path: Path) -> None:
+    """The DEFECTS reproduction: the big member 'a', then a harmless 16 x 32 'a.npy'."""
+    shutil.copy(_file("big.npz"), path)
+    with zipfile.ZipFile(path, "a") as z:
+        z.writestr("a.npy", _npy(np.zeros((16, 16385), np.uint8)))
+
+
+def _with_extra(**extra):
+    return lambda path: vectors.save(_base().replace(extra=extra), path)
+
+
+def _spec_text(**fields: str) -> str:
+    text = spec_mod.UnitSpec(name="blackwell", k=32).dumps()
+    for key, value in fields.items():
+        text = "\n".join(line for line in text.splitlines() if not line.startswith(f"{key} ="))
+        text += f"\n{key} = {value}\n"
+    return text
+
+
+def _slow_spec(path: Path) -> None:
+    """k = 65,536 in as many serial steps (about 600 kB of TOML): a linear check is instant."""
+    steps = ", ".join(f"[{i}]" for i in range(1 << 16))
+    path.write_text(_spec_text(k="65536", frac_bits="13") + f"schedule = [{steps}]\n")
+
+
+SWEEP = """\
+[sweep]
+name = "s"
+title = "t"
+
+[unit]
+preset = "blackwell-mxf8f6f4"
+lanes = 4
+
+[grid]
+frac_bits = [6, 25]
+
+[[point]]
+label = "wgmma"
+preset = "hopper-wgmma"
+
+[[workload]]
+name = "w1"
+shape = [64, 64, 64]
+sample = [4, 4]
+
+[[workload]]
+name = "w2"
+shape = [64, 64, 64]
+sample = [4, 4]
+
+[array]
+rows = 4
+cols = 4
+bandwidth = 64
+"""
+
+
+def _sweep(old: str, new: str):
+    assert old in SWEEP
+    return lambda path: path.write_text(SWEEP.replace(old, new, 1))
+
+
+_MAKERS = {
+    "in.npz": lambda p: vectors.save(_base(), p),
+    "x.npy": lambda p: np.save(p, np.random.default_rng(7).standard_normal((4, 64), np.float32)),
+    "big.npz": _big,
+    "bypass.npz": _bypass,
+    "b-twice.npz": lambda p: _zip(p, _members() + [("b.npy", _npy(_base().b))]),
+    "b-and-b.npy.npz": lambda p: _zip(p, _members() + [("b", _npy(_base().b))]),
+    "meta-twice.npz": lambda p: _zip(p, _members() + [("meta.npy", _npy(vectors.to_arrays(
+        _base())["meta"]))]),
+    "overflow.npz": lambda p: _zip(p, [(n, _header_shape(d, str((1 << 62, 1 << 62))) if n ==
+                                        "a.npy" else d) for n, d in _members()]),
+    "negative.npz": lambda p: _zip(p, [(n, _header_shape(d, "(-16, 32)") if n == "a.npy"
+                                        else d) for n, d in _members()]),
+    "fam-int.npz": _with_extra(families=5),
+    "fam-null.npz": _with_extra(families=None),
+    "fam-nested.npz": _with_extra(families=[[1]]),
+    "fam-mixed.npz": _with_extra(families=["a", 1]),
+    "fam-object.npz": _with_extra(families={"x": 1}),
+    "fam-string.npz": _with_extra(families="normal"),
+    "fam-bool.npz": _with_extra(families=True),
+    "surrogate.npz": lambda p: vectors.save(_base().replace(producer="mx\ud800sim"), p),
+    "control.npz": lambda p: vectors.save(_base().replace(producer="mx\x1b[2Jsim\nfake: 1"), p),
+    "bidi-key.npz": _with_extra(**{"n\u202eote": "x\u2066y"}),
+    "nan.npz": _with_extra(note=float("nan")),
+    "inf.npz": _with_extra(note=[float("inf"), {"y": -float("inf")}]),
+    "bf16.npy": lambda p: np.save(p, np.random.default_rng(8).standard_normal(
+        (4, 64), np.float32).astype(ml_dtypes.bfloat16)),
+    "void3.npy": lambda p: np.save(p, np.zeros((4, 64), "V3")),
+    "esc.toml": lambda p: p.write_text(_spec_text(name='"a\\u001b[2Jb"')),
+    "newline.toml": lambda p: p.write_text(_spec_text(name='"a\\nfake line"')),
+    "del.toml": lambda p: p.write_text(_spec_text(name='"a\\u007f"')),
+    "bidi.toml": lambda p: p.write_text(_spec_text(name='"a\\u202eb"')),
+    "instruction.toml": lambda p: p.write_text(_spec_text(instruction='"mma\\u001b]0;x\\u0007"')),
+    "key.toml": lambda p: p.write_text(_spec_text() + '"k\\u001b[2J" = 1\n'),
+    "slow.toml": _slow_spec,
+    "slow.json": lambda p: p.write_text(json.dumps({
+        **spec_mod.UnitSpec(name="slow", k=1 << 16, frac_bits=13).to_dict(),
+        "schedule": [[i] for i in range(1 << 16)]})),
+    "repeated.json": lambda p: p.write_text(json.dumps({
+        **spec_mod.UnitSpec(name="slow", k=1 << 16, frac_bits=13).to_dict(),
+        "schedule": [[0]] * (1 << 16)})),
+    "sw.toml": lambda p: p.write_text(SWEEP),
+    "sw-preset.toml": _sweep('preset = "blackwell-mxf8f6f4"', 'preset = "nope"'),
+    "sw-point-preset.toml": _sweep('preset = "hopper-wgmma"', 'preset = "nope"'),
+    "sw-bw-nan.toml": _sweep("bandwidth = 64", "bandwidth = nan"),
+    "sw-bw-inf.toml": _sweep("bandwidth = 64", "bandwidth = inf"),
+    "sw-bw-half.toml": _sweep("bandwidth = 64", "bandwidth = 2.5"),
+    "sw-spec.toml": _sweep('preset = "blackwell-mxf8f6f4"', 'spec = "nope.toml"'),
+    "sw-twice.toml": _sweep('name = "w2"', 'name = "w1"'),
+    "sw-label.toml": _sweep('label = "wgmma"', 'label = "w\\u001b[2J"'),
+    "sw-workload.toml": _sweep('name = "w2"', 'name = "w\\u202e2"'),
+    "sw-title.toml": _sweep('title = "t"', 'title = "t\\nfake line"'),
+}
+
+
+def _file(name: str) -> Path:
+    """The module's copy of hostile file ``name``, made on first use."""
+    if name not in _FILES:
+        if not _DIR:
+            _DIR.append(Path(tempfile.mkdtemp(prefix="mxsim-test-inputs-")))
+        path = _DIR[0] / name
+        _MAKERS[name](path)
+        _FILES[name] = path
+    return _FILES[name]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _files():
+    yield
+    for d in _DIR:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def t():
+    """The case's folder: one that every user may enter (pytest's tmp_path is root's alone)."""
+    d = Path(tempfile.mkdtemp(prefix="mxsim-case-"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def put(*names: str, mode: int | None = None, owner: int | None = None):
+    """A setup that copies the module's files ``names`` into the case's folder."""
+    def setup(t: Path) -> None:
+        for name in names:
+            shutil.copy(_file(name), t / name)
+            if owner is not None:
+                os.chown(t / name, owner, -1)
+            if mode is not None:
+                os.chmod(t / name, mode)
+    return setup
+
+
+# -- D-OUT-READONLY: the files a row writes over ----------------------------------------------
+
+
+def _strict_json(says: dict | None = None):
+    """stdout is strict JSON (no NaN or Infinity), holding ``says``."""
+    def after(t: Path, p) -> None:
+        def refuse(word):
+            raise AssertionError(f"not strict JSON: {word}")
+        data = json.loads(p.stdout, parse_constant=refuse)
+        for key, value in (says or {}).items():
+            assert data[key] == value, (key, data[key])
+    return after
+
+
+def _no_escape_codes(t: Path, p) -> None:
+    text = p.stdout + p.stderr
+    assert not any(ch in text for ch in "\x1b\x07\x7f\u202e\u2066"), text
+
+
+def _forged_nothing(t: Path, p) -> None:
+    _no_escape_codes(t, p)
+    assert not any(line.startswith("fake") for line in p.stdout.splitlines()), p.stdout
+
+
+# -- the rows ---------------------------------------------------------------------------------
+
+INFO = ("vectors", "info")
+
+CASES = [
+    # D-VEC-FAMILIES: provenance is data, of any JSON type (the others: unit tests below)
+    Case("D-VEC-FAMILIES", [*INFO, "fam-int.npz"], 0, "families      5", put("fam-int.npz")),
+    Case("D-VEC-FAMILIES/null", [*INFO, "fam-null.npz", "--json"], 0, "",
+         put("fam-null.npz"), after=_strict_json({"families": None})),
+    Case("D-VEC-FAMILIES/nested", [*INFO, "fam-nested.npz"], 0, "families      [[1]]",
+         put("fam-nested.npz")),
+    Case("D-VEC-FAMILIES/mixed", [*INFO, "fam-mixed.npz", "--json"], 0, "",
+         put("fam-mixed.npz"), after=_strict_json({"families": ["a", 1]})),
+
+    # D-VEC-SURROGATE: provenance text is shown escaped, whatever it holds
+    Case("D-VEC-SURROGATE", [*INFO, "surrogate.npz"], 0, "producer      mx\\ud800sim",
+         put("surrogate.npz")),
+    Case("D-VEC-SURROGATE/json", [*INFO, "surrogate.npz", "--json"], 0, "",
+         put("surrogate.npz"), after=_strict_json({"producer": "mx\ud800sim"})),
+    Case("D-VEC-SURROGATE/control", [*INFO, "control.npz"], 0,
+         "producer      mx\\x1b[2Jsim\\nfake: 1", put("control.npz"), after=_forged_nothing),
+
+    # D-VEC-JSON-NAN: --json is strict JSON
+    Case("D-VEC-JSON-NAN", [*INFO, "nan.npz", "--json"], 0, "", put("nan.npz"),
+         after=_strict_json({"note": None})),
+    Case("D-VEC-JSON-NAN/infinity-nested", [*INFO, "inf.npz", "--json"], 0, "", put("inf.npz"),
+         after=_strict_json({"note": [None, {"y": None}]})),
+
+]
+
+
+@pytest.mark.parametrize("case", params(CASES))
+def test_inputs_corpus(case, t):
+    check(case, t)
+
+
+# -- the mechanisms, in process ----------------------------------------------------------------
+
+@pytest.mark.parametrize("text, shown", [
+    ("plain ü ≠ text", "plain ü ≠ text"),
+    ("a\x1b[2Jb\nc\td\x7f", "a\\x1b[2Jb\\nc\\td\\x7f"),
+    ("r\u202eevil\u2066", "r\\u202eevil\\u2066"),
+    ("mx\ud800sim", "mx\\ud800sim"),
+    ("nb\u00a0sp\u2028", "nb\\xa0sp\\u2028"),
+])
+def test_printable_escapes_what_a_terminal_would_act_on(text, shown):
+    assert printable(text) == shown
+    assert printable(shown) == shown                   # escaping twice changes nothing
+
+
+def test_printable_keeps_the_layout_it_is_told_to():
+    assert printable("a\tb\nc\x1b", keep="\t\n") == "a\tb\nc\\x1b"
+
+
+def _info(capsys, path: Path, *flags: str):
+    assert main(["vectors", "info", str(path), *flags]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name, families, text", [
+    ("fam-object.npz", {"x": 1}, "{'x': 1}"),
+    ("fam-string.npz", "normal", "normal"),
+    ("fam-bool.npz", True, "True"),
+    ("fam-int.npz", 5, "5"),
+])
+def test_info_shows_families_of_any_json_type(capsys, name, families, text):
+    out = _info(capsys, _file(name))
+    assert f"\nfamilies      {text}\n" in out
+    assert json.loads(_info(capsys, _file(name), "--json"))["families"] == families
+
+
+def test_info_sorts_a_list_of_family_names_and_keeps_the_shape_its_own(tmp_path, capsys):
+    path = tmp_path / "s.npz"
+    vectors.save(_base().replace(extra={"families": ["b", "a", "b"], "m": 99, "dots": "all"}),
+                 path)
+    info = json.loads(_info(capsys, path, "--json"))
+    assert info["families"] == ["a", "b"]
+    assert (info["m"], info["dots"], info["meta.m"], info["meta.dots"]) == (16, 128, 99, "all")
+
+
+def test_info_escapes_names_and_values(capsys):
+    out = _info(capsys, _file("bidi-key.npz"))
+    assert "\nn\\u202eote    x\\u2066y\n" in out
+    out = _info(capsys, _file("nan.npz"))
+    assert "\nnote          nan\n" in out
+
+
+def test_json_output_is_strict(capsys):
+    from mxsim.cli.common import emit
+
+    class Args:
+        json = True
+
+    emit(Args(), "", {"a": [1.5, float("nan")], "b": {"c": float("-inf")}, "d": (float("inf"),),
+                      "e": np.float64("nan"), "f": "x\ud800"})
+    out = capsys.readouterr().out
+    assert json.loads(out, parse_constant=lambda c: pytest.fail(c)) == {
+        "a": [1.5, None], "b": {"c": None}, "d": [None], "e": None, "f": "x\ud800"}
+    assert out.isascii()
+
+
