@@ -26,9 +26,11 @@ from hostile.corpus import Case, check, params
 from mxsim import spec as spec_mod
 from mxsim import vectors
 from mxsim.cli import main
-from mxsim.errors import printable
+from mxsim.errors import VectorFileError, printable
 
 NOBODY = 65534
+AS_ROOT = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                             reason="runs a command as another user: needs root and setpriv")
 
 # -- the files, made once for the module -------------------------------------------------------
 
@@ -240,7 +242,24 @@ def put(*names: str, mode: int | None = None, owner: int | None = None):
     return setup
 
 
+def both(*setups):
+    def setup(t: Path) -> None:
+        for s in setups:
+            s(t)
+    return setup
+
+
 # -- D-OUT-READONLY: the files a row writes over ----------------------------------------------
+
+
+def _owned(owner: int):
+    """A setup that gives the case's folder to ``owner`` (who may then write outputs there)."""
+    return lambda t: os.chown(t, owner, -1)
+
+
+def _private_folder(t: Path) -> None:
+    (t / "sub").mkdir(mode=0o700)
+    shutil.copy(_file("in.npz"), t / "sub" / "in.npz")
 
 
 def _strict_json(says: dict | None = None):
@@ -269,6 +288,33 @@ def _forged_nothing(t: Path, p) -> None:
 INFO = ("vectors", "info")
 
 CASES = [
+    # D-VEC-LIMIT-BYPASS: every member is its own array, and the size counted is the loaded one
+    Case("D-VEC-LIMIT-BYPASS", [*INFO, "bypass.npz"], 2,
+         "bypass.npz: members 'a' and 'a.npy' both hold array 'a'; each array must be stored "
+         "once", put("bypass.npz")),
+    Case("D-VEC-LIMIT-BYPASS/run", ["run", "bypass.npz", "-o", "o.npz"], 2,
+         "bypass.npz: members 'a' and 'a.npy' both hold array 'a'", put("bypass.npz"),
+         outputs=["o.npz"]),
+    Case("D-VEC-LIMIT-BYPASS/one-member", [*INFO, "big.npz"], 2,
+         "big.npz: the set holds 268,", put("big.npz")),
+    Case("D-VEC-LIMIT-BYPASS/b-twice", [*INFO, "b-twice.npz"], 2,
+         "b-twice.npz: member 'b.npy' is stored twice", put("b-twice.npz")),
+    Case("D-VEC-LIMIT-BYPASS/b-and-b.npy", ["compare", "b-and-b.npy.npz", "--unit", "exact"], 2,
+         "b-and-b.npy.npz: members 'b.npy' and 'b' both hold array 'b'",
+         put("b-and-b.npy.npz")),
+    Case("D-VEC-LIMIT-BYPASS/meta-twice", [*INFO, "meta-twice.npz"], 2,
+         "meta-twice.npz: member 'meta.npy' is stored twice", put("meta-twice.npz")),
+    Case("D-VEC-LIMIT-BYPASS/shape-overflows", [*INFO, "overflow.npz"], 2,
+         "overflow.npz: the set holds 21,267,647,932,558,653,966,460,912,964,485,5",
+         put("overflow.npz")),
+
+    # D-VEC-MSG-PERM: an input the user may not read says so
+    Case("D-VEC-MSG-PERM", [*INFO, "in.npz"], 2, "in.npz: cannot read (Permission denied)",
+         put("in.npz", mode=0), user=NOBODY, marks=[AS_ROOT]),
+    Case("D-VEC-MSG-PERM/folder", ["run", "sub/in.npz", "-o", "o.npz"], 2,
+         "sub/in.npz: cannot read (Permission denied)", both(_private_folder, _owned(NOBODY)),
+         user=NOBODY, outputs=["o.npz"], marks=[AS_ROOT]),
+
     # D-VEC-FAMILIES: provenance is data, of any JSON type (the others: unit tests below)
     Case("D-VEC-FAMILIES", [*INFO, "fam-int.npz"], 0, "families      5", put("fam-int.npz")),
     Case("D-VEC-FAMILIES/null", [*INFO, "fam-null.npz", "--json"], 0, "",
@@ -363,5 +409,40 @@ def test_json_output_is_strict(capsys):
     assert json.loads(out, parse_constant=lambda c: pytest.fail(c)) == {
         "a": [1.5, None], "b": {"c": None}, "d": [None], "e": None, "f": "x\ud800"}
     assert out.isascii()
+
+
+def _npz_with_a(tmp_path: Path, shape: str) -> Path:
+    path = tmp_path / "x.npz"
+    _zip(path, [(n, _header_shape(d, shape) if n == "a.npy" else d) for n, d in _members()])
+    return path
+
+
+def test_load_refuses_a_header_its_data_cannot_fill_even_when_large_is_allowed(tmp_path):
+    path = _npz_with_a(tmp_path, "(1000000, 1000)")
+    with pytest.raises(VectorFileError, match=r"array 'a' declares shape \(1000000, 1000\) "
+                                              r"of uint8 \(1,000,000,000 bytes\), but its "
+                                              r"member holds 512 bytes of data; "):
+        vectors.load(path, allow_large=True)
+    with pytest.raises(ValueError, match=r"the set holds 1,000,\d{3},\d{3} bytes of arrays"):
+        vectors.load(path)
+
+
+def test_load_refuses_a_negative_dimension(tmp_path):
+    with pytest.raises(ValueError, match=r"array 'a' declares shape \(-16, 32\), with a "
+                                         r"negative dimension"):
+        vectors.load(_file("negative.npz"), allow_large=True)
+
+
+def test_load_reads_the_members_it_checked():
+    # Every array of a set written by mxsim comes back bit for bit, read member by member.
+    vs = vectors.generate_suite(["normal", "specials"], count=2, scale_format="e8m0")
+    buf = tempfile.NamedTemporaryFile(suffix=".npz", delete=False)
+    buf.close()
+    try:
+        vectors.save(vs, buf.name)
+        back = vectors.load(buf.name)
+    finally:
+        os.unlink(buf.name)
+    assert back.inputs_equal(vs) and back.extra == vs.extra
 
 
