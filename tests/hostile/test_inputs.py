@@ -13,6 +13,7 @@ import json
 import math
 import os
 import shutil
+import stat
 import tempfile
 import warnings
 import zipfile
@@ -27,6 +28,7 @@ from mxsim import spec as spec_mod
 from mxsim import vectors
 from mxsim.cli import main
 from mxsim.errors import VectorFileError, printable
+from mxsim.output import OutputError, open_output
 
 NOBODY = 65534
 AS_ROOT = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
@@ -251,6 +253,39 @@ def both(*setups):
 
 # -- D-OUT-READONLY: the files a row writes over ----------------------------------------------
 
+PRECIOUS = b"precious\n"
+
+
+def _readonly(owner: int, folder_owner: int = NOBODY):
+    """in.npz and x.npy, and a 0444 ``ro.npz`` of ``owner`` in a folder of ``folder_owner``."""
+    def setup(t: Path) -> None:
+        put("in.npz", "x.npy")(t)
+        (t / "ro.npz").write_bytes(PRECIOUS)
+        os.chown(t / "ro.npz", owner, owner)
+        os.chmod(t / "ro.npz", 0o444)
+        os.chown(t, folder_owner, -1)
+    return setup
+
+
+def _kept(name: str = "ro.npz", owner: int | None = None):
+    def after(t: Path, p) -> None:
+        assert (t / name).read_bytes() == PRECIOUS
+        st = os.stat(t / name)
+        assert stat.S_IMODE(st.st_mode) == 0o444
+        if owner is not None:
+            assert st.st_uid == owner
+    return after
+
+
+def _replaced_keeping_owner(t: Path, p) -> None:
+    st = os.stat(t / "ro.npz")
+    assert (stat.S_IMODE(st.st_mode), st.st_uid) == (0o444, NOBODY)
+    assert vectors.load(t / "ro.npz").d is not None
+
+
+def _link(t: Path) -> None:
+    (t / "link.npz").symlink_to("ro.npz")
+
 
 def _owned(owner: int):
     """A setup that gives the case's folder to ``owner`` (who may then write outputs there)."""
@@ -307,6 +342,25 @@ CASES = [
     Case("D-VEC-LIMIT-BYPASS/shape-overflows", [*INFO, "overflow.npz"], 2,
          "overflow.npz: the set holds 21,267,647,932,558,653,966,460,912,964,485,5",
          put("overflow.npz")),
+
+    # D-OUT-READONLY: -o refuses a file the user may not write, as cp and > do
+    Case("D-OUT-READONLY", ["run", "in.npz", "-o", "ro.npz"], 2,
+         "ro.npz: cannot write (Permission denied)", _readonly(owner=0), user=NOBODY,
+         after=_kept(owner=0), marks=[AS_ROOT]),
+    Case("D-OUT-READONLY/owner", ["run", "in.npz", "-o", "ro.npz"], 2,
+         "ro.npz: cannot write (Permission denied)", _readonly(owner=NOBODY), user=NOBODY,
+         after=_kept(owner=NOBODY), marks=[AS_ROOT]),
+    Case("D-OUT-READONLY/gen", ["vectors", "gen", "-o", "ro.npz"], 2,
+         "ro.npz: cannot write (Permission denied)", _readonly(owner=NOBODY), user=NOBODY,
+         after=_kept(), marks=[AS_ROOT]),
+    Case("D-OUT-READONLY/symlink", ["quantize", "x.npy", "-o", "link.npz"], 2,
+         "link.npz: cannot write (Permission denied)", both(_readonly(owner=NOBODY), _link),
+         user=NOBODY, after=_kept(), marks=[AS_ROOT]),
+    Case("D-OUT-READONLY/folder", ["run", "in.npz", "-o", "new.npz"], 2,
+         "new.npz: cannot write (Permission denied)", _readonly(owner=NOBODY, folder_owner=0),
+         user=NOBODY, outputs=["new.npz"], marks=[AS_ROOT]),
+    Case("D-OUT-READONLY/root", ["run", "in.npz", "-o", "ro.npz"], 0, "wrote ro.npz",
+         _readonly(owner=NOBODY), after=_replaced_keeping_owner, marks=[AS_ROOT]),
 
     # D-VEC-MSG-PERM: an input the user may not read says so
     Case("D-VEC-MSG-PERM", [*INFO, "in.npz"], 2, "in.npz: cannot read (Permission denied)",
@@ -446,3 +500,26 @@ def test_load_reads_the_members_it_checked():
     assert back.inputs_equal(vs) and back.extra == vs.extra
 
 
+def test_output_replacing_keeps_mode_owner_and_group(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("gives a file to another user: needs root")
+    path = tmp_path / "ro.npz"
+    path.write_bytes(PRECIOUS)
+    os.chown(path, NOBODY, NOBODY)
+    path.chmod(0o440)
+    with open_output(path) as fh:                      # root may write it, as cp would
+        fh.write(b"new")
+    st = path.stat()
+    assert (path.read_bytes(), stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (
+        b"new", 0o440, NOBODY, NOBODY)
+
+
+def test_output_refuses_what_open_would_refuse(tmp_path, monkeypatch):
+    path = tmp_path / "ro.npz"
+    path.write_bytes(PRECIOUS)
+    # As a user without the right to write it (os.access answers for the kernel).
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: Path(p) != path)
+    with pytest.raises(OutputError, match=rf"^{path}: cannot write \(Permission denied\)$"):
+        with open_output(path) as fh:
+            fh.write(b"new")
+    assert path.read_bytes() == PRECIOUS and list(tmp_path.iterdir()) == [path]
