@@ -321,6 +321,7 @@ def _forged_nothing(t: Path, p) -> None:
 # -- the rows ---------------------------------------------------------------------------------
 
 INFO = ("vectors", "info")
+SPEC_RUN = ("run", "in.npz", "-o", "o.npz", "--unit")
 
 CASES = [
     # D-VEC-LIMIT-BYPASS: every member is its own array, and the size counted is the loaded one
@@ -392,6 +393,29 @@ CASES = [
     Case("D-VEC-JSON-NAN/infinity-nested", [*INFO, "inf.npz", "--json"], 0, "", put("inf.npz"),
          after=_strict_json({"note": [None, {"y": None}]})),
 
+    # D-SPEC-ESC: spec and sweep names are printable, and anything echoed is escaped
+    Case("D-SPEC-ESC", [*SPEC_RUN, "esc.toml"], 2,
+         "esc.toml: Unit spec: name must be printable text on one line, without control or "
+         "format characters, not 'a\\x1b[2Jb' (which holds '\\x1b')",
+         put("in.npz", "esc.toml"), outputs=["o.npz"], after=_no_escape_codes),
+    Case("D-SPEC-ESC/newline", [*SPEC_RUN, "newline.toml"], 2,
+         "newline.toml: Unit spec: name must be printable", put("in.npz", "newline.toml"),
+         outputs=["o.npz"]),
+    Case("D-SPEC-ESC/bidi", [*SPEC_RUN, "bidi.toml"], 2, "bidi.toml: Unit spec: name must be",
+         put("in.npz", "bidi.toml"), outputs=["o.npz"], after=_no_escape_codes),
+    Case("D-SPEC-ESC/unknown-key", [*SPEC_RUN, "key.toml"], 2,
+         "key.toml: unknown key(s) k\\x1b[2J", put("in.npz", "key.toml"), outputs=["o.npz"],
+         after=_no_escape_codes),
+
+    # D-SPEC-SLOW: a 65,536-step schedule loads in linear time (the timeout catches a
+    # quadratic check, which took 42 s and more)
+    Case("D-SPEC-SLOW", [*SPEC_RUN, "slow.toml"], 2,
+         "K (32) must be a multiple of unit blackwell's instruction k (65536)",
+         put("in.npz", "slow.toml"), outputs=["o.npz"], timeout=20),
+    Case("D-SPEC-SLOW/repeated", [*SPEC_RUN, "repeated.json"], 2,
+         "repeated.json: Unit spec 'slow': schedule must cover k indices 0..65535 exactly once "
+         "(missing [1, 2, 3, 4, 5, 6, 7, 8, ... (65535 in all)]; repeated [0])",
+         put("in.npz", "repeated.json"), outputs=["o.npz"], timeout=20),
 ]
 
 
@@ -498,6 +522,46 @@ def test_load_reads_the_members_it_checked():
     finally:
         os.unlink(buf.name)
     assert back.inputs_equal(vs) and back.extra == vs.extra
+
+
+@pytest.mark.parametrize("name, value", [
+    ("name", "a\x7f"), ("name", "a\u202eb"), ("name", "tab\there"), ("name", "nb\u00a0sp"),
+    ("instruction", "mma\x1b]0;x\x07"), ("provenance", "line\nline"),
+])
+def test_spec_text_is_printable(name, value):
+    whose = "" if name == "name" else " 'x'"
+    with pytest.raises(spec_mod.SpecError, match=rf"^Unit spec{whose}: {name} must be printable "
+                                                 rf"text on one line, without control or "
+                                                 rf"format characters, not "):
+        spec_mod.UnitSpec(**{"name": "x", name: value})
+
+
+def test_spec_text_is_checked_after_the_values_it_quotes():
+    # A sweep's design name quotes its values: a bad value is named by its own rule.
+    with pytest.raises(spec_mod.SpecError, match=r"acc_rounding must be one of"):
+        spec_mod.UnitSpec(name="x[acc_rounding=rz\x1b]", acc_rounding="rz\x1b")
+
+
+def test_spec_schedule_loads_and_words_its_error_in_linear_time():
+    spec = spec_mod.load(_file("slow.json"))
+    assert len(spec.steps()) == 1 << 16
+    steps = [[i] for i in range(1 << 16)]
+    steps[5], steps[70000 % (1 << 16)] = [4], [1 << 17]
+    with pytest.raises(spec_mod.SpecError, match=r"\(missing \[5, 4464\]; repeated \[4\]; "
+                                                 r"outside 0\.\.65535: \[131072\]\)$"):
+        spec_mod.UnitSpec(k=1 << 16, schedule=steps)
+
+
+def test_spec_file_the_user_may_not_read(tmp_path, monkeypatch):
+    path = tmp_path / "s.toml"
+    path.write_text(_spec_text())
+
+    def refuse(self):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    with pytest.raises(spec_mod.SpecError, match=r"s\.toml: cannot read the spec file "
+                                                 r"\(Permission denied\)$"):
+        spec_mod.load(path)
 
 
 def test_output_replacing_keeps_mode_owner_and_group(tmp_path):
