@@ -393,6 +393,20 @@ CASES = [
     Case("D-VEC-JSON-NAN/infinity-nested", [*INFO, "inf.npz", "--json"], 0, "", put("inf.npz"),
          after=_strict_json({"note": [None, {"y": None}]})),
 
+    # D-SWEEP-BLAME: the key and line an error is about
+    Case("D-SWEEP-BLAME", ["explore", "sw-preset.toml", "--check"], 2,
+         "sw-preset.toml:6: unit.preset: Unknown unit 'nope'", put("sw-preset.toml")),
+    Case("D-SWEEP-BLAME/point", ["explore", "sw-point-preset.toml", "--check"], 2,
+         "sw-point-preset.toml:14: point 'wgmma': point.preset: Unknown unit 'nope'",
+         put("sw-point-preset.toml")),
+    Case("D-SWEEP-BLAME/bandwidth-nan", ["explore", "sw-bw-nan.toml", "--check"], 2,
+         "sw-bw-nan.toml:29: array.bandwidth must be a positive number", put("sw-bw-nan.toml")),
+    Case("D-SWEEP-BLAME/bandwidth-fraction", ["explore", "sw-bw-half.toml", "--check"], 2,
+         "sw-bw-half.toml:29: grid point 'frac_bits=6': array.bandwidth: bandwidth must be a "
+         "whole number", put("sw-bw-half.toml")),
+    Case("D-SWEEP-BLAME/workload-twice", ["explore", "sw-twice.toml", "--check"], 2,
+         "sw-twice.toml:22: two workloads are named 'w1'", put("sw-twice.toml")),
+
     # D-SPEC-ESC: spec and sweep names are printable, and anything echoed is escaped
     Case("D-SPEC-ESC", [*SPEC_RUN, "esc.toml"], 2,
          "esc.toml: Unit spec: name must be printable text on one line, without control or "
@@ -405,6 +419,12 @@ CASES = [
          put("in.npz", "bidi.toml"), outputs=["o.npz"], after=_no_escape_codes),
     Case("D-SPEC-ESC/unknown-key", [*SPEC_RUN, "key.toml"], 2,
          "key.toml: unknown key(s) k\\x1b[2J", put("in.npz", "key.toml"), outputs=["o.npz"],
+         after=_no_escape_codes),
+    Case("D-SPEC-ESC/sweep-label", ["explore", "sw-label.toml", "--check"], 2,
+         "sw-label.toml:13: point.label must be printable text on one line",
+         put("sw-label.toml"), after=_no_escape_codes),
+    Case("D-SPEC-ESC/sweep-workload", ["explore", "sw-workload.toml", "--check"], 2,
+         "sw-workload.toml:22: workload.name must be printable", put("sw-workload.toml"),
          after=_no_escape_codes),
 
     # D-SPEC-SLOW: a 65,536-step schedule loads in linear time (the timeout catches a
@@ -562,6 +582,31 @@ def test_spec_file_the_user_may_not_read(tmp_path, monkeypatch):
     with pytest.raises(spec_mod.SpecError, match=r"s\.toml: cannot read the spec file "
                                                  r"\(Permission denied\)$"):
         spec_mod.load(path)
+
+
+@pytest.mark.parametrize("name, line, message", [
+    ("sw-bw-inf.toml", 29, "array.bandwidth must be a positive number (bytes per cycle), not "
+                           "inf"),
+    ("sw-spec.toml", 6, "unit.spec: nope.toml: no such spec file"),
+    ("sw-title.toml", 3, "sweep.title must be printable text on one line"),
+])
+def test_sweep_names_the_key_and_line(name, line, message):
+    from mxsim import explore
+    path = _file(name)
+    with pytest.raises(explore.SweepError) as e:
+        explore.load(path)
+    assert str(e.value).startswith(f"{path}:{line}: {message}"), str(e.value)
+
+
+def test_sweep_description_may_break_lines_but_not_hold_escapes(tmp_path):
+    from mxsim import explore
+    path = tmp_path / "s.toml"
+    path.write_text(SWEEP.replace('title = "t"', 'title = "t"\ndescription = """\nline\n\tline"""'))
+    assert explore.load(path).description == "line\n\tline"
+    path.write_text(SWEEP.replace('title = "t"', 'title = "t"\ndescription = "a\\u001b[2J"'))
+    with pytest.raises(explore.SweepError, match=r":4: sweep\.description must be printable "
+                                                 r"text, without control"):
+        explore.load(path)
 
 
 def test_output_replacing_keeps_mode_owner_and_group(tmp_path):
