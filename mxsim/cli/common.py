@@ -12,7 +12,8 @@ from typing import Any
 from .. import vectors
 from ..errors import MxsimError, printable
 
-__all__ = ["Parser", "int_range", "add_allow_large", "out_dir", "emit", "engine_path"]
+__all__ = ["Parser", "int_range", "add_allow_large", "out_dir", "emit", "engine_path",
+           "refuse_unread"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -35,6 +36,19 @@ def int_range(lo: int, hi: int | None = None):
         return value
     parse.__name__ = "integer"
     return parse
+
+
+def refuse_unread(*options: tuple[str, Any, bool, str]) -> None:
+    """Refuse, in one line, an option that was given where the command would not read it: an
+    option silently ignored is a user's mistake left unsaid.
+
+    Each row is ``(flag, value, read, why)``: the option's value (None, or False for a flag,
+    when it was not given), whether the command reads it as the other options stand, and why
+    it does not (``"does not apply with --compare: it ..."``).
+    """
+    for flag, value, read, why in options:
+        if value is not None and value is not False and not read:
+            raise MxsimError(f"{flag} {why}; leave it out")
 
 
 def add_allow_large(sp: argparse.ArgumentParser) -> None:

@@ -318,9 +318,20 @@ def _forged_nothing(t: Path, p) -> None:
     assert not any(line.startswith("fake") for line in p.stdout.splitlines()), p.stdout
 
 
+def _quantised_as_float32(t: Path, p) -> None:
+    """bf16.npy quantises exactly as the same values in float32 do."""
+    from mxsim import quantize as q
+    x = np.load(_file("bf16.npy")).view(ml_dtypes.bfloat16).astype(np.float32)
+    scales, codes = q.to_mx(x, "e4m3", 32, "floor", "rne")
+    vs = vectors.load(t / "q.npz")
+    np.testing.assert_array_equal(vs.a, codes)
+    np.testing.assert_array_equal(vs.a_scale, scales)
+
+
 # -- the rows ---------------------------------------------------------------------------------
 
 INFO = ("vectors", "info")
+Q = ("quantize", "x.npy")
 SPEC_RUN = ("run", "in.npz", "-o", "o.npz", "--unit")
 
 CASES = [
@@ -366,6 +377,9 @@ CASES = [
     # D-VEC-MSG-PERM: an input the user may not read says so
     Case("D-VEC-MSG-PERM", [*INFO, "in.npz"], 2, "in.npz: cannot read (Permission denied)",
          put("in.npz", mode=0), user=NOBODY, marks=[AS_ROOT]),
+    Case("D-VEC-MSG-PERM/quantize", [*Q, "-o", "q.npz"], 2,
+         "x.npy: cannot read (Permission denied)", both(put("x.npy", mode=0), _owned(NOBODY)),
+         user=NOBODY, outputs=["q.npz"], marks=[AS_ROOT]),
     Case("D-VEC-MSG-PERM/folder", ["run", "sub/in.npz", "-o", "o.npz"], 2,
          "sub/in.npz: cannot read (Permission denied)", both(_private_folder, _owned(NOBODY)),
          user=NOBODY, outputs=["o.npz"], marks=[AS_ROOT]),
@@ -392,6 +406,26 @@ CASES = [
          after=_strict_json({"note": None})),
     Case("D-VEC-JSON-NAN/infinity-nested", [*INFO, "inf.npz", "--json"], 0, "", put("inf.npz"),
          after=_strict_json({"note": [None, {"y": None}]})),
+
+    # D-Q-BF16: bfloat16 as numpy.save writes it (<V2) is read as bfloat16
+    Case("D-Q-BF16", ["quantize", "bf16.npy", "-o", "q.npz"], 0, "quantised to e4m3",
+         put("bf16.npy"), after=_quantised_as_float32),
+    Case("D-Q-BF16/void3", ["quantize", "void3.npy", "-o", "q.npz"], 2,
+         "Input must be a float array (float32, bfloat16, float16 or float64), not |V3",
+         put("void3.npy"), outputs=["q.npz"]),
+
+    # D-Q-IGNORED-OPT: an option the mode does not read is refused (every one: unit tests)
+    Case("D-Q-IGNORED-OPT", [*Q, "--scale-rule", "rceil", "--nvfp4", "-o", "q.npz"], 2,
+         "--scale-rule does not apply with --nvfp4", put("x.npy"), outputs=["q.npz"]),
+    Case("D-Q-IGNORED-OPT/axis", [*Q, "--axis", "0", "-o", "q.npz"], 2,
+         "--axis does not apply without --compare", put("x.npy"), outputs=["q.npz"]),
+    Case("D-Q-IGNORED-OPT/compare-rule", [*Q, "--compare", "--scale-rule", "ceil"], 2,
+         "--scale-rule does not apply with --compare", put("x.npy")),
+    Case("D-Q-IGNORED-OPT/compare-as", [*Q, "--compare", "--as", "b"], 2,
+         "--as does not apply with --compare", put("x.npy")),
+    Case("D-Q-IGNORED-OPT/seed", [*Q, "--seed", "3", "-o", "q.npz"], 2,
+         "--seed does not apply without --rounding stochastic", put("x.npy"),
+         outputs=["q.npz"]),
 
     # D-SWEEP-BLAME: the key and line an error is about
     Case("D-SWEEP-BLAME", ["explore", "sw-preset.toml", "--check"], 2,
@@ -542,6 +576,67 @@ def test_load_reads_the_members_it_checked():
     finally:
         os.unlink(buf.name)
     assert back.inputs_equal(vs) and back.extra == vs.extra
+
+
+QUANTIZE_UNREAD = [
+    (["--nvfp4", "--scale-rule", "floor", "-o", "q.npz"], "--scale-rule does not apply with "
+     "--nvfp4: it picks the E8M0 scale rule of -o's MX quantisation (--compare reports every "
+     "rule); leave it out"),
+    (["--compare", "--scale-rule", "rceil"], "--scale-rule does not apply with --compare"),
+    (["--compare", "--rounding", "rne"], "--rounding does not apply with --compare: it picks "
+     "how -o rounds the elements (--compare rounds to nearest even); leave it out"),
+    (["--compare", "--as", "a"], "--as does not apply with --compare"),
+    (["--compare", "--allow-nan-blocks"], "--allow-nan-blocks does not apply with --compare"),
+    (["--compare", "--per-tensor-scale", "2"], "--per-tensor-scale does not apply without "
+     "--nvfp4: it is the NVFP4 per-tensor scale; leave it out"),
+    (["--compare", "--two-d"], "--two-d does not apply without --nvfp4"),
+    (["--compare", "--seed", "1"], "--seed does not apply without --rounding stochastic"),
+    (["--axis", "-1", "-o", "q.npz"], "--axis does not apply without --compare: it picks the "
+     "axis of --compare's blocks (-o takes the blocks of the operand --as names); leave it out"),
+    (["--axis", "0", "--nvfp4", "-o", "q.npz"], "--axis does not apply without --compare"),
+    (["--per-tensor-scale", "2", "-o", "q.npz"], "--per-tensor-scale does not apply without "
+     "--nvfp4"),
+    (["--seed", "0", "--rounding", "rz", "--nvfp4", "-o", "q.npz"], "--seed does not apply "
+     "without --rounding stochastic: it seeds stochastic rounding's random bits; leave it out"),
+    (["--compare", "--nvfp4", "--two-d"], "--compare compares the E8M0 scale rules; leave out "
+     "--nvfp4"),
+]
+
+
+@pytest.mark.parametrize("argv, message", QUANTIZE_UNREAD, ids=[" ".join(a) for a, _ in
+                                                                QUANTIZE_UNREAD])
+def test_quantize_refuses_every_option_its_mode_does_not_read(tmp_path, capsys, argv, message):
+    argv = [str(tmp_path / a) if a == "q.npz" else a for a in argv]
+    assert main(["quantize", str(_file("x.npy")), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"mxsim: error: {message}") and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["--nvfp4", "--two-d", "--per-tensor-scale", "0.5", "--rounding", "rz"],
+    ["--scale-rule", "rceil", "--rounding", "stochastic", "--seed", "4", "--as", "b",
+     "--allow-nan-blocks"],
+], ids=["nvfp4", "mx"])
+def test_quantize_takes_every_option_its_mode_reads(tmp_path, capsys, argv):
+    np.save(tmp_path / "x.npy", np.random.default_rng(9).standard_normal((32, 64), np.float32))
+    assert main(["quantize", str(tmp_path / "x.npy"), *argv, "-o",
+                 str(tmp_path / "q.npz")]) == 0, capsys.readouterr().err
+    meta = vectors.load(tmp_path / "q.npz").extra["quantize"]
+    assert meta["rounding"] == argv[argv.index("--rounding") + 1]
+
+
+def test_quantize_reads_bfloat16_as_numpy_saves_it(tmp_path, capsys):
+    x = np.load(_file("bf16.npy"))
+    assert x.dtype == np.dtype("V2")                   # what numpy.save made of bfloat16
+    assert main(["quantize", str(_file("bf16.npy")), "--nvfp4", "-o",
+                 str(tmp_path / "q.npz")]) == 0
+    from mxsim import quantize as q
+    scales, codes, pts = q.to_nvfp4(x.view(ml_dtypes.bfloat16).astype(np.float32))
+    vs = vectors.load(tmp_path / "q.npz")
+    np.testing.assert_array_equal(vs.a, codes)
+    np.testing.assert_array_equal(vs.a_scale, scales)
+    assert vs.tensor_scale == np.float32(pts)
 
 
 @pytest.mark.parametrize("name, value", [
