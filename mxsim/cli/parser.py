@@ -218,13 +218,13 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
                    help="block scale format (default: no scales)")
     g.add_argument("--block", type=int, default=None,
                    help="scale block size (default: 32 for e8m0, 16 for ue4m3)")
-    g.add_argument("--scale-granularity", default="block", choices=("tensor", "row", "block"),
-                   help="fp32 scale granularity (default: %(default)s)")
+    g.add_argument("--scale-granularity", default=None, choices=("tensor", "row", "block"),
+                   help="fp32 scale granularity (--scale-format fp32 only) (default: block)")
     g.add_argument("--tensor-scale", type=float, default=None, metavar="X",
                    help="NVFP4 per-tensor FP32 scale (ue4m3 scales only) (default: none)")
     g.add_argument("--no-c", action="store_true", help="leave out the accumulator C")
-    g.add_argument("--c-format", default="fp32", choices=vectors.ACC_FORMATS,
-                   help="format of C, e.g. fp16 for FP16-accumulate units (default: %(default)s)")
+    g.add_argument("--c-format", default=None, choices=vectors.ACC_FORMATS,
+                   help="format of C, e.g. fp16 for FP16-accumulate units (default: fp32)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     g.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
     add_allow_large(g)

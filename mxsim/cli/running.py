@@ -9,7 +9,7 @@ from typing import Any
 from .. import units, vectors
 from ..errors import MxsimError, printable
 from ..output import check_output
-from .common import emit
+from .common import emit, refuse_unread
 
 __all__ = ["cmd_vectors_gen", "cmd_vectors_info", "cmd_vectors_import", "cmd_run",
            "cmd_compare"]
@@ -36,11 +36,17 @@ def _describe(vs: vectors.VectorSet) -> dict[str, Any]:
 
 
 def cmd_vectors_gen(args: argparse.Namespace) -> int:
+    refuse_unread(
+        ("--scale-granularity", args.scale_granularity, args.scale_format == "fp32",
+         "does not apply without --scale-format fp32: it picks the shape of FP32 scales"),
+        ("--c-format", args.c_format, not args.no_c,
+         "does not apply with --no-c: it is the format of C"))
     fams = list(vectors.FAMILIES) if args.family == "all" else args.family.split(",")
     kwargs = dict(a_format=args.a_format, b_format=args.b_format, m=args.m, n=args.n, k=args.k,
                   scale_format=args.scale_format, block=args.block,
-                  scale_granularity=args.scale_granularity, with_c=not args.no_c,
-                  c_format=args.c_format, tensor_scale=args.tensor_scale, seed=args.seed)
+                  scale_granularity=args.scale_granularity or "block", with_c=not args.no_c,
+                  c_format=args.c_format or "fp32", tensor_scale=args.tensor_scale,
+                  seed=args.seed)
     check_output(args.output)
     if len(fams) == 1:
         vs = vectors.generate(fams[0], batch=(args.count,) if args.count > 1 else (),

@@ -332,6 +332,9 @@ def _quantised_as_float32(t: Path, p) -> None:
 
 INFO = ("vectors", "info")
 Q = ("quantize", "x.npy")
+GEN = ("vectors", "gen", "-o", "g.npz")
+NVFP4_GEN = ("vectors", "gen", "--a-format", "e2m1", "--scale-format", "ue4m3", "-o", "g.npz")
+NVFP4_Q = ("--nvfp4", "-o", "q.npz")
 SPEC_RUN = ("run", "in.npz", "-o", "o.npz", "--unit")
 
 CASES = [
@@ -426,6 +429,21 @@ CASES = [
     Case("D-Q-IGNORED-OPT/seed", [*Q, "--seed", "3", "-o", "q.npz"], 2,
          "--seed does not apply without --rounding stochastic", put("x.npy"),
          outputs=["q.npz"]),
+
+    # D-GEN-TSCALE: the tensor scale is finite in FP32
+    Case("D-GEN-TSCALE", [*NVFP4_GEN, "--tensor-scale", "1e40"], 2,
+         "Tensor scale must be finite in FP32 (at most 3.4028235e+38 in magnitude), not 1e+40",
+         outputs=["g.npz"]),
+    Case("D-GEN-TSCALE/nan", [*NVFP4_GEN, "--tensor-scale", "nan"], 2,
+         "Tensor scale must be finite in FP32", outputs=["g.npz"]),
+
+    # D-GEN-IGNORED-OPT
+    Case("D-GEN-IGNORED-OPT", [*GEN, "--scale-granularity", "row"], 2,
+         "--scale-granularity does not apply without --scale-format fp32", outputs=["g.npz"]),
+    Case("D-GEN-IGNORED-OPT/no-c", [*GEN, "--no-c", "--c-format", "fp16"], 2,
+         "--c-format does not apply with --no-c", outputs=["g.npz"]),
+    Case("D-GEN-IGNORED-OPT/fp32-row", [*GEN, "--scale-format", "fp32", "--scale-granularity",
+                                        "row", "-k", "128"], 0, "fp32 scales"),
 
     # D-SWEEP-BLAME: the key and line an error is about
     Case("D-SWEEP-BLAME", ["explore", "sw-preset.toml", "--check"], 2,
@@ -637,6 +655,27 @@ def test_quantize_reads_bfloat16_as_numpy_saves_it(tmp_path, capsys):
     np.testing.assert_array_equal(vs.a, codes)
     np.testing.assert_array_equal(vs.a_scale, scales)
     assert vs.tensor_scale == np.float32(pts)
+
+
+@pytest.mark.parametrize("value", [1e39, -1e39, float("inf"), float("-inf"), float("nan")])
+def test_generate_refuses_a_tensor_scale_beyond_fp32(value):
+    with pytest.raises(ValueError, match=r"^Tensor scale must be finite in FP32 \(at most "
+                                         r"3\.4028235e\+38 in magnitude\), not "):
+        vectors.generate("normal", a_format="e2m1", scale_format="ue4m3", tensor_scale=value)
+
+
+@pytest.mark.parametrize("value", [3.4028235e38, -2.0, 0.0, 1e-50])
+def test_generate_takes_a_tensor_scale_fp32_holds(value):
+    vs = vectors.generate("normal", a_format="e2m1", scale_format="ue4m3", tensor_scale=value)
+    assert vs.tensor_scale == np.float32(value)
+
+
+def test_gen_refuses_a_granularity_block_scales_do_not_read(tmp_path, capsys):
+    out = tmp_path / "g.npz"
+    assert main(["vectors", "gen", "--scale-format", "e8m0", "--scale-granularity", "block",
+                 "-o", str(out)]) == 2
+    assert "--scale-granularity does not apply" in capsys.readouterr().err
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("name, value", [
