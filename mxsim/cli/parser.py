@@ -270,8 +270,8 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
     c.add_argument("other", nargs="?", metavar="OTHER.npz", help="a result on the same inputs")
     c.add_argument("--unit", metavar="NAME|SPEC",
                    help="compare with this unit's output instead (a name or a spec file)")
-    c.add_argument("--engine", default="fast", choices=units.ENGINES,
-                   help="engine for --unit (default: %(default)s)")
+    c.add_argument("--engine", default=None, choices=units.ENGINES,
+                   help="engine for --unit (default: fast)")
     c.add_argument("--show", type=int_range(0), default=5, metavar="N",
                    help="mismatches to print (default: %(default)s)")
     c.add_argument("--plot", metavar="FILE.png", default=None,

@@ -106,6 +106,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from ..compare import compare
 
+    refuse_unread(("--engine", args.engine, args.unit is not None,
+                   "does not apply without --unit: it picks the engine that computes the unit's "
+                   "output (OTHER.npz holds its results)"))
     if args.plot is not None:
         check_output(args.plot)
     result = vectors.load(args.result, allow_large=args.allow_large)
@@ -121,7 +124,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         expected, expected_format, name = other.d, other.d_format, str(args.other)
     else:
         unit = units.get(args.unit)
-        expected = unit.compute(result, engine=args.engine)
+        expected = unit.compute(result, engine=args.engine or "fast")
         expected_format, name = unit.d_format(result), f"unit {unit.name}"
     report = compare(result, expected, expected_format=expected_format,
                      actual_name=str(args.result), expected_name=name, show=args.show)

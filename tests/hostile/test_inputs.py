@@ -442,6 +442,9 @@ CASES = [
          "--scale-granularity does not apply without --scale-format fp32", outputs=["g.npz"]),
     Case("D-GEN-IGNORED-OPT/no-c", [*GEN, "--no-c", "--c-format", "fp16"], 2,
          "--c-format does not apply with --no-c", outputs=["g.npz"]),
+    Case("D-GEN-IGNORED-OPT/compare-engine", ["compare", "in.npz", "in.npz", "--engine",
+                                              "reference"], 2,
+         "--engine does not apply without --unit", put("in.npz")),
     Case("D-GEN-IGNORED-OPT/fp32-row", [*GEN, "--scale-format", "fp32", "--scale-granularity",
                                         "row", "-k", "128"], 0, "fp32 scales"),
 
