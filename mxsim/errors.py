@@ -11,7 +11,8 @@ import sys
 import traceback
 from collections.abc import Callable
 
-__all__ = ["MxsimError", "FormatError", "VectorFileError", "UnitError", "run_command"]
+__all__ = ["MxsimError", "FormatError", "VectorFileError", "UnitError", "printable",
+           "run_command"]
 
 
 class MxsimError(Exception):
@@ -34,6 +35,22 @@ class UnitError(MxsimError, ValueError):
     """An unknown unit name, or a unit that cannot take the operands it was given."""
 
 
+def printable(text: str, keep: str = "") -> str:
+    """``text`` safe to show on a terminal: every character that is not printable (as
+    :meth:`str.isprintable` says: control characters such as newline, ESC and DEL, format
+    characters such as bidi overrides, separators other than the space, lone surrogates,
+    unassigned code points) is written as a Python string literal writes it (``\\n``,
+    ``\\x1b``, ``\\u202e``, ``\\ud800``), except the characters in ``keep``.
+
+    Names and values that come from files (provenance, spec and sweep text) are shown through
+    it, so that they can neither move the cursor, clear the screen or forge a line of output,
+    nor fail to encode.
+    """
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch in keep else repr(ch)[1:-1] for ch in text)
+
+
 def run_command(body: Callable[[], int], *, debug: bool = False) -> int:
     """``body()``'s exit status, or the status of what it raised, said in one line on stderr:
     an :class:`MxsimError` (bad input) 2, Ctrl-C 130, a reader that went away (``... | head``)
@@ -41,7 +58,8 @@ def run_command(body: Callable[[], int], *, debug: bool = False) -> int:
     try:
         return body()
     except MxsimError as exc:
-        print(f"mxsim: error: {exc}", file=sys.stderr)
+        # One line, whatever the message quotes (a path or a key from a file).
+        print(f"mxsim: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("mxsim: interrupted", file=sys.stderr)
