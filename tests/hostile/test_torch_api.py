@@ -128,6 +128,7 @@ _E = "D-TORCH-EMPTY"
 _B = "D-TORCH-BMM"
 _X = "D-TORCH-NONMXSIM-EXC"
 _L = "D-TORCH-LINEAR-1D"
+_N = "issue-31-nan-inf"
 _BW = dict(unit="blackwell-mxf8f6f4", recipe="mxfp8")
 _SCALED = dict(unit=None, recipe="none")
 
@@ -306,6 +307,11 @@ CALLS = [
     Call(f"{_X}/matmul-list-emulate-is-torch's", "matmul",
          lambda: (_ints(8, 64), _ints(64, 16).tolist()), TypeError, emulate=True,
          torch_raises=TypeError),
+    Call(f"{_X}/format-not-a-name", "matmul", lambda: (_ints(8, 64), _ints(64, 16)),
+         "Element format must be a format name such as 'e4m3', not 5", opts=dict(a_format=5)),
+    Call(f"{_X}/pow2-not-a-bool", "matmul", lambda: (_ints(8, 64), _ints(64, 16)),
+         "pow2_scales must be True or False, not 'no'", unit="hopper-cublas-rowwise",
+         recipe="fp8-row", opts=dict(pow2_scales="no")),
     Call(f"{_X}/emulate-bad-option", "matmul", lambda: (_ints(8, 64), _ints(64, 16)),
          "Recipe none takes no option 'bogus'", emulate=True, opts=dict(bogus=1)),
     Call(f"{_X}/emulate-unit-refuses-recipe", "matmul", lambda: (_ints(8, 64), _ints(64, 16)),
@@ -330,6 +336,43 @@ CALLS = [
          "linear takes a weight (out, in) or (in,), not ()", torch_raises=RuntimeError),
     Call(f"{_L}/x0d", "linear", lambda: (_ints(), _ints(16, 64)),
          "linear needs an x of at least one dimension", torch_raises=RuntimeError),
+
+    # Issue 31: NaN and Inf under MX recipes do what docs/torch.md says.
+    Call(f"{_N}/nan-mxfp8", "matmul", lambda: (_with(_ints(4, 64), (1, 3), NAN), _ints(64, 8)),
+         "nan", **_BW),
+    Call(f"{_N}/nan-only-block-mxfp8", "matmul",
+         lambda: (_with(_ints(4, 64), (2, slice(0, 32)), NAN), _ints(64, 8)), "nan", **_BW),
+    Call(f"{_N}/nan-w-mxfp8-rceil", "matmul",
+         lambda: (_ints(4, 64), _with(_ints(64, 8), (40, 5), NAN)), "nan", **_BW,
+         opts=dict(scale_rule="rceil")),
+    Call(f"{_N}/nan-mxfp8-ocp", "matmul", lambda: (_with(_ints(4, 64), (0, 0), NAN),
+                                                   _ints(64, 8)),
+         "nan", **_BW, opts=dict(scale_rule="ocp")),
+    Call(f"{_N}/nan-mxfp8-rceil-sat", "matmul",
+         lambda: (_with(_ints(4, 64), (3, 63), NAN), _ints(64, 8)), "nan", **_BW,
+         opts=dict(scale_rule="rceil-sat")),
+    Call(f"{_N}/nan-mxfp4-emulate", "linear",
+         lambda: (_with(_ints(4, 64), (1, 7), NAN), _ints(8, 64)), "nan", emulate=True,
+         recipe="mxfp4"),
+    Call(f"{_N}/nan-none", "matmul", lambda: (_with(_ints(4, 64), (1, 3), NAN), _ints(64, 8)),
+         "nan"),
+    Call(f"{_N}/inf-mxfp8-runs", "matmul",
+         lambda: (_with(_ints(4, 64), (1, 3), INF), _ints(64, 8)), "shape", **_BW),
+    Call(f"{_N}/nan-nvfp4", "matmul", lambda: (_with(_ints(4, 64), (1, 3), NAN), _ints(64, 8)),
+         "The nvfp4 recipe needs finite inputs", recipe="nvfp4"),
+    Call(f"{_N}/inf-nvfp4-w", "matmul", lambda: (_ints(4, 64), _with(_ints(64, 8), (0, 0), INF)),
+         "The nvfp4 recipe needs finite inputs", recipe="nvfp4"),
+    Call(f"{_N}/inf-fp8-tensor", "matmul",
+         lambda: (_with(_ints(4, 64), (1, 3), -INF), _ints(64, 8)),
+         "The fp8 amax recipe needs finite inputs", unit="hopper-cublas", recipe="fp8-tensor"),
+    Call(f"{_N}/nan-fp8-row-emulate", "linear",
+         lambda: (_with(_ints(4, 64), (1, 3), NAN), _ints(8, 64)),
+         "The fp8 amax recipe needs finite inputs", emulate=True,
+         unit="hopper-cublas-rowwise", recipe="fp8-row"),
+    Call(f"{_N}/nan-fp8-block", "matmul",
+         lambda: (_with(_ints(4, 128), (1, 3), NAN), _ints(128, 128)),
+         "The fp8-block recipe needs finite inputs", unit="hopper-cublas-blockwise",
+         recipe="fp8-block"),
 ]
 
 
@@ -366,7 +409,7 @@ def test_torch_api_follows_torch(call: Call) -> None:
 def test_torch_api_table_covers_every_defect() -> None:
     ids = [c.id for c in CALLS]
     assert len(ids) == len(set(ids))
-    for prefix in (_E, _B, _X, _L):
+    for prefix in (_E, _B, _X, _L, _N):
         assert sum(i.startswith(prefix + "/") for i in ids) >= 5, prefix
 
 
