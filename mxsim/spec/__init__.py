@@ -512,8 +512,14 @@ class UnitSpec:
         if vs.tensor_scale is not None:
             raise UnitError(f"Unit {self.name} does not apply an NVFP4 tensor_scale (cuBLAS "
                             f"applies it outside the tensor core); only the exact unit takes it")
-        if vs.k % self.k:
-            raise UnitError(f"K ({vs.k}) must be a multiple of unit {self.name}'s instruction "
+        self.check_k(vs.k)
+
+    def check_k(self, k: int) -> None:
+        """Raise UnitError unless a product's K chains through this unit's instructions (any
+        K does on an exact unit, which has none)."""
+        from ..errors import UnitError
+        if not self.exact and k % self.k:
+            raise UnitError(f"K ({k}) must be a multiple of unit {self.name}'s instruction "
                             f"k ({self.k})")
 
     # -- serialisation ----------------------------------------------------------------------
