@@ -350,8 +350,9 @@ class PortMap:
         """Every value mismatch of ``results`` against ``want`` (the model's D codes in
         ``d_format``, one per dot product): bit for bit for an FP32/FP16/BF16 result; exactly
         in value for a fixed-point one (NaN equals NaN, +0 equals -0), with the difference in
-        ulps of the design's encoding in the note. At most ``VALUE_LIMIT`` are listed (then a
-        count); a count of results that differs from ``len(want)`` comes first."""
+        ulps of the design's encoding in the note. At most ``VALUE_LIMIT`` are listed, then
+        one entry stands for the rest (:func:`testbenches.backend.not_listed`); a count of
+        results that differs from ``len(want)`` comes first."""
         return compare_results(self, results, np.asarray(want), formats.get(d_format))
 
     def describe(self) -> dict[str, Any]:

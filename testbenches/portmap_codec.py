@@ -20,7 +20,7 @@ import numpy.typing as npt
 from mxsim.formats import Format
 from mxsim.vectors import VectorSet
 
-from .backend import VALUE_LIMIT, Mismatch, MismatchKind
+from .backend import VALUE_LIMIT, Mismatch, MismatchKind, not_listed
 from .portmap_parse import FORMAT_BITS
 from .portmap_types import Field, Lanes, MapError, MapLike
 
@@ -395,7 +395,7 @@ def compare_results(pm: MapLike, results: Results, want: npt.NDArray, fmt: Forma
             out.append(_fixed_mismatch(got, int(i), want, fmt, (w_mant, w_exp, w_nan, w_inf),
                                        digits))
     if len(bad) > VALUE_LIMIT:
-        out.append(Mismatch(kind, note=f"... {len(bad)} in all"))
+        out.append(not_listed(kind, len(bad), VALUE_LIMIT))
     return out
 
 

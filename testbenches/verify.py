@@ -32,6 +32,7 @@ from .backend import (
     Run,
     Stimulus,
     build_message,
+    count,
     design_tag,
 )
 
@@ -72,18 +73,24 @@ class Report:
         self.sim_seconds += run.seconds
         self.loop_seconds += run.loop_seconds
 
-    def _count(self, kind: MismatchKind) -> int:
-        return sum(1 for m in self.mismatches if m.kind is kind)
-
     @property
     def value_mismatches(self) -> int:
-        """Mismatches of an output value (or a result that never left)."""
-        return self._count(MismatchKind.VALUE)
+        """Mismatches of an output value (or a result that never left), every one counted
+        (the list ``mismatches`` is capped: :func:`testbenches.backend.count`)."""
+        return count(self.mismatches, MismatchKind.VALUE)
 
     @property
     def cycle_mismatches(self) -> int:
-        """Mismatches of a handshake or a cycle of the trace against the cycle model."""
-        return self._count(MismatchKind.CYCLE)
+        """Mismatches of a handshake or a cycle of the trace against the cycle model, every
+        one counted."""
+        return count(self.mismatches, MismatchKind.CYCLE)
+
+    def _first(self) -> str:
+        """The first mismatch, and how many of them all the JSON report lists."""
+        listed = sum(m.unlisted is None for m in self.mismatches)
+        total = count(self.mismatches)
+        return f" (first: {self.mismatches[0]}" + (
+            f"; the JSON report lists {listed} of the {total})" if listed < total else ")")
 
     @property
     def result(self) -> str:
@@ -101,7 +108,7 @@ class Report:
                  f"  vectors     {self.dots:,} dot products, {self.beats:,} blocks, "
                  f"{self.cycles:,} cycles",
                  f"  mismatches  {self.value_mismatches} value, {self.cycle_mismatches} cycle"
-                 + ("" if self.passed else f" (first: {self.mismatches[0]})"),
+                 + ("" if self.passed else self._first()),
                  f"  speed       {loop:,.0f} dot products/s ({cps:,.0f} cycles/s) in the "
                  f"simulation loop ({self.loop_seconds:.1f} s); {rate:,.0f}/s with simulator "
                  f"start-up ({self.sim_seconds:.1f} s); {self.seconds:.1f} s in all",

@@ -224,6 +224,31 @@ def test_verify_report_counts_value_and_cycle_mismatches_apart():
     assert failing_dots(rep.mismatches, beats_per_dot=2) == [1]
 
 
+def test_verify_report_counts_every_mismatch_of_a_capped_list():
+    """A backend lists the first VALUE_LIMIT value mismatches (HANDSHAKE_LIMIT per timing
+    rule) and one entry for the rest: the counts the report prints and the JSON holds are the
+    true ones, and the text says how many the JSON lists."""
+    from testbenches.backend import HANDSHAKE_LIMIT, VALUE_LIMIT, count, not_listed
+    from testbenches.verify import Report
+    value, cyc = MismatchKind.VALUE, MismatchKind.CYCLE
+    rep = Report("u", "verilator", "bulk C++ harness")
+    rep.mismatches = (
+        [Mismatch(value, dot=i, rtl="0x1", model="0x2") for i in range(VALUE_LIMIT)]
+        + [not_listed(value, 52, VALUE_LIMIT)]
+        + [Mismatch(cyc, note=f"rule 3: result {i}") for i in range(HANDSHAKE_LIMIT)]
+        + [not_listed(cyc, 15, HANDSHAKE_LIMIT, "rule 3: ")])
+    assert (rep.value_mismatches, rep.cycle_mismatches) == (52, 15) == (
+        count(rep.mismatches, value), count(rep.mismatches, cyc))
+    assert ("  mismatches  52 value, 15 cycle (first: {'dot': 0, 'rtl': '0x1', 'model': '0x2', "
+            "'kind': 'value'}; the JSON report lists 30 of the 67)") in rep.format()
+    d = json.loads(json.dumps(rep.to_dict()))
+    assert (d["value_mismatches"], d["cycle_mismatches"]) == (52, 15)
+    assert d["mismatches"][VALUE_LIMIT] == {"note": "... 32 more, not listed (52 in all)",
+                                            "kind": "value", "unlisted": 32}
+    assert d["mismatches"][-1]["note"] == "rule 3: ... 5 more, not listed (15 in all)"
+    assert [Mismatch.from_dict(m) for m in d["mismatches"]] == rep.mismatches
+
+
 def test_minimal_set():
     vs = vectors.generate("normal", a_format="e5m2", b_format="e4m3", m=3, n=4, k=64,
                           scale_format="e8m0", block=32, seed=2)
