@@ -236,7 +236,7 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
                 failing = failing_dots(run.mismatches, vs.k // spec.k)
                 fail_set = minimal_set(vs, failing or list(range(min(4, vs.num_dots))))
                 _keep(rep, fail_set, stimulus, out / f"failing-{tag}-chunk{i}.npz", backend,
-                      spec, microarch, fault, bar, show, replay_command)
+                      spec, microarch, fault, bar, show, replay_command, run)
             break
         bar.update(rep.dots)
     bar.close()
@@ -247,9 +247,10 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
 
 def _keep(rep: Report, fail_set: VectorSet, stimulus: Stimulus, path: Path, backend: Backend,
           spec: UnitSpec, microarch: MicroArch, fault: str | None, bar: Progress,
-          show: bool, replay_command: str | None) -> None:
-    """Write the failing set, the command that replays it, and (where the backend can write
-    one) its waveform from a rerun."""
+          show: bool, replay_command: str | None, failed: Run) -> None:
+    """Write the failing set, the command that replays it, and its waveform: the one the
+    failed run ``failed`` wrote (a backend that writes waveforms, as ``--replay --waves``
+    asks), else one from a rerun of the set where the backend can write one."""
     vectors.save(fail_set, path)
     rep.failing = str(path)
     rep.replay = (replay_command or
@@ -257,7 +258,9 @@ def _keep(rep: Report, fail_set: VectorSet, stimulus: Stimulus, path: Path, back
                   f"{spec.b_format} --lanes {microarch.lanes} --stages {microarch.stages} "
                   f"--sim {rep.sim}") + f" --replay {path} --waves"
     waves = backend.with_waves()
-    if waves is not None:
+    if waves is None:
+        rep.waveform = failed.waveform
+    else:
         bar.close()
         with Step(build_message(waves, microarch), show, expect=waves.build_seconds):
             waves.build(spec, microarch, path.parent, fault=fault)
