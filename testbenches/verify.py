@@ -135,7 +135,7 @@ class Report:
                 "coverage": self.coverage.to_dict(), "sim_seconds": self.sim_seconds,
                 "loop_seconds": self.loop_seconds,
                 "seconds": self.seconds, "failing": self.failing, "replay": self.replay,
-                "passed": self.passed}
+                "waveform": self.waveform, "passed": self.passed}
 
 
 def minimal_set(vs: VectorSet, dots: list[int]) -> VectorSet:

@@ -436,3 +436,4 @@ def test_verify_reports_the_waveform_a_waves_backend_wrote(tmp_path):
                  backend=_WavesBackend(), progress=False)
     assert rep.failing is not None and rep.waveform == str(tmp_path / "chunk0.vcd")
     assert f"  waveform    {tmp_path / 'chunk0.vcd'}" in rep.format()
+    assert rep.to_dict()["waveform"] == str(tmp_path / "chunk0.vcd")      # --json says so too
