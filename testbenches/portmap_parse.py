@@ -11,6 +11,7 @@ line and says what to do.
 from __future__ import annotations
 
 import bisect
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -351,7 +352,7 @@ def _design(r: _Reader) -> Design:
                                      f"to the map){least}, not {_show(value)}")
         found = []
         for entry in value:
-            full = base / entry
+            full = Path(os.path.abspath(base / entry))
             try:
                 full = full.resolve()
             except (OSError, RuntimeError):
