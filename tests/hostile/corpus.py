@@ -95,8 +95,8 @@ def run_case(case: Case, t: Path, *, signal_after: float | None = None,
     if case.setup is not None:
         case.setup(t)
     argv = [sys.executable, "-m", case.module, *(_expand(str(a), t) for a in case.argv)]
-    env = dict(os.environ, PYTHONPATH=str(ROOT), MXSIM_PROGRESS="0", PYTHONUNBUFFERED="1",
-               **{k: _expand(v, t) for k, v in case.env.items()})
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MXSIM_PROGRESS="0", PYTHONUNBUFFERED="1")
+    env.update({k: _expand(v, t) for k, v in case.env.items()})     # a row's own, PYTHONPATH too
     with subprocess.Popen(argv, cwd=t, env=env, stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           errors="replace", start_new_session=True) as p:
