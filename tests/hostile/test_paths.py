@@ -253,6 +253,18 @@ def test_make_safe_falls_back_to_the_temporary_folder(tmp_path, monkeypatch):
     assert not (tmp_path / "ca che").exists()
 
 
+def test_make_safe_refuses_in_one_line_naming_the_path_without_a_folder_for_links(
+        tmp_path, monkeypatch):
+    import hdl.toolchain
+    from mxsim.errors import MxsimError
+    monkeypatch.setattr(hdl.toolchain, "_own_folder", lambda folder: False)
+    (tmp_path / "a b").mkdir()
+    with pytest.raises(MxsimError, match=rf"^{tmp_path}/a b: make cannot take this path \(it "
+                                         r"holds a space, [^\n]*; set XDG_CACHE_HOME to a "
+                                         r"folder of yours whose path has none$"):
+        hdl.toolchain.make_safe(tmp_path / "a b" / "top.sv")
+
+
 def test_build_folder_builds_in_place_when_the_path_is_safe(tmp_path):
     from hdl.toolchain import build_folder
     with build_folder(tmp_path / "obj") as where:
