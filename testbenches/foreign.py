@@ -36,7 +36,7 @@ from mxsim.vectors import VectorSet
 
 from . import timing
 from .backend import Mismatch, MismatchKind, Run, Stimulus
-from .toolchain import SIMULATORS, icarus_available, last_waveform, simulator_env
+from .toolchain import SIMULATORS, cocotb_build, icarus_available, last_waveform, simulator_env
 
 __all__ = ["Plan", "plan_of", "MapDesign", "ForeignBackend", "ForeignRun", "read_results",
            "write_results", "finish", "Recorded", "design_key", "stimulus_arrays", "array_lows",
@@ -315,8 +315,6 @@ class ForeignBackend(MapDesign):
         self._dir = out
 
     def _build(self, out: Path, x_initial: bool, parameters: dict) -> None:
-        from cocotb_tools.runner import get_runner
-
         if self.sim == "icarus" and not icarus_available():
             raise MxsimError("Icarus Verilog is not installed (iverilog and vvp on PATH); use "
                              "--sim verilator")
@@ -324,16 +322,10 @@ class ForeignBackend(MapDesign):
         args = list(VERILATOR_ARGS) if self.sim == "verilator" else []
         if x_initial:
             args += ["--x-assign", "unique", "--x-initial", "unique"]
-        try:
-            with simulator_env(self.sim):
-                get_runner(self.sim).build(
-                    sources=_resolve(self.pm, d.sources),
-                    includes=_resolve(self.pm, d.include_dirs), defines=dict(d.defines),
-                    parameters=parameters, hdl_toplevel=d.top, build_dir=out, build_args=args,
-                    timescale=("1ns", "1ps"), waves=self.waves, log_file=out / "build.log")
-        except Exception as exc:
-            raise MxsimError(f"{self.sim} failed to build {d.top} ({exc}); see "
-                             f"{out / 'build.log'}") from None
+        cocotb_build(self.sim, sources=_resolve(self.pm, d.sources), top=d.top, build_dir=out,
+                     log=out / "build.log", what=d.top, flags=args,
+                     includes=_resolve(self.pm, d.include_dirs), defines=dict(d.defines),
+                     parameters=parameters, waves=self.waves)
 
     def run(self, vs: VectorSet, stimulus: Stimulus, *, name: str = "run") -> ForeignRun:
         if self._dir is None or self._spec is None:

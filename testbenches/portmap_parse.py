@@ -11,6 +11,7 @@ line and says what to do.
 from __future__ import annotations
 
 import bisect
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -374,7 +375,11 @@ def _design(r: _Reader) -> Design:
                                      f"to the map){least}, not {_show(value)}")
         found = []
         for entry in value:
-            full = (base / entry).resolve()
+            full = Path(os.path.abspath(base / entry))
+            try:
+                full = full.resolve()
+            except (OSError, RuntimeError):
+                pass             # a symbolic link loop: there is no file, as for a missing one
             if not (full.is_file() if kind == "file" else full.is_dir()):
                 raise r.fail(p + (key,), f"design.{key}: {kind} {entry!r} does not exist (looked "
                                          f"for {full}); fix the path, relative to the map")

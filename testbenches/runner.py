@@ -26,7 +26,7 @@ from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
 from .backend import Mismatch, Run, Stimulus, design_tag
-from .toolchain import SIMULATORS, icarus_available, last_waveform, simulator_env
+from .toolchain import SIMULATORS, cocotb_build, icarus_available, last_waveform, simulator_env
 
 __all__ = ["Build", "CocotbBackend", "build", "test", "run", "strip_initial_values"]
 
@@ -57,8 +57,6 @@ def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
     """Generate the Verilog of a design the RTL builds (as :func:`mxsim.design.resolve_design`
     checks it) and build it for ``sim`` (Verilator: x-initial unique, with the registers'
     initial values stripped; ``fault``: a mutant)."""
-    from cocotb_tools.runner import get_runner
-
     from .faults import verilog_text
 
     if sim not in SIMULATORS:
@@ -84,14 +82,8 @@ def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
         build_args = ["-Wno-fatal", "-Wno-lint", "-Wno-style"]
         if x_initial == "unique":
             build_args += ["--x-assign", "unique", "--x-initial", "unique"]
-    try:
-        with simulator_env(sim):
-            get_runner(sim).build(sources=[src], hdl_toplevel="mx_dot", build_dir=out,
-                                  build_args=build_args, timescale=("1ns", "1ps"), waves=waves,
-                                  log_file=out / "build.log")
-    except Exception as exc:
-        raise MxsimError(f"{sim} failed to build the unit ({exc}); see {out / 'build.log'}") \
-            from None
+    cocotb_build(sim, sources=[src], top="mx_dot", build_dir=out, flags=build_args,
+                 waves=waves, log=out / "build.log", what="the unit")
     (out / ".built").write_text(sim)
     return b
 

@@ -13,6 +13,7 @@ the same way: the cocotb testbench by default, the C++ harness with ``bulk=True`
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -253,10 +254,12 @@ def _keep(rep: Report, fail_set: VectorSet, stimulus: Stimulus, path: Path, back
     asks), else one from a rerun of the set where the backend can write one."""
     vectors.save(fail_set, path)
     rep.failing = str(path)
+    # A line to paste into a shell: paths with spaces or quotes are quoted.
     rep.replay = (replay_command or
-                  f"mxsim verify --unit {rep.unit} --a-format {spec.a_format} --b-format "
-                  f"{spec.b_format} --lanes {microarch.lanes} --stages {microarch.stages} "
-                  f"--sim {rep.sim}") + f" --replay {path} --waves"
+                  f"mxsim verify --unit {shlex.quote(rep.unit)} --a-format {spec.a_format} "
+                  f"--b-format {spec.b_format} --lanes {microarch.lanes} --stages "
+                  f"{microarch.stages} --sim {rep.sim}") + \
+        f" --replay {shlex.quote(str(path))} --waves"
     waves = backend.with_waves()
     if waves is None:
         rep.waveform = failed.waveform

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -106,8 +107,9 @@ def _verify_foreign(args: argparse.Namespace) -> int:
     from testbenches.verify import verify
     backend = ForeignBulkBackend(pm) if args.bulk else ForeignBackend(pm, sim=args.sim,
                                                                       waves=args.waves)
-    command = (f"mxsim verify --rtl {args.rtl} --unit {unit_name} --a-format {spec.a_format} "
-               f"--b-format {spec.b_format} --sim {args.sim}")
+    # A line to paste into a shell: paths with spaces or quotes are quoted.
+    command = (f"mxsim verify --rtl {shlex.quote(args.rtl)} --unit {shlex.quote(unit_name)} "
+               f"--a-format {spec.a_format} --b-format {spec.b_format} --sim {args.sim}")
     rep = verify(spec, MicroArch(lanes=spec.k, stages=1), unit_name=unit_name, sim=args.sim,
                  dots=args.vectors, seed=args.seed, chunk=args.chunk, out_dir=out,
                  replay=replay, progress=None if not args.json else False, backend=backend,
@@ -288,7 +290,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"{np.nanmax(np.abs(d[np.isfinite(d)])):.3g}",
         f"  check        fast engine vs fraction reference on {report.total} dots: "
         f"{report.equal} bit-equal ({t3 - t2:.2f} s)",
-        "  next         mxsim compare " + str(folder / "demo_exact.npz") + " --unit exact",
+        "  next         mxsim compare " + shlex.quote(str(folder / "demo_exact.npz"))
+        + " --unit exact",
     ]
     print("\n".join(lines))
     if not report.agree:

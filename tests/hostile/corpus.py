@@ -99,8 +99,8 @@ def run_case(case: Case, t: Path, *, signal_after: float | None = None,
     if case.setup is not None:
         case.setup(t)
     argv = [sys.executable, "-m", case.module, *(_expand(str(a), t) for a in case.argv)]
-    env = dict(os.environ, PYTHONPATH=str(ROOT), MXSIM_PROGRESS="0", PYTHONUNBUFFERED="1",
-               **{k: _expand(v, t) for k, v in case.env.items()})
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MXSIM_PROGRESS="0", PYTHONUNBUFFERED="1")
+    env.update({k: _expand(v, t) for k, v in case.env.items()})     # a row's own, PYTHONPATH too
     if case.user is not None:
         # setpriv, as DEFECTS.md's reproductions run it: Popen(user=) cannot start an
         # interpreter that lies in a folder only root may enter (~/.pyenv here); setpriv can.
