@@ -185,6 +185,7 @@ def record_of(tasks: list[Task], rep: Report, *, dots: int, chunk: int, lanes: i
               "workers": rep.workers, "tasks": rep.tasks, "computed": rep.done,
               "cached": rep.cached, "task_seconds": round(rep.task_seconds, 1),
               "speedup": round(rep.speedup, 2), "dashboard": rep.dashboard,
+              "damaged": rep.damaged,
               "failed": [{"label": f.label, "error": f.error, "replay": f.replay}
                          for f in rep.failed]}
     return record
@@ -209,6 +210,8 @@ def summary(record: dict, rep: Report) -> str:
                  f"store, {len(rep.failed)} failed) on {rep.workers} worker"
                  f"{'s' if rep.workers != 1 else ''} ({rep.executor}), {rep.seconds:.0f} s, "
                  f"speed-up {rep.speedup:.1f}x")
+    if rep.damaged:
+        lines.append(f"  {rep.damage_note()}")
     lines += [f"  failed {f.label}: {f.error}\n    replay: {f.replay}" for f in rep.failed]
     return "\n".join(lines)
 

@@ -126,11 +126,16 @@ def run(tasks: Iterable[Task], store: Store | str | os.PathLike, *, executor: st
     report = Report(tasks=len(by_key))
     pending = []
     for key, task in by_key.items():
-        result = store.get(key)
-        if result is None:
+        record, damage = store.lookup(key, task.fn)
+        if record is None:
+            # Checked now, not when the result arrives: a store that cannot take it fails
+            # before any work is done.
+            store.replaceable(key)
             pending.append(task)
+            if damage is not None:
+                report.damaged.append(f"{store.path_of(key)} ({damage})")
         else:
-            report.results[key] = result
+            report.results[key] = record["result"]
             report.cached += 1
     kind = _pick(executor, len(pending), scheduler, cluster_spec)
     bar = Progress(len(by_key), enabled=wanted(progress), what="tasks", label="campaign")

@@ -1,0 +1,373 @@
+"""Hostile rows for campaigns: the result store, the build cache and the Dask connection
+(issue 31; DEFECTS.md's D-CAMP-* entries).
+
+A store trusts a record only when it is a whole, regular file of its own key, function and
+digest; anything else is recomputed and reported, or refused in one line naming the file when it
+cannot be replaced. Every damaged-store row starts from an undisturbed store of the demo
+campaign and must end with exactly the undisturbed run's results (the report's JSON, field by
+field), then a rerun that computes nothing. The fault injection proper: a campaign killed with
+SIGKILL mid-task and resumed, and three campaigns on one store at once. A real
+``mxsim verify --campaign`` (bulk harness, one shared build at -O0) covers the record copied
+over another chunk's, where PASS was once printed with wrong totals, a relative build cache and
+a damaged build-cache memo. Connection rows: a cluster spec without its batch system, a
+scheduler address where something else listens, malformed addresses and spec files: one line,
+exit 2, in seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from hostile.corpus import ROOT, Case, check, params
+
+from mxsim.campaign import (
+    Store,
+    read_regular,
+    run,
+)
+from mxsim.campaign.demo import demo_tasks, spin
+from mxsim.campaign.store import DamagedFile, digest
+
+# --- the demo campaign, undisturbed -----------------------------------------------------------
+
+N, ROUNDS = 4, 2000
+TASKS = demo_tasks(N, ROUNDS)
+EXPECTED = {t.key: spin(dict(t.args)) for t in TASKS}
+KEYS = [t.key for t in TASKS]
+DEMO = ["demo", "--tasks", str(N), "--rounds", str(ROUNDS), "--store", "{t}/st",
+        "--executor", "inprocess", "--json"]
+
+#: Run as the unprivileged user where the tests run as root (root reads a chmod-000 file).
+NOBODY = 65534 if os.geteuid() == 0 else None
+needs_nobody = pytest.mark.skipif(os.geteuid() == 0 and shutil.which("setpriv") is None,
+                                  reason="running as root without setpriv: root reads and "
+                                         "writes regardless of permissions")
+
+
+def _record(t: Path, i: int) -> Path:
+    return t / "st" / KEYS[i][:2] / f"{KEYS[i]}.json"
+
+
+def _undisturbed(t: Path) -> None:
+    rep = run(TASKS, t / "st", executor="inprocess", progress=False)
+    assert rep.results == EXPECTED and rep.done == N
+
+
+def _snapshot(t: Path) -> dict[str, str]:
+    return {str(p.relative_to(t)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted((t / "st").rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
+def _damaged(i: int, how):
+    """Setup: the undisturbed store, then ``how(record i, t)`` done to it; its regular files
+    are noted so that a refusal can be shown to have touched nothing."""
+    def setup(t: Path) -> None:
+        _undisturbed(t)
+        how(_record(t, i), t)
+        (t / "before.json").write_text(json.dumps(_snapshot(t)))
+        if NOBODY is not None and t.stat().st_uid == NOBODY:   # the permission rows' folder: theirs
+            subprocess.run(["chown", "-R", "-h", "65534:65534", str(t / "st")], check=True)
+    return setup
+
+
+def _healed(damaged: int, why: str):
+    """After: the undisturbed run's results field by field, ``damaged`` records recomputed and
+    named with ``why``, and a store that a rerun finds whole (nothing computed, none damaged)."""
+    def after(t: Path, p: subprocess.CompletedProcess) -> None:
+        rep = json.loads(p.stdout)
+        assert rep["results"] == EXPECTED and list(rep["results"]) == KEYS
+        assert (rep["tasks"], rep["done"], rep["cached"], rep["failed"]) == \
+            (N, damaged, N - damaged, [])
+        assert len(rep["damaged"]) == damaged and all(why in d for d in rep["damaged"]), rep
+        again = run(TASKS, t / "st", executor="inprocess", progress=False)
+        assert (again.done, again.cached, again.damaged, again.results) == (0, N, [], EXPECTED)
+        for i in range(N):
+            assert stat.S_ISREG(os.lstat(_record(t, i)).st_mode)
+    return after
+
+
+def _untouched(t: Path, p: subprocess.CompletedProcess) -> None:
+    """After a refusal: nothing computed, nothing written or removed in the store."""
+    assert _snapshot(t) == json.loads((t / "before.json").read_text())
+
+
+def _put(path: Path, text: str | bytes) -> None:
+    path.unlink()
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+
+
+def _edit(change):
+    """Damage: rewrite a valid record's JSON object through ``change`` (digest kept)."""
+    def how(path: Path, t: Path) -> None:
+        record = json.loads(path.read_text())
+        change(record)
+        _put(path, json.dumps(record))
+    return how
+
+
+def _refit_digest(record: dict) -> None:
+    record["fn"] = "mxsim.campaign.demo:demo_tasks"
+    record["digest"] = digest(record["key"], record["fn"], record["result"])
+
+
+def _copy_other(path: Path, t: Path) -> None:
+    _put(path, _record(t, 1).read_bytes())
+
+
+def _symlink(target):
+    def how(path: Path, t: Path) -> None:
+        to = target(path, t)
+        path.unlink()
+        path.symlink_to(to)
+    return how
+
+
+def _precious(path: Path, t: Path) -> Path:
+    """A file of the user's outside the store (a record's copy, so that a reader following
+    the link would accept it)."""
+    (t / "precious.json").write_bytes(path.read_bytes())
+    (t / "precious.bak").write_bytes(path.read_bytes())
+    return t / "precious.json"
+
+
+def _keeps_precious(t: Path, p: subprocess.CompletedProcess) -> None:
+    _healed(1, "a symbolic link")(t, p)
+    assert (t / "precious.json").read_bytes() == (t / "precious.bak").read_bytes()
+
+
+def _fifo(path: Path, t: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _huge(path: Path, t: Path) -> None:
+    with open(path, "r+b") as f:                  # sparse: no disk is used
+        f.truncate((64 << 20) + 1)
+
+
+def _directory(path: Path, t: Path) -> None:
+    path.unlink()
+    path.mkdir()
+    (path / "x").write_text("a folder of the user's")
+
+
+def _shard(kind: str):
+    def how(path: Path, t: Path) -> None:
+        shutil.rmtree(path.parent)
+        if kind == "fifo":
+            os.mkfifo(path.parent)
+        else:
+            path.parent.write_text("not a folder")
+    return how
+
+
+def _garbage(path: Path, t: Path) -> None:
+    _put(path, b"\x8f\x00\xffgarbage")
+
+
+def _chmod(mode: int, which: str):
+    """Damage: a mode on the record, its folder or the store (kept by the chown that hands the
+    store to the unprivileged user)."""
+    def how(path: Path, t: Path) -> None:
+        target = {"record": path, "shard": path.parent, "store": t / "st"}[which]
+        os.chmod(target, mode)
+    return how
+
+
+def _both(*hows):
+    def how(path: Path, t: Path) -> None:
+        for h in hows:
+            h(path, t)
+    return how
+
+
+def _store_case(id: str, i: int, how, *, rc: int = 0, why: str = "", says: str = "",
+                **kw) -> Case:
+    return Case(id, DEMO, rc, says or why, setup=_damaged(i, how), module="mxsim.campaign",
+                after=_healed(1, why) if rc == 0 else _untouched, timeout=60, **kw)
+
+
+def _path(i: int) -> str:
+    return f"{{t}}/st/{KEYS[i][:2]}/{KEYS[i]}.json"
+
+
+STORE_CASES = [
+    # D-CAMP-STORE-UNCHECKED: the record of another chunk, and records without their fields
+    _store_case("D-CAMP-STORE-UNCHECKED", 0, _copy_other, why="the record of another task"),
+    _store_case("D-CAMP-STORE-UNCHECKED/empty-object", 2, lambda p, t: _put(p, "{}"),
+                why="not a record (no result object)"),
+    _store_case("D-CAMP-STORE-UNCHECKED/result-empty", 1, lambda p, t: _put(p, '{"result": {}}'),
+                why="not a record (no key)"),
+    _store_case("D-CAMP-STORE-UNCHECKED/result-5", 3, _edit(lambda r: r.update(result=5)),
+                why="not a record (no result object)"),
+    _store_case("D-CAMP-STORE-UNCHECKED/edited-result", 0,
+                _edit(lambda r: r["result"]["histogram"].__setitem__(0, 7)),
+                why="does not match its digest"),
+    _store_case("D-CAMP-STORE-UNCHECKED/no-digest", 1, _edit(lambda r: r.pop("digest")),
+                why="no digest (written by an older mxsim)"),
+    _store_case("D-CAMP-STORE-UNCHECKED/other-function", 2, _edit(_refit_digest),
+                why="a record of 'mxsim.campaign.demo:demo_tasks', not of"),
+    # D-CAMP-STORE-OSERR: records that cannot be read as UTF-8 JSON, or are not files
+    _store_case("D-CAMP-STORE-OSERR", 0, _garbage, why="not UTF-8 text"),
+    _store_case("D-CAMP-STORE-OSERR/utf-16", 1,
+                lambda p, t: _put(p, p.read_text().encode("utf-16")), why="not UTF-8 text"),
+    _store_case("D-CAMP-STORE-OSERR/truncated", 2,
+                lambda p, t: _put(p, p.read_bytes()[:100]), why="not JSON"),
+    _store_case("D-CAMP-STORE-OSERR/symlink-loop", 3, _symlink(lambda p, t: p.name),
+                why="a symbolic link"),
+    Case("D-CAMP-STORE-OSERR/symlink-out-of-the-store", DEMO, 0, "a symbolic link",
+         setup=_damaged(0, _symlink(_precious)), module="mxsim.campaign",
+         after=_keeps_precious, timeout=60),
+    _store_case("D-CAMP-STORE-OSERR/symlink-to-dev-zero", 1, _symlink(lambda p, t: "/dev/zero"),
+                why="a symbolic link"),
+    _store_case("D-CAMP-STORE-OSERR/over-64-MiB", 2, _huge, why="more than 67,108,864 bytes"),
+    _store_case("D-CAMP-STORE-OSERR/directory", 1, _directory, rc=2,
+                says=f"{_path(1)}: cannot replace this damaged or foreign record (a directory); "
+                     f"remove it"),
+    _store_case("D-CAMP-STORE-OSERR/file-for-its-folder", 2, _shard("file"), rc=2,
+                says=f"{_path(2).rsplit('/', 1)[0]}: cannot hold records (not a directory)"),
+    # D-CAMP-STORE-FIFO: a FIFO is never opened for a blocking read
+    _store_case("D-CAMP-STORE-FIFO", 3, _fifo, why="a FIFO"),
+    _store_case("D-CAMP-STORE-FIFO/for-its-folder", 0, _shard("fifo"), rc=2,
+                says=f"{_path(0).rsplit('/', 1)[0]}: cannot hold records (not a directory)"),
+]
+
+#: Permission rows, run as the unprivileged user (root would read and write regardless).
+NOBODY_CASES = [
+    _store_case("D-CAMP-STORE-OSERR/unreadable", 0, _chmod(0o000, "record"),
+                why="cannot be read (Permission denied)", user=NOBODY),
+    _store_case("D-CAMP-STORE-OSERR/unreadable-in-a-read-only-folder", 1,
+                _both(_garbage, _chmod(0o555, "shard")), rc=2,
+                says=f"{_path(1)}: cannot write the record (Permission denied on its folder)",
+                user=NOBODY),
+    _store_case("D-CAMP-STORE-OSERR/read-only-store", 2,
+                _both(lambda p, t: p.unlink(), _chmod(0o555, "store")), rc=2,
+                says="{t}/st: cannot use the result store (Permission denied)",
+                user=NOBODY),
+]
+
+
+@pytest.mark.parametrize("case", params(STORE_CASES))
+def test_store(case, tmp_path):
+    check(case, tmp_path)
+
+
+@pytest.fixture
+def shared_tmp():
+    """A folder the unprivileged user owns, under a path it can reach (pytest's are 0700)."""
+    t = Path(tempfile.mkdtemp(prefix="mxsim-store-"))
+    os.chmod(t, 0o755)
+    if NOBODY is not None:
+        os.chown(t, NOBODY, NOBODY)
+    yield t
+    shutil.rmtree(t, ignore_errors=True)
+
+
+@needs_nobody
+@pytest.mark.parametrize("case", params(NOBODY_CASES))
+def test_store_permissions(case, shared_tmp):
+    p = check(case, shared_tmp)
+    if case.rc == 0:                     # the replacement is readable: not the damaged mode
+        assert os.stat(_record(shared_tmp, 0)).st_mode & 0o444 == 0o444, p.stdout
+
+
+# --- the store's reader and writer -----------------------------------------------------------
+
+def test_read_regular_never_blocks_on_a_fifo_nor_follows_a_link(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "link").symlink_to("file")
+    t0 = time.monotonic()
+    with pytest.raises(DamagedFile, match="^a FIFO$"):
+        read_regular(tmp_path / "fifo", 10)
+    assert time.monotonic() - t0 < 5
+    with pytest.raises(DamagedFile, match="^a symbolic link$"):
+        read_regular(tmp_path / "link", 10)
+    assert read_regular(tmp_path / "link", 10, follow=True) == b"x"
+    with pytest.raises(DamagedFile, match="^more than 0 bytes$"):
+        read_regular(tmp_path / "file", 0)
+    with pytest.raises(FileNotFoundError):
+        read_regular(tmp_path / "none", 10)
+
+
+def test_put_replaces_a_link_and_never_writes_through_it(tmp_path):
+    store, key = Store(tmp_path / "s"), "ab" * 32
+    (tmp_path / "s" / "ab").mkdir()
+    (tmp_path / "target").write_text("mine")
+    store.path_of(key).symlink_to(tmp_path / "target")
+    assert store.lookup(key) == (None, "a symbolic link")
+    store.put(key, {"x": 1}, fn="m:f", label="t")
+    assert (tmp_path / "target").read_text() == "mine"
+    assert store.get(key, "m:f") == {"x": 1} and store.get(key, "m:g") is None
+    assert list(store.keys()) == [key] and len(store) == 1
+    store.path_of(key).write_text("{}")            # damaged records are not keys
+    assert list(store.keys()) == [] and key not in store
+
+
+# --- fault injection: kill -9, and campaigns that share a store ------------------------------
+
+def test_a_campaign_killed_with_sigkill_mid_task_resumes_to_the_undisturbed_results(tmp_path):
+    """SIGKILL of the campaign process (a local Dask cluster of two workers) while tasks
+    sleep: what it stored is whole, nothing of it lives on, and the resumed run computes the
+    rest and ends with exactly the undisturbed run's results."""
+    tasks = demo_tasks(6, ROUNDS)
+    st = tmp_path / "st"
+    p = subprocess.Popen([sys.executable, "-m", "mxsim.campaign", "demo", "--tasks", "6",
+                          "--rounds", str(ROUNDS), "--sleep", "1", "--store", str(st),
+                          "--executor", "local", "--workers", "2"],
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    deadline = time.monotonic() + 120
+    while len(list(st.glob("??/*.json"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert p.poll() is None, "the campaign ended before it could be killed"
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    stored = len(list(st.glob("??/*.json")))
+    assert 2 <= stored < 6
+
+    def after(t: Path, q: subprocess.CompletedProcess) -> None:
+        rep = json.loads(q.stdout)
+        assert rep["results"] == {t.key: spin(dict(t.args)) for t in tasks}
+        assert (rep["done"], rep["cached"], rep["damaged"], rep["failed"]) == \
+            (6 - stored, stored, [], [])
+    check(Case("kill-9/resume", ["demo", "--tasks", "6", "--rounds", str(ROUNDS), "--store",
+                                 "{t}/st", "--executor", "inprocess", "--json"], 0,
+               module="mxsim.campaign", after=after), tmp_path)
+
+
+def test_three_campaigns_on_one_store_at_once(tmp_path):
+    """Two campaigns over seeds 0-7 and one over 4-11, started together on one store: each
+    reports exactly the results of a campaign alone, and the store holds each task once,
+    whole (a fourth run over 0-11 computes nothing)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MXSIM_PROGRESS": "0"}
+    procs = [subprocess.Popen([sys.executable, "-m", "mxsim.campaign", "demo", "--first",
+                               str(first), "--tasks", "8", "--rounds", str(ROUNDS), "--sleep",
+                               "0.1", "--store", str(tmp_path / "st"), "--executor",
+                               "inprocess", "--json"], cwd=tmp_path, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for first in (0, 0, 4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    for (first, (out, err), p) in zip((0, 0, 4), outs, procs, strict=True):
+        assert p.returncode == 0 and err == "", err
+        rep = json.loads(out)
+        tasks = demo_tasks(8, ROUNDS, first=first)
+        assert rep["results"] == {t.key: spin(dict(t.args)) for t in tasks}
+        assert rep["damaged"] == [] and rep["done"] + rep["cached"] == 8
+    every = demo_tasks(12, ROUNDS)
+    again = run(every, tmp_path / "st", executor="inprocess", progress=False)
+    assert (again.done, again.cached, again.damaged) == (0, 12, [])
+    assert again.results == {t.key: spin(dict(t.args)) for t in every}
+    assert not [q for q in tmp_path.rglob("*") if q.name.endswith(".tmp")]
