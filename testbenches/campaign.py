@@ -242,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     record, rep = run_campaign(
         parse_pairs(args.pairs), dots=args.dots, chunk=100_000 if args.bulk else 20_000,
         lanes=args.lanes, stages=args.stages, sim=args.sim, bulk=args.bulk, seed=SEED,
-        store=args.store or Path(args.out) / "store", executor=args.executor,
+        store=Path(args.out) / "store" if args.store is None else args.store,
+        executor=args.executor,
         workers=args.workers, scheduler=args.scheduler, cluster_spec=args.cluster_spec,
         cache=args.cache, out=args.out,
         command="python -m testbenches.campaign " + " ".join(

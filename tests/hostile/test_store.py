@@ -16,25 +16,35 @@ exit 2, in seconds.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import http.server
+import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
+import socketserver
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from hostile.corpus import ROOT, Case, check, params
 
 from mxsim.campaign import (
+    ClusterError,
     Store,
+    load_cluster_spec,
     read_regular,
     run,
+    scheduler_address,
 )
 from mxsim.campaign.demo import demo_tasks, spin
 from mxsim.campaign.store import DamagedFile, digest
@@ -371,3 +381,186 @@ def test_three_campaigns_on_one_store_at_once(tmp_path):
     assert (again.done, again.cached, again.damaged) == (0, 12, [])
     assert again.results == {t.key: spin(dict(t.args)) for t in every}
     assert not [q for q in tmp_path.rglob("*") if q.name.endswith(".tmp")]
+
+
+# --- the Dask connection and cluster specs ----------------------------------------------------
+
+jobqueue = pytest.mark.skipif(importlib.util.find_spec("dask_jobqueue") is None,
+                              reason="dask-jobqueue is not installed")
+SLURM = 'kind = "slurm"\nworkers = 1\n[options]\ncores = 1\nmemory = "1GB"\n'
+#: An sbatch that refuses the job, as a farm does for a queue that does not exist.
+REFUSING_SBATCH = "#!/bin/sh\necho 'sbatch: error: invalid partition specified: nosuch' >&2\n" \
+                  "exit 1\n"
+
+
+def _spec(text: str | bytes, name: str = "c.toml", sbatch: str | None = None):
+    def setup(t: Path) -> None:
+        (t / name).write_bytes(text.encode() if isinstance(text, str) else text)
+        (t / "bin").mkdir()
+        if sbatch is not None:
+            (t / "bin" / "sbatch").write_text(sbatch)
+            os.chmod(t / "bin" / "sbatch", 0o755)
+    return setup
+
+
+def _demo_on(*where: str, **kw) -> list[str]:
+    return ["demo", "--tasks", "2", "--rounds", "200", "--store", "{t}/s", *where]
+
+
+def _camp(id: str, argv: list[str], says: str, **kw) -> Case:
+    """A campaign row that must be refused in one line (exit 2), in seconds: ``timeout`` is
+    what a hang is, not how long it may take on a loaded machine."""
+    return Case(id, argv, 2, says, module="mxsim.campaign", timeout=kw.pop("timeout", 40),
+                **kw)
+
+
+OWN_BIN = {"PATH": "{t}/bin"}      # the case's own bin folder: no batch system, or a fake one
+CONNECT_CASES = [
+    _camp("D-CAMP-SBATCH-HANG", _demo_on("--cluster-spec", "{t}/c.toml"),
+          "cannot submit workers (sbatch: not found)", setup=_spec(SLURM), env=OWN_BIN,
+          marks=[jobqueue]),
+    _camp("D-CAMP-SBATCH-HANG/refused", _demo_on("--cluster-spec", "{t}/c.toml"),
+          "cannot submit workers (sbatch: error: invalid partition specified: nosuch)",
+          setup=_spec(SLURM, sbatch=REFUSING_SBATCH), env=OWN_BIN, marks=[jobqueue]),
+    _camp("D-CAMP-SBATCH-HANG/lsf", _demo_on("--cluster-spec", "{t}/c.toml"),
+          "cannot submit workers (bsub: not found)",
+          setup=_spec(SLURM.replace("slurm", "lsf")), env=OWN_BIN, marks=[jobqueue]),
+    _camp("D-CAMP-SCHEME-TB", _demo_on("--scheduler", "foo://x"),
+          "'foo://x' is not a scheduler address (unknown scheme 'foo'", timeout=20),
+    _camp("D-CAMP-SCHEME-TB/inproc", _demo_on("--scheduler", "inproc://x"),
+          "'inproc://x' is not a scheduler address (unknown scheme 'inproc'", timeout=20),
+    _camp("D-CAMP-SCHEME-TB/no-host", _demo_on("--scheduler", "tcp://"),
+          "'tcp://' is not a scheduler address (not HOST:PORT after tcp://)", timeout=20),
+    _camp("D-CAMP-SCHEME-TB/port-too-large", _demo_on("--scheduler", "tcp://127.0.0.1:99999"),
+          "'tcp://127.0.0.1:99999' is not a scheduler address", timeout=20),
+    _camp("D-CAMP-SCHEME-TB/a-path", _demo_on("--scheduler", "tcp://127.0.0.1:8786/x"),
+          "'tcp://127.0.0.1:8786/x' is not a scheduler address", timeout=20),
+    Case("D-CAMP-SCHEME-TB/verify", ["verify", "--campaign", "--scheduler", "foo://x:1"], 2,
+         "'foo://x:1' is not a scheduler address (unknown scheme 'foo'", timeout=20),
+    _camp("D-CAMP-EMPTY-SCHED", _demo_on("--scheduler", ""),
+          "the scheduler address is empty; give tcp://HOST:PORT", timeout=20),
+    _camp("D-CAMP-EMPTY-SCHED/blank", _demo_on("--scheduler", "  "),
+          "the scheduler address is empty", timeout=20),
+    _camp("D-CAMP-EMPTY-SCHED/cluster-spec", _demo_on("--cluster-spec", ""),
+          "the cluster-spec path is empty", timeout=20),
+    _camp("D-CAMP-EMPTY-SCHED/store", ["demo", "--tasks", "2", "--store", ""],
+          "the result store path is empty", timeout=20),
+    Case("D-CAMP-EMPTY-SCHED/verify", ["verify", "--campaign", "--scheduler", ""], 2,
+         "the scheduler address is empty", timeout=20),
+    _camp("D-CAMP-SPEC-UTF8", _demo_on("--cluster-spec", "{t}/bin.toml"),
+          "{t}/bin.toml: not UTF-8 text (byte 0xff at offset 0)",
+          setup=_spec(b"\xff\xfe", "bin.toml")),
+    _camp("D-CAMP-SPEC-UTF8/utf-16-yaml", _demo_on("--cluster-spec", "{t}/c.yaml"),
+          "{t}/c.yaml: not UTF-8 text", setup=_spec(SLURM.encode("utf-16"), "c.yaml")),
+    _camp("D-CAMP-SPEC-UTF8/fifo", _demo_on("--cluster-spec", "{t}/fifo.toml"),
+          "{t}/fifo.toml: not a cluster spec (a FIFO)",
+          setup=lambda t: os.mkfifo(t / "fifo.toml"), timeout=20),
+    _camp("D-CAMP-SPEC-UTF8/dev-zero", _demo_on("--cluster-spec", "/dev/zero"),
+          "/dev/zero: not a cluster spec (a character device)", timeout=20),
+    _camp("D-CAMP-SPEC-UTF8/directory", _demo_on("--cluster-spec", "{t}"),
+          "{t}: not a cluster spec (a directory)", timeout=20),
+    _camp("D-CAMP-SPEC-MULTILINE", _demo_on("--cluster-spec", "{t}/c.toml"),
+          "unknown SLURMCluster option 'frobnicate' in the cluster spec's options",
+          setup=_spec(SLURM.replace("cores", "frobnicate = 1\ncores"), sbatch=REFUSING_SBATCH),
+          env=OWN_BIN, marks=[jobqueue]),
+    _camp("D-CAMP-SPEC-MULTILINE/no-cores", _demo_on("--cluster-spec", "{t}/c.toml"),
+          "cannot build SLURMCluster from the cluster spec's options (You must specify how "
+          "much cores and memory per job you want to use)",
+          setup=_spec(SLURM.replace("cores = 1\n", ""), sbatch=REFUSING_SBATCH),
+          env=OWN_BIN, marks=[jobqueue]),
+    _camp("D-CAMP-SPEC-MULTILINE/wrong-type", _demo_on("--cluster-spec", "{t}/c.toml"),
+          "cannot build SLURMCluster from the cluster spec's options (",
+          setup=_spec(SLURM.replace('"1GB"', "[1]"), sbatch=REFUSING_SBATCH), env=OWN_BIN,
+          marks=[jobqueue]),
+]
+
+
+@pytest.mark.parametrize("case", params(CONNECT_CASES))
+def test_connection(case, tmp_path):
+    check(case, tmp_path)
+
+
+class _Hold(socketserver.BaseRequestHandler):
+    """Something that listens where a scheduler was expected and is not one."""
+
+    def handle(self) -> None:
+        kind = self.server.kind                            # type: ignore[attr-defined]
+        if kind == "banner":                                # an SSH server, say
+            self.request.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+        if kind != "closes":
+            self.request.settimeout(30)
+            with contextlib.suppress(OSError):
+                while self.request.recv(4096):              # hold until the client gives up
+                    pass
+
+
+class _Quiet(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def listeners():
+    """Ports on 127.0.0.1 where an HTTP server, one that sends a banner and one that closes
+    every connection at once listen."""
+    servers = {"http": http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Quiet)}
+    for kind in ("banner", "closes"):
+        servers[kind] = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Hold)
+        servers[kind].kind = kind                           # type: ignore[attr-defined]
+    for server in servers.values():
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield {kind: server.server_address[1] for kind, server in servers.items()}
+    for server in servers.values():
+        server.shutdown()
+        server.server_close()
+
+
+UNREACHABLE = "cannot reach the Dask scheduler at tcp://127.0.0.1:{port} ("
+LISTENER_CASES = [
+    _camp("D-CAMP-HTTP-HANG", _demo_on("--scheduler", "tcp://127.0.0.1:{port}"), UNREACHABLE),
+    _camp("D-CAMP-HTTP-HANG/banner", _demo_on("--scheduler", "tcp://127.0.0.1:{port}"),
+          UNREACHABLE + "it answered, but not with a Dask handshake)"),
+    _camp("D-CAMP-HTTP-HANG/closes", _demo_on("--scheduler", "tcp://127.0.0.1:{port}"),
+          UNREACHABLE + "the connection was closed without a Dask handshake)"),
+]
+
+
+@pytest.mark.parametrize("case", params(LISTENER_CASES))
+def test_something_else_listens(case, listeners, tmp_path):
+    """Not a scheduler at the address: one line within seconds (Dask's own connect waits for
+    its handshake forever)."""
+    port = str(listeners[case.id.partition("/")[2] or "http"])
+    check(replace(case, argv=[a.replace("{port}", port) for a in case.argv],
+                  says=case.says.replace("{port}", port)), tmp_path)
+
+
+# --- scheduler addresses and cluster specs, as functions --------------------------------------
+
+@pytest.mark.parametrize("text, address", [
+    ("tcp://head:8786", "tcp://head:8786"), ("head:8786", "tcp://head:8786"),
+    ("head", "tcp://head:8786"), ("TLS://10.0.0.1:9000", "tls://10.0.0.1:9000"),
+    ("[::1]:8786", "tcp://[::1]:8786"), (" tcp://a-b.c_d:1 ", "tcp://a-b.c_d:1"),
+])
+def test_a_scheduler_address_is_read_as_dask_reads_it(text, address):
+    assert scheduler_address(text) == address
+
+
+@pytest.mark.parametrize("text", ["", "foo://x", "tcp://", "tcp://h:0", "tcp://h:65536",
+                                  "tcp://h:8786/x", "tcp://h h:1", "inproc://x", "tcp://:1"])
+def test_a_bad_scheduler_address_is_one_line(text):
+    with pytest.raises(ClusterError) as e:
+        scheduler_address(text)
+    assert "\n" not in str(e.value) and "tcp://HOST:PORT" in str(e.value)
+
+
+def test_a_cluster_spec_is_a_small_utf8_file(tmp_path):
+    (tmp_path / "a.toml").write_bytes(b'kind = "slurm"\nworkers = 1\n# \xe9\n')
+    for path, message in [(tmp_path / "a.toml", "not UTF-8 text (byte 0xe9 at offset 29)"),
+                          (tmp_path, "not a cluster spec (a directory)"),
+                          (tmp_path / "none.toml", "cannot read the cluster spec (No such")]:
+        with pytest.raises(ClusterError, match=re.escape(f"{path}: {message}")):
+            load_cluster_spec(path)
+    (tmp_path / "b.toml").write_text(SLURM)
+    (tmp_path / "link.toml").symlink_to("b.toml")           # a spec the user links: followed
+    assert load_cluster_spec(tmp_path / "link.toml").kind == "slurm"
