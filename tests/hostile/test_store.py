@@ -36,7 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from hostile.corpus import ROOT, Case, check, params
+from hostile.corpus import ROOT, Case, check, params, run_case
 
 from mxsim.campaign import (
     ClusterError,
@@ -533,6 +533,35 @@ def test_something_else_listens(case, listeners, tmp_path):
     port = str(listeners[case.id.partition("/")[2] or "http"])
     check(replace(case, argv=[a.replace("{port}", port) for a in case.argv],
                   says=case.says.replace("{port}", port)), tmp_path)
+
+
+ARGPARSE_CASES = [
+    Case("D-CAMP-ARGPARSE", ["demo", "--executor", "threads"], 2,
+         "python -m mxsim.campaign demo: error: argument --executor: invalid choice: 'threads'",
+         module="mxsim.campaign"),
+    Case("D-CAMP-ARGPARSE/not-a-number", ["demo", "--tasks", "x"], 2,
+         "python -m mxsim.campaign demo: error: argument --tasks: invalid int value: 'x'",
+         module="mxsim.campaign"),
+    Case("D-CAMP-ARGPARSE/no-verb", [], 2,
+         "python -m mxsim.campaign: error: the following arguments are required: verb",
+         module="mxsim.campaign"),
+    Case("D-CAMP-ARGPARSE/unknown-option", ["demo", "--bogus"], 2,
+         "python -m mxsim.campaign: error: unrecognized arguments: --bogus",
+         module="mxsim.campaign"),
+    Case("D-CAMP-ARGPARSE/fitsweep", ["drawn", "--specs", "x"], 2,
+         "python -m mxsim.fitsweep drawn: error: argument --specs: invalid int value: 'x'",
+         module="mxsim.fitsweep"),
+]
+
+
+@pytest.mark.parametrize("case", params(ARGPARSE_CASES))
+def test_argparse_errors_are_one_line(case, tmp_path):
+    """As ``mxsim``'s own: ``PROG: error: ... (see `PROG --help`)``, one line, exit 2 (the
+    corpus's check expects ``mxsim: error:``, which argparse's usage errors do not say)."""
+    p, left = run_case(case, tmp_path)
+    assert (p.returncode, p.stdout, left) == (2, "", []), p.stderr
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith(case.says), p.stderr
+    assert p.stderr.endswith(" --help`)\n"), p.stderr
 
 
 # --- scheduler addresses and cluster specs, as functions --------------------------------------
