@@ -208,8 +208,8 @@ class Store:
             **meta: Any) -> None:
         """Store ``result`` under ``key`` atomically, with ``fn`` (the task's function), its
         digest and ``meta`` (label, seconds) beside it. Whatever damaged or foreign file is in
-        its place (a link, a FIFO, a file this process may not read) is replaced, never
-        written through."""
+        its place (a link, a FIFO, a file this process may not read or write) is replaced,
+        never written through."""
         path = self._file(key)
         try:
             path.parent.mkdir(exist_ok=True)
@@ -223,10 +223,12 @@ class Store:
         except OSError:
             st = None
         # A link would be followed by the rename's target check and a FIFO refused; a file
-        # this process may not read would keep its mode (0) in the new record: so each goes
-        # first. A readable regular file is replaced by the rename, atomically.
+        # this process may not read would keep its mode (0) in the new record, and one it may
+        # not write is refused by open_output (the rule for a user's -o file, not for the
+        # store's own damaged records): so each goes first. A readable, writable regular file
+        # is replaced by the rename, atomically.
         if st is not None and not stat.S_ISDIR(st.st_mode) and (
-                not stat.S_ISREG(st.st_mode) or not os.access(path, os.R_OK)):
+                not stat.S_ISREG(st.st_mode) or not os.access(path, os.R_OK | os.W_OK)):
             try:
                 path.unlink()
             except FileNotFoundError:

@@ -258,6 +258,8 @@ STORE_CASES = [
 NOBODY_CASES = [
     _store_case("D-CAMP-STORE-OSERR/unreadable", 0, _chmod(0o000, "record"),
                 why="cannot be read (Permission denied)", user=NOBODY),
+    _store_case("D-CAMP-STORE-OSERR/read-only", 3, _both(_garbage, _chmod(0o444, "record")),
+                why="not UTF-8 text", user=NOBODY),
     _store_case("D-CAMP-STORE-OSERR/unreadable-in-a-read-only-folder", 1,
                 _both(_garbage, _chmod(0o555, "shard")), rc=2,
                 says=f"{_path(1)}: cannot write the record (Permission denied on its folder)",
@@ -289,8 +291,9 @@ def shared_tmp():
 @pytest.mark.parametrize("case", params(NOBODY_CASES))
 def test_store_permissions(case, shared_tmp):
     p = check(case, shared_tmp)
-    if case.rc == 0:                     # the replacement is readable: not the damaged mode
-        assert os.stat(_record(shared_tmp, 0)).st_mode & 0o444 == 0o444, p.stdout
+    if case.rc == 0:                     # a new file's mode, not the damaged one's
+        for i in range(N):
+            assert os.stat(_record(shared_tmp, i)).st_mode & 0o600 == 0o600, p.stdout
 
 
 # --- the store's reader and writer -----------------------------------------------------------
