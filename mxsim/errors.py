@@ -1,18 +1,20 @@
 """User-facing errors: each prints as one line that says what is wrong and what to do.
 
 :func:`run_command` runs a command's body and turns what it raises into the command line's exit
-statuses, for ``mxsim`` and the ``python -m mxsim.*`` entry points alike.
+statuses, and :class:`Parser` says a usage error in one line, for ``mxsim`` and the
+``python -m mxsim.*`` entry points alike (:func:`run_parsed` puts the two together).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import traceback
 from collections.abc import Callable
 
 __all__ = ["MxsimError", "FormatError", "VectorFileError", "UnitError", "printable",
-           "run_command"]
+           "run_command", "Parser", "run_parsed"]
 
 
 class MxsimError(Exception):
@@ -81,3 +83,23 @@ def run_command(body: Callable[[], int], *, debug: bool = False) -> int:
         print(f"mxsim: internal error: {type(exc).__name__}{': ' + what if what else ''} "
               f"(please report it; rerun with --debug for the traceback)", file=sys.stderr)
         return 3
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``PROG: error: ...`` and where to find help (exit 2);
+    its sub-command parsers are Parsers too."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def run_parsed(parser: argparse.ArgumentParser, argv: list[str] | None,
+               body: Callable[[argparse.Namespace], int], *, debug: bool = False) -> int:
+    """Parse ``argv`` and return ``body(args)``'s exit status through :func:`run_command`; a
+    usage error (already said by a :class:`Parser`), ``--help`` or ``--version``: argparse's
+    status, returned rather than raised, so a caller of ``main(argv)`` gets it."""
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+    return run_command(lambda: body(args), debug=debug)

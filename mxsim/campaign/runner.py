@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import MxsimError
 from ..progress import Progress, wanted
-from .executors import connect, executor_names
+from .executors import connect, executor_names, load_cluster_spec, scheduler_address
 from .report import Failure, Report
 from .store import Store
 from .task import Task
@@ -35,9 +35,14 @@ def _paths() -> list[str]:
 def _pick(executor: str, pending: int, scheduler: str | None, cluster_spec: Any) -> str:
     if executor not in executor_names:
         raise MxsimError(f"unknown executor {executor!r}; choose from {', '.join(executor_names)}")
-    if scheduler and cluster_spec:
+    # A malformed address or spec file: one line now, before Dask is imported or a task runs.
+    if scheduler is not None:
+        scheduler_address(scheduler)
+    if cluster_spec is not None:
+        load_cluster_spec(cluster_spec)
+    if scheduler is not None and cluster_spec is not None:
         raise MxsimError("give a scheduler address or a cluster spec, not both")
-    if scheduler or cluster_spec:
+    if scheduler is not None or cluster_spec is not None:
         if executor == "inprocess":
             raise MxsimError("the in-process executor takes no scheduler or cluster spec")
         return "dask"
@@ -126,11 +131,16 @@ def run(tasks: Iterable[Task], store: Store | str | os.PathLike, *, executor: st
     report = Report(tasks=len(by_key))
     pending = []
     for key, task in by_key.items():
-        result = store.get(key)
-        if result is None:
+        record, damage = store.lookup(key, task.fn)
+        if record is None:
+            # Checked now, not when the result arrives: a store that cannot take it fails
+            # before any work is done.
+            store.replaceable(key)
             pending.append(task)
+            if damage is not None:
+                report.damaged.append(f"{store.path_of(key)} ({damage})")
         else:
-            report.results[key] = result
+            report.results[key] = record["result"]
             report.cached += 1
     kind = _pick(executor, len(pending), scheduler, cluster_spec)
     bar = Progress(len(by_key), enabled=wanted(progress), what="tasks", label="campaign")

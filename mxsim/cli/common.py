@@ -10,17 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import vectors
-from ..errors import MxsimError, printable
+from ..errors import MxsimError, Parser, printable
 
 __all__ = ["Parser", "int_range", "add_allow_large", "out_dir", "emit", "engine_path",
            "refuse_unread"]
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: ``mxsim VERB: error: ...`` and where to find help."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def int_range(lo: int, hi: int | None = None):

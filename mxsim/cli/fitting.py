@@ -88,7 +88,8 @@ def _fit_campaign(args: argparse.Namespace) -> int:
                          f"written as <name>.toml, so give files with different names")
     tasks = fit_tasks(args.campaign, k=args.k, allow_large=args.allow_large)
     folder = out_dir(args.output)
-    rep = campaign.run(tasks, args.store or folder / "store", workers=args.workers,
+    store = folder / "store" if args.store is None else args.store
+    rep = campaign.run(tasks, store, workers=args.workers,
                        scheduler=args.scheduler, cluster_spec=args.cluster_spec,
                        progress=False if args.json else None)
     lines, rows = [], []

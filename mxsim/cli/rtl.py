@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shlex
 import sys
 import time
@@ -15,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .. import formats, units, vectors
+from ..campaign import scheduler_address
 from ..errors import MxsimError
 from ..output import check_output, write_text
 from .common import emit, engine_path, out_dir
@@ -124,9 +124,6 @@ def _verify_foreign(args: argparse.Namespace) -> int:
     return 0 if rep.passed else 1
 
 
-_SCHEDULER = re.compile(r"^([a-z]+://)?[\w.\-\[\]:]*[\w\]]:\d{1,5}$")
-
-
 def _verify_campaign(args: argparse.Namespace) -> int:
     """``verify --campaign``: every pair's run as tasks of mxsim.campaign (testbenches.campaign)."""
     given = [f"--{n.replace('_', '-')}" for n in ("unit", "a_format", "b_format", "rtl", "replay")
@@ -137,9 +134,8 @@ def _verify_campaign(args: argparse.Namespace) -> int:
     if args.sim != "verilator":
         raise MxsimError(f"--campaign runs the bulk C++ harness on Verilator, not --sim "
                          f"{args.sim}")
-    if args.scheduler is not None and not _SCHEDULER.match(args.scheduler):
-        raise MxsimError(f"{args.scheduler!r} is not a scheduler address; give "
-                         f"tcp://HOST:PORT")
+    if args.scheduler is not None:
+        scheduler_address(args.scheduler)        # one line now, before the tasks are made
     if args.vectors < 1:
         raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
     try:
@@ -151,7 +147,8 @@ def _verify_campaign(args: argparse.Namespace) -> int:
     out = out_dir(args.out)
     record, rep = campaign.run_campaign(
         pairs, dots=args.vectors, chunk=args.chunk, lanes=args.lanes, stages=args.stages,
-        sim="verilator", bulk=True, seed=args.seed, store=args.store or out / "store",
+        sim="verilator", bulk=True, seed=args.seed,
+        store=out / "store" if args.store is None else args.store,
         workers=args.workers, scheduler=args.scheduler, cluster_spec=args.cluster_spec,
         cache=args.build_cache, out=str(out), progress=None if not args.json else False,
         command="mxsim " + " ".join(sys.argv[1:]))
@@ -226,7 +223,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     mismatches."""
     if args.campaign is not None:
         return _verify_campaign(args)
-    if args.workers or args.scheduler or args.cluster_spec or args.store or args.build_cache:
+    if any(getattr(args, n) is not None
+           for n in ("workers", "scheduler", "cluster_spec", "store", "build_cache")):
         raise MxsimError("--workers, --scheduler, --cluster-spec, --store and --build-cache "
                          "go with --campaign")
     if args.rtl is not None:
