@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -21,8 +22,13 @@ __all__ = ["run", "Interrupted"]
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during a campaign: pending tasks cancelled, the cluster closed; the store holds
-    the finished results only (the CLI exits 130)."""
+    """Ctrl-C (or SIGTERM, SIGHUP: ``signum``) during a campaign: pending tasks cancelled, the
+    workers stopped; the store holds the finished results only (the CLIs exit 130, 143,
+    129)."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__()
+        self.signum = signum
 
 
 def _paths() -> list[str]:
@@ -115,7 +121,8 @@ def run(tasks: Iterable[Task], store: Store | str | os.PathLike, *, executor: st
         workers: int | None = None, scheduler: str | None = None,
         cluster_spec: str | os.PathLike | None = None, progress: bool | None = None) -> Report:
     """Run the tasks not in ``store`` and store their results as they arrive; see
-    :mod:`mxsim.campaign`. Raises :class:`Interrupted` on Ctrl-C."""
+    :mod:`mxsim.campaign`. Raises :class:`Interrupted` on Ctrl-C (and on SIGTERM or SIGHUP
+    in a command: :class:`mxsim.errors.Terminated`)."""
     t0 = time.perf_counter()
     store = store if isinstance(store, Store) else Store(store)
     by_key: dict[str, Task] = {}
@@ -142,8 +149,8 @@ def run(tasks: Iterable[Task], store: Store | str | os.PathLike, *, executor: st
                 _run_inprocess(loop, pending)
             elif pending:
                 _run_dask(loop, pending, workers, scheduler, cluster_spec)
-    except KeyboardInterrupt:
-        raise Interrupted() from None
+    except KeyboardInterrupt as exc:
+        raise Interrupted(getattr(exc, "signum", signal.SIGINT)) from None
     # The results in the order the tasks were given (the store's and the workers' order vary).
     report.results = {k: report.results[k] for k in by_key if k in report.results}
     report.seconds = time.perf_counter() - t0

