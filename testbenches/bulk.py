@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
 import numpy as np
 
-from mxsim import cycle
+from mxsim import children, cycle
 from mxsim.engine import fast
 from mxsim.errors import MxsimError
 from mxsim.microarch import MicroArch
@@ -59,7 +58,7 @@ def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
            "--top-module", "mx_dot", "--x-assign", "unique", "--x-initial", "unique",
            "-Wno-fatal", "-Wno-lint", "-Wno-style", "-j", str(os.cpu_count() or 2),
            "-CFLAGS", "-O2", "--Mdir", str(out / "obj"), str(src), str(out / "harness.cpp")]
-    p = subprocess.run(cmd, env=verilator_env(), capture_output=True, text=True, check=False)
+    p = children.run(cmd, env=verilator_env(), capture_output=True, text=True)
     (out / "build.log").write_text(p.stdout + p.stderr)
     if p.returncode or not exe.exists():
         raise MxsimError(f"Verilator failed to build the bulk harness; see {out / 'build.log'}")
@@ -97,7 +96,7 @@ def execute(cmd: list, outputs: list[Path], *, ok: tuple[int, ...] = (0,)) -> fl
     MxsimError (its stderr, cut) unless it exits with a code in ``ok`` having written every
     file of ``outputs``."""
     t0 = time.perf_counter()
-    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, check=False)
+    p = children.run([str(c) for c in cmd], capture_output=True, text=True)
     seconds = time.perf_counter() - t0
     if p.returncode not in ok or not all(path.exists() for path in outputs):
         raise MxsimError(f"the bulk harness failed: {p.stderr.strip()[:300]}")

@@ -35,7 +35,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from mxsim import presets
+from mxsim import children, presets
 from mxsim.campaign import Report, Task, run
 from mxsim.design import resolve_design
 from mxsim.errors import MxsimError
@@ -257,11 +257,11 @@ def _commit() -> str:
     if os.environ.get("MXSIM_COMMIT"):
         return os.environ["MXSIM_COMMIT"]
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             check=True, cwd=Path(__file__).parent).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True,
-                               cwd=Path(__file__).parent).stdout.strip()
+        out = children.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                           check=True, cwd=Path(__file__).parent).stdout.strip()
+        dirty = children.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                             capture_output=True, text=True, check=True,
+                             cwd=Path(__file__).parent).stdout.strip()
         return out + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

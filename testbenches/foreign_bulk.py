@@ -17,12 +17,12 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from mxsim import children
 from mxsim.errors import MxsimError
 from mxsim.microarch import MicroArch
 from mxsim.spec import UnitSpec
@@ -118,7 +118,7 @@ def _verilate(pm: Any, parameters: dict, out: Path, harness: Path) -> Path:
     cmd += [f'-G{k}="{v}"' if isinstance(v, str) else f"-G{k}={v}"
             for k, v in parameters.items()]
     cmd += [str((base / s).resolve()) for s in d.sources] + [str(harness)]
-    p = subprocess.run(cmd, env=verilator_env(), capture_output=True, text=True, check=False)
+    p = children.run(cmd, env=verilator_env(), capture_output=True, text=True)
     (out / "build.log").write_text(p.stdout + p.stderr)
     exe = out / "obj" / f"V{d.top}"
     if p.returncode or not exe.exists():

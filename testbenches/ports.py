@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mxsim import children
 from mxsim.spec import UnitSpec
 
 from .portmap_types import MapError, MapLike
@@ -74,8 +74,8 @@ def design_ports(pm: MapLike, work_dir: Path, spec: UnitSpec | None = None) -> d
     with tempfile.TemporaryDirectory(prefix="mxsim-ports-") as tmp:
         out = Path(tmp) / "design.json"
         cmd[3:3] = ["--Mdir", tmp, "--json-only-output", str(out)]
-        proc = subprocess.run(cmd, env=verilator_env(), capture_output=True, text=True,
-                              cwd=tmp)
+        proc = children.run(cmd, env=verilator_env(), capture_output=True, text=True,
+                            cwd=tmp, scratch=tmp)
         if proc.returncode == 0 and out.is_file():
             return _ports(pm, json.loads(out.read_text()))
     log = Path(work_dir) / "ports.log"

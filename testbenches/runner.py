@@ -26,7 +26,13 @@ from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
 from .backend import Mismatch, Run, Stimulus, design_tag
-from .toolchain import SIMULATORS, icarus_available, last_waveform, simulator_env
+from .toolchain import (
+    SIMULATORS,
+    cocotb_runner,
+    icarus_available,
+    last_waveform,
+    simulator_env,
+)
 
 __all__ = ["Build", "CocotbBackend", "build", "test", "run", "strip_initial_values"]
 
@@ -57,8 +63,6 @@ def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
     """Generate the Verilog of a design the RTL builds (as :func:`mxsim.design.resolve_design`
     checks it) and build it for ``sim`` (Verilator: x-initial unique, with the registers'
     initial values stripped; ``fault``: a mutant)."""
-    from cocotb_tools.runner import get_runner
-
     from .faults import verilog_text
 
     if sim not in SIMULATORS:
@@ -86,9 +90,9 @@ def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
             build_args += ["--x-assign", "unique", "--x-initial", "unique"]
     try:
         with simulator_env(sim):
-            get_runner(sim).build(sources=[src], hdl_toplevel="mx_dot", build_dir=out,
-                                  build_args=build_args, timescale=("1ns", "1ps"), waves=waves,
-                                  log_file=out / "build.log")
+            cocotb_runner(sim).build(sources=[src], hdl_toplevel="mx_dot", build_dir=out,
+                                     build_args=build_args, timescale=("1ns", "1ps"),
+                                     waves=waves, log_file=out / "build.log")
     except Exception as exc:
         raise MxsimError(f"{sim} failed to build the unit ({exc}); see {out / 'build.log'}") \
             from None
@@ -100,8 +104,6 @@ def test(b: Build, vs: VectorSet, stimulus: Stimulus, *, name: str = "run") -> R
     """Run the cocotb test on a build: every cycle of ``vs`` against the cycle model, by the
     testbench's scoreboard (which stops at its tenth mismatch); the RTL's trace."""
     import time
-
-    from cocotb_tools.runner import get_runner
 
     from hdl.payload import payload_ints, payload_words
     spec, ua = b.spec, b.microarch
@@ -119,7 +121,7 @@ def test(b: Build, vs: VectorSet, stimulus: Stimulus, *, name: str = "run") -> R
     t0 = time.perf_counter()
     try:
         with simulator_env(b.sim) as pythonpath:
-            get_runner(b.sim).test(
+            cocotb_runner(b.sim).test(
                 test_module="testbenches.mx_dot_tb", hdl_toplevel="mx_dot",
                 hdl_toplevel_lang="verilog", build_dir=b.build_dir,
                 test_dir=b.build_dir, plusargs=plusargs, waves=b.waves,
