@@ -4,7 +4,8 @@ A campaign's workers (:mod:`testbenches.campaign_tasks`) each need the Verilated
 design they verify. A model is a folder ``<cache>/<key>`` (``key``: the hash of the Verilog,
 the harness, the tool versions and the build flags, :func:`rtl_key`), built once into a
 temporary folder beside it and renamed into place whole, so a folder that exists is a finished
-build: a worker killed mid-build leaves a ``.tmp-`` folder and no model. A file lock
+build: a worker killed mid-build leaves a ``.tmp-`` folder and no model, which :func:`sweep`
+removes (the next build, and a campaign once its workers are stopped). A file lock
 (``fcntl.flock`` on ``<key>.lock``) makes a second worker on the machine wait for the first one's
 build and then reuse it; workers of other machines do the same when the cache folder is shared
 (a network file system with working locks). The cache is ``MXSIM_BUILD_CACHE``, or
@@ -26,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["cache_dir", "locked", "ensure", "memo", "rtl_key"]
+__all__ = ["cache_dir", "locked", "ensure", "memo", "rtl_key", "sweep"]
 
 
 def cache_dir(shared: str | os.PathLike | None = None) -> Path:
@@ -61,6 +62,25 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def sweep(cache: Path) -> None:
+    """Remove the temporary folders and files (``<name>.tmp-<pid>``) of the builds and memos in
+    ``cache`` that never finished: a worker killed mid-build cannot remove its own. One is made
+    and used only under the lock ``<name>.lock``, so it is stale when nobody holds that lock (a
+    process killed holds none: the kernel releases its locks)."""
+    for folder in (cache, cache / "designs"):
+        for tmp in folder.glob("*.tmp-*"):
+            with open(folder / f"{tmp.name.partition('.tmp-')[0]}.lock", "a") as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:            # a build in progress
+                    continue
+                if tmp.is_dir() and not tmp.is_symlink():
+                    shutil.rmtree(tmp, ignore_errors=True)
+                else:
+                    tmp.unlink(missing_ok=True)
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def ensure(cache: Path, key: str, build: Callable[[Path], None]) -> tuple[Path, bool]:
     """The folder of build ``key`` in ``cache``, and whether this call built it: ``build``
     fills an empty folder, which becomes ``<cache>/<key>`` whole when it returns; a build
@@ -68,6 +88,7 @@ def ensure(cache: Path, key: str, build: Callable[[Path], None]) -> tuple[Path, 
     folder = cache / key
     if folder.is_dir():
         return folder, False
+    sweep(cache)
     with locked(cache / f"{key}.lock"):
         if folder.is_dir():                      # built while this worker waited
             return folder, False
@@ -93,7 +114,7 @@ def memo(cache: Path, design: str, compute: Callable[[], str]) -> str:
         if path.is_file():
             return json.loads(path.read_text())["rtl_hash"]
         value = compute()
-        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+        tmp = folder / f"{design}.tmp-{os.getpid()}"           # see sweep()
         tmp.write_text(json.dumps({"rtl_hash": value}))
         tmp.replace(path)
     return value

@@ -33,6 +33,7 @@ import platform
 import subprocess
 import sys
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 
 from mxsim import children, presets
@@ -44,7 +45,7 @@ from mxsim.output import write_text
 from mxsim.spec import UnitSpec
 from mxsim.versions import installed
 
-from . import campaign_tasks, coverage
+from . import build_cache, campaign_tasks, coverage
 from .verify import chunk_plan
 
 __all__ = ["spec_for_pair", "main", "markdown", "SEED", "parse_pairs", "tasks_for",
@@ -164,8 +165,14 @@ def run_campaign(pairs: list[tuple[str, str]], *, dots: int, chunk: int, lanes: 
     tasks = tasks_for(pairs, dots=dots, chunk=chunk, lanes=lanes, stages=stages, sim=sim,
                       bulk=bulk, seed=seed, per_task=per_task, cache=cache, out=out,
                       spec_for=spec_for)
-    rep = run(tasks, store, executor=executor, workers=workers, scheduler=scheduler,
-              cluster_spec=cluster_spec, progress=progress)
+    try:
+        rep = run(tasks, store, executor=executor, workers=workers, scheduler=scheduler,
+                  cluster_spec=cluster_spec, progress=progress)
+    finally:
+        # Builds left half-done by workers stopped with the campaign (Ctrl-C, SIGTERM): the
+        # local workers are gone by now, and a build still running elsewhere holds its lock.
+        with suppress(OSError):
+            build_cache.sweep(build_cache.cache_dir(cache))
     return record_of(tasks, rep, dots=dots, chunk=chunk, lanes=lanes, stages=stages, sim=sim,
                      bulk=bulk, seed=seed, command=command), rep
 

@@ -216,6 +216,14 @@ def _try_write(path: Path, text: str) -> None:
         _write(path, text)
 
 
+def _sweep_temporaries(cache: Path) -> None:
+    """Remove the temporary files of writes that never finished in ``cache``: a worker killed
+    while it wrote (this process's own writes remove theirs). Called before and after the
+    campaign, when no worker of this sweep writes."""
+    for stale in cache.glob("**/.*.tmp"):
+        stale.unlink(missing_ok=True)
+
+
 def _read(path: Path | None) -> Any:
     try:
         return json.loads(path.read_text()) if path is not None else None
@@ -355,6 +363,7 @@ def _campaign(entries: list[_Entry], store: _Cache, jobs: int | None,
         store.bar.close()
         for e in entries:
             _LIVE.pop(e.task.args["local"], None)
+        _sweep_temporaries(store.cache)
 
 
 def run(sweep: Sweep, out: str | os.PathLike, *, area: AreaCost, jobs: int | None = None,
@@ -371,8 +380,7 @@ def run(sweep: Sweep, out: str | os.PathLike, *, area: AreaCost, jobs: int | Non
     cache = out / "cache"
     if fresh and cache.exists():
         shutil.rmtree(cache)
-    for stale in cache.glob("**/.*.tmp"):           # left by a worker that was stopped
-        stale.unlink(missing_ok=True)
+    _sweep_temporaries(cache)
     replay = f"mxsim explore {sweep.path} -o {out} --fpga {sweep.fpga} -j 1"
     entries = _tasks(sweep, cache, area, replay)
     store = _Cache(cache, entries, progress, on_done)
