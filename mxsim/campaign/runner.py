@@ -12,7 +12,8 @@ from typing import Any
 
 from ..errors import MxsimError
 from ..progress import Progress, wanted
-from .executors import connect, executor_names
+from .executors import ClusterError, connect, dask_installed, executor_names
+from .pool import run_pool
 from .report import Failure, Report
 from .store import Store
 from .task import Task
@@ -38,18 +39,31 @@ def _paths() -> list[str]:
     return [root, os.getcwd()]
 
 
-def _pick(executor: str, pending: int, scheduler: str | None, cluster_spec: Any) -> str:
+def _check(executor: str, scheduler: str | None, cluster_spec: Any) -> None:
+    """Refuse an executor and cluster that do not go together (before the store is made)."""
     if executor not in executor_names:
         raise MxsimError(f"unknown executor {executor!r}; choose from {', '.join(executor_names)}")
     if scheduler and cluster_spec:
         raise MxsimError("give a scheduler address or a cluster spec, not both")
     if scheduler or cluster_spec:
-        if executor == "inprocess":
-            raise MxsimError("the in-process executor takes no scheduler or cluster spec")
+        if executor in ("inprocess", "pool"):
+            raise MxsimError(f"the {'in-process' if executor == 'inprocess' else 'pool'} "
+                             f"executor takes no scheduler or cluster spec")
+        if not dask_installed():
+            raise ClusterError("a Dask scheduler or cluster spec needs Dask, which is not "
+                               "installed: pip install 'mxsim[cluster]'")
+
+
+def _pick(executor: str, pending: int, scheduler: str | None, cluster_spec: Any) -> str:
+    """What runs the tasks: ``inprocess``, ``pool`` or ``dask``. ``auto`` and ``local`` run
+    them on a local Dask cluster, or on the pool when Dask is not installed."""
+    if scheduler or cluster_spec:
         return "dask"
-    if executor == "auto":
-        return "inprocess" if pending <= 1 else "dask"
-    return "dask" if executor == "local" else "inprocess"
+    if executor == "auto" and pending <= 1:
+        return "inprocess"
+    if executor in ("auto", "local"):
+        return "dask" if dask_installed() else "pool"
+    return executor
 
 
 class _Loop:
@@ -88,6 +102,13 @@ def _run_inprocess(loop: _Loop, pending: Sequence[Task]) -> None:
         loop.record(task, execute(task.fn, task.args))
 
 
+def _run_pool(loop: _Loop, pending: Sequence[Task], workers: int | None) -> None:
+    # No start-up to speak of: the pool starts each worker with its first task (in compute).
+    loop.report.executor = "pool"
+    loop.t0 = loop.bar.t0 = time.perf_counter()
+    loop.report.workers = run_pool(pending, workers, _paths(), loop.record)
+
+
 def _run_dask(loop: _Loop, pending: Sequence[Task], workers: int | None, scheduler: str | None,
               cluster_spec: Any) -> None:
     from distributed import as_completed
@@ -124,6 +145,7 @@ def run(tasks: Iterable[Task], store: Store | str | os.PathLike, *, executor: st
     :mod:`mxsim.campaign`. Raises :class:`Interrupted` on Ctrl-C (and on SIGTERM or SIGHUP
     in a command: :class:`mxsim.errors.Terminated`)."""
     t0 = time.perf_counter()
+    _check(executor, scheduler, cluster_spec)
     store = store if isinstance(store, Store) else Store(store)
     by_key: dict[str, Task] = {}
     for task in tasks:
@@ -147,6 +169,8 @@ def run(tasks: Iterable[Task], store: Store | str | os.PathLike, *, executor: st
             bar.update(report.cached)
             if pending and kind == "inprocess":
                 _run_inprocess(loop, pending)
+            elif pending and kind == "pool":
+                _run_pool(loop, pending, workers)
             elif pending:
                 _run_dask(loop, pending, workers, scheduler, cluster_spec)
     except KeyboardInterrupt as exc:

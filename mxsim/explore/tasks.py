@@ -11,8 +11,9 @@ area functions) to that hash (``cache/index/KEY.json``) that spares regenerating
 accuracies by their task key, a hash of the spec and the workload (``cache/accuracy/``). That
 layout is the campaign's store (:class:`_Cache`): a finished task is free on resume or a second
 run.
-The tasks run in this process, on a local Dask cluster or on an existing one. A sweep that is
-stopped (Ctrl-C) keeps what it finished; the same command resumes it. Workers keep their
+The tasks run in this process, on local workers (Dask's, or a process pool without Dask) or on
+an existing Dask cluster. A sweep that is stopped (Ctrl-C, SIGTERM) keeps what it finished;
+the same command resumes it. Workers keep their
 Verilog and syntheses in the same ``cache`` folder: on a cluster, put ``OUT`` on a shared
 filesystem (a worker that cannot write there still returns its figures).
 """
@@ -348,7 +349,8 @@ class _Cache(campaign.Store):
 def _campaign(entries: list[_Entry], store: _Cache, jobs: int | None,
               scheduler: str | None, cluster_spec: str | None) -> campaign.Report:
     """Run the tasks not cached: in this process for ``jobs=1``, else on the cluster given or
-    on a local one of ``jobs`` workers (one per core by default); raise Interrupted on Ctrl-C."""
+    on ``jobs`` local workers (one per core by default: a Dask cluster, or the campaign's pool
+    without Dask); raise Interrupted on Ctrl-C, SIGTERM or SIGHUP."""
     _LIVE.update({e.task.args["local"]: e.objects for e in entries})
     try:
         return campaign.run(
@@ -372,7 +374,8 @@ def run(sweep: Sweep, out: str | os.PathLike, *, area: AreaCost, jobs: int | Non
         cluster_spec: str | None = None) -> Results:
     """Run every point of ``sweep`` not already in ``out/cache`` and gather the rows, the
     Pareto front marked (no report written). ``jobs``: 1 runs the tasks in this process, N
-    on a local Dask cluster of N workers (default: one per core); ``scheduler`` (an address)
+    on N local workers (default: one per core; a Dask cluster, or without Dask the campaign's
+    process pool); ``scheduler`` (an address)
     or ``cluster_spec`` (a dask-jobqueue spec file) runs them on that cluster instead.
     ``on_done(n)`` is called after the n-th task finishes (tests use it to interrupt)."""
     t0 = time.perf_counter()
