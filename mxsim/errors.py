@@ -3,18 +3,27 @@
 :func:`run_command` runs a command's body and turns what it raises into the command line's exit
 statuses, and :class:`Parser` says a usage error in one line, for ``mxsim`` and the
 ``python -m mxsim.*`` entry points alike (:func:`run_parsed` puts the two together).
+
+SIGTERM (``kill PID``, a batch system's or a container's stop) and SIGHUP (a closed terminal)
+are handled as Ctrl-C is: while a command runs they raise :class:`Terminated`, a
+``KeyboardInterrupt``, so every path that cleans up after Ctrl-C (a half-written output
+removed, a campaign's workers stopped, a build's processes stopped) does the same for them, and
+the command exits ``128 + signal number`` (143, 129) with one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 __all__ = ["MxsimError", "FormatError", "VectorFileError", "UnitError", "printable",
-           "run_command", "Parser", "run_parsed"]
+           "run_command", "Parser", "run_parsed", "Terminated", "exit_status", "stopped_by"]
 
 
 class MxsimError(Exception):
@@ -51,21 +60,76 @@ def printable(text: str, keep: str = "") -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() or ch in keep else repr(ch)[1:-1] for ch in text)
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP received while a command ran (``signum``): a ``KeyboardInterrupt``,
+    so that what cleans up after Ctrl-C cleans up after these too."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    def __str__(self) -> str:
+        return stopped_by(self)
+
+
+#: The signals handled as Ctrl-C while a command runs.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def exit_status(exc: BaseException) -> int:
+    """The exit status of a command stopped by ``exc`` (a ``KeyboardInterrupt``, or anything
+    with the ``signum`` that stopped it): 128 + the signal's number, as a shell reports a
+    process that a signal killed (Ctrl-C 130, SIGTERM 143, SIGHUP 129)."""
+    return 128 + getattr(exc, "signum", signal.SIGINT)
+
+
+def stopped_by(exc: BaseException) -> str:
+    """How a command stopped by ``exc`` says so: ``interrupted`` (Ctrl-C), or ``terminated
+    (SIGTERM)``."""
+    signum = getattr(exc, "signum", signal.SIGINT)
+    return "interrupted" if signum == signal.SIGINT else \
+        f"terminated ({signal.Signals(signum).name})"
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+@contextmanager
+def _stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise :class:`Terminated` in the main thread while the block runs.
+
+    A signal this process inherited ignored stays ignored (``nohup mxsim ...`` survives the
+    terminal's hangup), and nothing is installed off the main thread, where Python cannot."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {}
+    for sig in STOP_SIGNALS:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            saved[sig] = signal.signal(sig, _raise_terminated)
+    try:
+        yield
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)
 
 
 def run_command(body: Callable[[], int], *, debug: bool = False) -> int:
     """``body()``'s exit status, or the status of what it raised, said in one line on stderr:
-    an :class:`MxsimError` (bad input) 2, Ctrl-C 130, a reader that went away (``... | head``)
-    0, out of memory 2, anything else 3 (a bug in mxsim; its traceback only with ``debug``)."""
+    an :class:`MxsimError` (bad input) 2, Ctrl-C 130, SIGTERM 143 and SIGHUP 129 (raised as
+    :class:`Terminated` while ``body`` runs), a reader that went away (``... | head``) 0, out
+    of memory 2, anything else 3 (a bug in mxsim; its traceback only with ``debug``)."""
     try:
-        return body()
+        with _stop_signals():
+            return body()
     except MxsimError as exc:
         # One line, whatever the message quotes (a path or a key from a file).
         print(f"mxsim: error: {printable(str(exc))}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("mxsim: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        print(f"mxsim: {stopped_by(exc)}", file=sys.stderr)
+        return exit_status(exc)
     except BrokenPipeError:
         # The reader went away (``mxsim ... | head``): nothing more to say, and not an error.
         devnull = os.open(os.devnull, os.O_WRONLY)

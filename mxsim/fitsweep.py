@@ -218,7 +218,8 @@ def _drawn(args, command: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m mxsim.fitsweep drawn``: exit 0 when every trial ran, 1 when one failed, 2
-    for bad input (one line), 130 when interrupted (finished trials stay in the store)."""
+    for bad input (one line), 130 when interrupted, 143 on SIGTERM and 129 on SIGHUP
+    (finished trials stay in the store)."""
     import sys
     argv = sys.argv[1:] if argv is None else argv
     return run_parsed(_parser(), argv,

@@ -27,7 +27,7 @@ from mxsim.errors import MxsimError
 from mxsim.vectors import VectorSet
 
 from . import build_cache
-from .toolchain import cocotb_build, simulator_env, verilator_version
+from .toolchain import cocotb_build, cocotb_runner, simulator_env, verilator_version
 
 __all__ = ["wave_fields", "wave_payloads", "expected", "Expected", "verilog", "flat_verilog",
            "build", "FLATTEN", "FLAGS",
@@ -159,7 +159,7 @@ def flat_verilog(text: str) -> str:
     from .toolchain import run_tool, yosys_command
     with tempfile.TemporaryDirectory(prefix="mxsim-array-") as tmp:
         (Path(tmp) / "in.v").write_text(text)
-        p = run_tool([*yosys_command(), "-q", "-p", FLATTEN], cwd=tmp)
+        p = run_tool([*yosys_command(), "-q", "-p", FLATTEN], cwd=tmp, scratch=tmp)
         if p.returncode:
             last = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
             raise MxsimError(f"Yosys failed on the array's Verilog: {last[0]}")
@@ -233,7 +233,6 @@ def check(array: ArraySpec, m: int, n: int, k: int, vs: VectorSet, work: str | P
     """Build (or reuse) the array's RTL and run :mod:`testbenches.array_tb` on the GEMM
     ``vs``: every cycle against the cycle model (of ``model``, default ``array``: another
     description shows that the scoreboard catches a different machine)."""
-    from cocotb_tools.runner import get_runner
     built = build(array, cache)
     run = simulate(model or array, m, n, k, a=vs.a, b=vs.b, c=vs.c, a_scale=vs.a_scale,
                    b_scale=vs.b_scale, record=True)
@@ -250,7 +249,7 @@ def check(array: ArraySpec, m: int, n: int, k: int, vs: VectorSet, work: str | P
     t0 = time.perf_counter()
     try:
         with simulator_env("verilator") as pythonpath:
-            get_runner("verilator").test(
+            cocotb_runner("verilator").test(
                 test_module="testbenches.array_tb", hdl_toplevel="mx_array",
                 hdl_toplevel_lang="verilog", build_dir=built, test_dir=work,
                 plusargs=[f"+verilator+seed+{seed + 1}", "+verilator+rand+reset+2"],

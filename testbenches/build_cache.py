@@ -4,7 +4,8 @@ A campaign's workers (:mod:`testbenches.campaign_tasks`) each need the Verilated
 design they verify. A model is a folder ``<cache>/<key>`` (``key``: the hash of the Verilog,
 the harness, the tool versions and the build flags, :func:`rtl_key`), built once into a
 temporary folder beside it and renamed into place whole, so a folder that exists is a finished
-build: a worker killed mid-build leaves a ``.tmp-`` folder and no model. A file lock
+build: a worker killed mid-build leaves a ``.tmp-`` folder and no model, which :func:`sweep`
+removes (the next build, and a campaign once its workers are stopped). A file lock
 (``fcntl.flock`` on ``<key>.lock``) makes a second worker on the machine wait for the first one's
 build and then reuse it; workers of other machines do the same when the cache folder is shared
 (a network file system with working locks). The cache is ``MXSIM_BUILD_CACHE``, or
@@ -37,7 +38,8 @@ from pathlib import Path
 from mxsim.campaign import DamagedFile, canonical_json, read_regular
 from mxsim.errors import MxsimError
 
-__all__ = ["cache_dir", "locked", "ensure", "memo", "rtl_key", "BuildCacheError", "MANIFEST"]
+__all__ = ["cache_dir", "locked", "ensure", "memo", "rtl_key", "sweep", "BuildCacheError",
+           "MANIFEST"]
 
 #: The file in a build's folder that lists every other file's size and SHA-256.
 MANIFEST = ".manifest.json"
@@ -103,6 +105,25 @@ def locked(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def sweep(cache: Path) -> None:
+    """Remove the temporary folders and files (``<name>.tmp-<pid>``) of the builds and memos in
+    ``cache`` that never finished: a worker killed mid-build cannot remove its own. One is made
+    and used only under the lock ``<name>.lock``, so it is stale when nobody holds that lock (a
+    process killed holds none: the kernel releases its locks)."""
+    for folder in (cache, cache / "designs"):
+        for tmp in folder.glob("*.tmp-*"):
+            with open(folder / f"{tmp.name.partition('.tmp-')[0]}.lock", "a") as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:            # a build in progress
+                    continue
+                if tmp.is_dir() and not tmp.is_symlink():
+                    shutil.rmtree(tmp, ignore_errors=True)
+                else:
+                    tmp.unlink(missing_ok=True)
+                fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _sha256(path: Path) -> str:
@@ -182,6 +203,7 @@ def ensure(cache: Path, key: str, build: Callable[[Path], None],
     folder = cache / key
     if _damage(folder) is None:
         return folder, False
+    sweep(cache)
     with locked(cache / f"{key}.lock"):
         why = _damage(folder)
         if why is None:                          # built while this worker waited
@@ -240,7 +262,7 @@ def memo(cache: Path, design: str, compute: Callable[[], str],
         value = compute()
         if why is not None:
             _discard(path, why, repaired)
-        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+        tmp = folder / f"{design}.tmp-{os.getpid()}"           # see sweep()
         tmp.write_text(json.dumps({"design": design, "rtl_hash": value,
                                    "digest": _memo_digest(design, value)}))
         tmp.replace(path)

@@ -33,9 +33,10 @@ import platform
 import subprocess
 import sys
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 
-from mxsim import presets
+from mxsim import children, presets
 from mxsim.campaign import Report, Task, run
 from mxsim.design import resolve_design
 from mxsim.errors import MxsimError
@@ -172,8 +173,14 @@ def run_campaign(pairs: list[tuple[str, str]], *, dots: int, chunk: int, lanes: 
     tasks = tasks_for(pairs, dots=dots, chunk=chunk, lanes=lanes, stages=stages, sim=sim,
                       bulk=bulk, seed=seed, per_task=per_task, cache=cache, out=out,
                       spec_for=spec_for)
-    rep = run(tasks, store, executor=executor, workers=workers, scheduler=scheduler,
-              cluster_spec=cluster_spec, progress=progress)
+    try:
+        rep = run(tasks, store, executor=executor, workers=workers, scheduler=scheduler,
+                  cluster_spec=cluster_spec, progress=progress)
+    finally:
+        # Builds left half-done by workers stopped with the campaign (Ctrl-C, SIGTERM): the
+        # local workers are gone by now, and a build still running elsewhere holds its lock.
+        with suppress(OSError):
+            build_cache.sweep(build_cache.cache_dir(cache))
     return record_of(tasks, rep, dots=dots, chunk=chunk, lanes=lanes, stages=stages, sim=sim,
                      bulk=bulk, seed=seed, command=command), rep
 
@@ -278,11 +285,11 @@ def _commit() -> str:
     if os.environ.get("MXSIM_COMMIT"):
         return os.environ["MXSIM_COMMIT"]
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             check=True, cwd=Path(__file__).parent).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True,
-                               cwd=Path(__file__).parent).stdout.strip()
+        out = children.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                           check=True, cwd=Path(__file__).parent).stdout.strip()
+        dirty = children.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                             capture_output=True, text=True, check=True,
+                             cwd=Path(__file__).parent).stdout.strip()
         return out + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

@@ -36,7 +36,14 @@ from mxsim.vectors import VectorSet
 
 from . import timing
 from .backend import Mismatch, MismatchKind, Run, Stimulus
-from .toolchain import SIMULATORS, cocotb_build, icarus_available, last_waveform, simulator_env
+from .toolchain import (
+    SIMULATORS,
+    cocotb_build,
+    cocotb_runner,
+    icarus_available,
+    last_waveform,
+    simulator_env,
+)
 
 __all__ = ["Plan", "plan_of", "MapDesign", "ForeignBackend", "ForeignRun", "read_results",
            "write_results", "finish", "Recorded", "design_key", "stimulus_arrays", "array_lows",
@@ -354,14 +361,12 @@ class ForeignBackend(MapDesign):
                                last_waveform(out) if self.waves else None))
 
     def _simulate(self, name: str, env: dict[str, str], seed: int) -> None:
-
-        from cocotb_tools.runner import get_runner
         out = self._dir
         plusargs = ([f"+verilator+seed+{seed + 1}", "+verilator+rand+reset+2"]
                     if self.sim == "verilator" else [])
         try:
             with simulator_env(self.sim) as pythonpath:
-                get_runner(self.sim).test(
+                cocotb_runner(self.sim).test(
                     test_module="testbenches.foreign_tb", hdl_toplevel=self.plan.top,
                     hdl_toplevel_lang="verilog", build_dir=out, test_dir=out,
                     plusargs=plusargs, waves=self.waves,

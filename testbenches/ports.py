@@ -73,7 +73,7 @@ def design_ports(pm: MapLike, work_dir: Path, spec: UnitSpec | None = None) -> d
     with tempfile.TemporaryDirectory(prefix="mxsim-ports-") as tmp:
         out = Path(tmp) / "design.json"
         cmd[3:3] = ["--Mdir", tmp, "--json-only-output", str(out)]
-        proc = run_tool(cmd, env=verilator_env(), cwd=tmp)
+        proc = run_tool(cmd, env=verilator_env(), cwd=tmp, scratch=tmp)
         if proc.returncode == 0 and out.is_file():
             return _ports(pm, json.loads(out.read_text()))
     log = Path(work_dir) / "ports.log"

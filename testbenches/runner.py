@@ -26,7 +26,14 @@ from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
 from .backend import Mismatch, Run, Stimulus, design_tag
-from .toolchain import SIMULATORS, cocotb_build, icarus_available, last_waveform, simulator_env
+from .toolchain import (
+    SIMULATORS,
+    cocotb_build,
+    cocotb_runner,
+    icarus_available,
+    last_waveform,
+    simulator_env,
+)
 
 __all__ = ["Build", "CocotbBackend", "build", "test", "run", "strip_initial_values"]
 
@@ -93,8 +100,6 @@ def test(b: Build, vs: VectorSet, stimulus: Stimulus, *, name: str = "run") -> R
     testbench's scoreboard (which stops at its tenth mismatch); the RTL's trace."""
     import time
 
-    from cocotb_tools.runner import get_runner
-
     from hdl.payload import payload_ints, payload_words
     spec, ua = b.spec, b.microarch
     beats = cycle.beats_of(spec, vs)
@@ -111,7 +116,7 @@ def test(b: Build, vs: VectorSet, stimulus: Stimulus, *, name: str = "run") -> R
     t0 = time.perf_counter()
     try:
         with simulator_env(b.sim) as pythonpath:
-            get_runner(b.sim).test(
+            cocotb_runner(b.sim).test(
                 test_module="testbenches.mx_dot_tb", hdl_toplevel="mx_dot",
                 hdl_toplevel_lang="verilog", build_dir=b.build_dir,
                 test_dir=b.build_dir, plusargs=plusargs, waves=b.waves,

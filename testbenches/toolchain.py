@@ -8,17 +8,21 @@ spells it and builds in :func:`hdl.toolchain.build_folder`, so that folders whos
 space or a non-ASCII letter work (the clone, the output, the design's sources, the virtual
 environment). :func:`cocotb_build` is cocotb's build for a simulator: for Verilator it is
 :func:`verilate` with the arguments cocotb's runner passes, since the runner resolves every
-path it is given back to the real one, which make cannot take.
+path it is given back to the real one, which make cannot take. Every command (builds, and
+cocotb's simulations through :func:`cocotb_runner`) runs through :func:`mxsim.children.run`,
+so that it dies with mxsim.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TextIO
 
 from hdl.toolchain import (
     build_folder,
@@ -30,11 +34,12 @@ from hdl.toolchain import (
     verilator_version,
     yosys_command,
 )
+from mxsim import children
 from mxsim.errors import MxsimError
 
 __all__ = ["verilator_root", "verilator_version", "verilator_env", "verilator_command",
            "yosys_command", "make_safe", "run_tool", "icarus_available", "SIMULATORS",
-           "simulator_env", "last_waveform", "verilate", "cocotb_build"]
+           "simulator_env", "last_waveform", "verilate", "cocotb_build", "cocotb_runner"]
 
 #: The simulators cocotb runs the testbenches on.
 SIMULATORS = ("verilator", "icarus")
@@ -96,8 +101,7 @@ def verilate(mdir: str | os.PathLike, sources: Sequence[str | os.PathLike], *, t
                  ["make", "-C", str(where), "-j", str(os.cpu_count() or 2), "-f",
                   f"{prefix}.mk", *make_args]]
         for cmd in steps:
-            if subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                              check=False).returncode:
+            if children.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT).returncode:
                 # Raised inside the block, so build_folder leaves mdir as it was.
                 raise MxsimError(f"Verilator failed to build {what} "
                                  f"({_first_error(log, cmd[0])}); see {log}")
@@ -128,10 +132,9 @@ def cocotb_build(sim: str, *, sources: Sequence[Path], top: str, build_dir: Path
     """
     defines, parameters = dict(defines or {}), dict(parameters or {})
     if sim != "verilator":
-        from cocotb_tools.runner import get_runner
         try:
             with simulator_env(sim):
-                get_runner(sim).build(sources=sources, includes=includes, defines=defines,
+                cocotb_runner(sim).build(sources=sources, includes=includes, defines=defines,
                                       parameters=parameters, hdl_toplevel=top,
                                       build_dir=build_dir, build_args=list(flags),
                                       timescale=("1ns", "1ps"), waves=waves, log_file=log)
@@ -148,3 +151,29 @@ def cocotb_build(sim: str, *, sources: Sequence[Path], top: str, build_dir: Path
                     *(f"-D{k}={v}" for k, v in defines.items()),
                     *(f"-G{k}={v}" for k, v in parameters.items())],
              make_args=[f"VM_TRACE={int(waves)}"])
+def _execute_cmds(runner: Any, cmds: Sequence[Sequence[str]], cwd: os.PathLike,
+                  stdout: TextIO | None = None) -> None:
+    """cocotb_tools' ``Runner._execute_cmds`` (0.1: each command logged, run with the runner's
+    environment, its output to ``stdout``, a failure a ``RuntimeError``), through
+    :func:`mxsim.children.run`."""
+    for cmd in cmds:
+        runner.log.info("Running command %s in directory %s", shlex.join(cmd), cwd)
+        result = children.run(cmd, cwd=cwd, env=runner.env, stdout=stdout,
+                              stderr=None if stdout is None else subprocess.STDOUT)
+        if result.returncode != 0:
+            raise RuntimeError(f"Command failed with return code: {result.returncode}")
+
+
+def cocotb_runner(sim: str) -> Any:
+    """cocotb's runner for ``sim`` (``cocotb_tools.runner.get_runner``), whose commands run
+    through :func:`mxsim.children.run`: a build (Verilator, ``make``, the C++ compilers) or a
+    simulation is stopped, every process of it, when mxsim is stopped or dies (cocotb runs them
+    with ``subprocess.run``, which stops only the first, and only on Ctrl-C)."""
+    from cocotb_tools.runner import get_runner
+    runner = get_runner(sim)
+    if not callable(getattr(runner, "_execute_cmds", None)):
+        raise RuntimeError("cocotb_tools' Runner has no _execute_cmds: this version of "
+                           "cocotb-tools is not supported")
+    runner._execute_cmds = lambda cmds, cwd, stdout=None: _execute_cmds(runner, cmds, cwd,
+                                                                         stdout)
+    return runner

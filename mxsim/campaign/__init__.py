@@ -3,9 +3,9 @@
 A campaign is a list of :class:`Task` (a top-level function by dotted path, its JSON-able
 args, and what determines its result: the task's :attr:`Task.key`); :func:`run` skips the tasks
 whose result the :class:`Store` (a directory) already holds, runs the rest in this process, on
-a local Dask cluster, on a running scheduler or on a dask-jobqueue cluster (SLURM, LSF, ...),
-stores each result as it arrives, and returns a :class:`Report`. docs/campaigns.md has the
-model, the executors and the faults.
+a pool of local worker processes, on a local Dask cluster, on a running scheduler or on a
+dask-jobqueue cluster (SLURM, LSF, ...), stores each result as it arrives, and returns a
+:class:`Report`. docs/campaigns.md has the model, the executors and the faults.
 
 Dask is imported inside the executors only: ``import mxsim.campaign`` needs nothing more than
 ``import mxsim``.

@@ -1,7 +1,8 @@
 """``python -m mxsim.campaign demo``: run the demo campaign (see :mod:`mxsim.campaign.demo`).
 
 Exit codes as the ``mxsim`` command: 0 all tasks finished, 1 some task failed, 2 bad input
-(one line), 130 interrupted (the store keeps the finished results).
+(one line), 130 interrupted, 143 on SIGTERM, 129 on SIGHUP (the store keeps the finished
+results).
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 * ``inprocess``: one task after another, here (tests, debugging, a single pending task).
 * ``local``: a ``distributed.LocalCluster`` on 127.0.0.1, one worker process per core (or
-  ``workers``), one thread each; the scheduler runs in this process.
+  ``workers``), one thread each; the scheduler runs in this process. Without Dask installed,
+  ``local`` (and ``auto``) run on ``pool`` instead.
+* ``pool``: worker processes of the standard library's pool (:mod:`.pool`), no Dask needed.
 * a running scheduler (``scheduler="tcp://HOST:8786"``): its workers must run the same mxsim
   (the same checkout or installed version).
 * a cluster-spec file (``cluster_spec=PATH``, TOML or YAML): a ``dask-jobqueue`` cluster
@@ -34,9 +36,9 @@ from .store import DamagedFile, read_regular
 
 __all__ = ["executor_names", "ClusterError", "ClusterSpec", "load_cluster_spec", "Connection",
            "connect", "ALLOWED_FAILURES", "add_executor_arguments", "scheduler_address",
-           "SCHEMES"]
+           "SCHEMES", "dask_installed"]
 
-executor_names = ("auto", "inprocess", "local")
+executor_names = ("auto", "inprocess", "local", "pool")
 
 
 def add_executor_arguments(parser: Any, store: str) -> None:
@@ -340,3 +342,13 @@ def connect(workers: int | None = None, scheduler: str | None = None,
         if cluster is not None:
             with suppress(Exception):
                 cluster.close(timeout=10)
+
+
+def dask_installed() -> bool:
+    """Whether Dask's ``distributed`` can be imported (the ``cluster`` extra): an import, not
+    a look-up, so that a broken installation counts as none."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        return False
+    return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -11,7 +12,15 @@ from typing import Any
 
 from ..errors import MxsimError
 from ..progress import Progress, wanted
-from .executors import connect, executor_names, load_cluster_spec, scheduler_address
+from .executors import (
+    ClusterError,
+    connect,
+    dask_installed,
+    executor_names,
+    load_cluster_spec,
+    scheduler_address,
+)
+from .pool import run_pool
 from .report import Failure, Report
 from .store import Store
 from .task import Task
@@ -21,8 +30,13 @@ __all__ = ["run", "Interrupted"]
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during a campaign: pending tasks cancelled, the cluster closed; the store holds
-    the finished results only (the CLI exits 130)."""
+    """Ctrl-C (or SIGTERM, SIGHUP: ``signum``) during a campaign: pending tasks cancelled, the
+    workers stopped; the store holds the finished results only (the CLIs exit 130, 143,
+    129)."""
+
+    def __init__(self, signum: int = signal.SIGINT):
+        super().__init__()
+        self.signum = signum
 
 
 def _paths() -> list[str]:
@@ -32,7 +46,8 @@ def _paths() -> list[str]:
     return [root, os.getcwd()]
 
 
-def _pick(executor: str, pending: int, scheduler: str | None, cluster_spec: Any) -> str:
+def _check(executor: str, scheduler: str | None, cluster_spec: Any) -> None:
+    """Refuse an executor and cluster that do not go together (before the store is made)."""
     if executor not in executor_names:
         raise MxsimError(f"unknown executor {executor!r}; choose from {', '.join(executor_names)}")
     # A malformed address or spec file: one line now, before Dask is imported or a task runs.
@@ -43,12 +58,24 @@ def _pick(executor: str, pending: int, scheduler: str | None, cluster_spec: Any)
     if scheduler is not None and cluster_spec is not None:
         raise MxsimError("give a scheduler address or a cluster spec, not both")
     if scheduler is not None or cluster_spec is not None:
-        if executor == "inprocess":
-            raise MxsimError("the in-process executor takes no scheduler or cluster spec")
+        if executor in ("inprocess", "pool"):
+            raise MxsimError(f"the {'in-process' if executor == 'inprocess' else 'pool'} "
+                             f"executor takes no scheduler or cluster spec")
+        if not dask_installed():
+            raise ClusterError("a Dask scheduler or cluster spec needs Dask, which is not "
+                               "installed: pip install 'mxsim[cluster]'")
+
+
+def _pick(executor: str, pending: int, scheduler: str | None, cluster_spec: Any) -> str:
+    """What runs the tasks: ``inprocess``, ``pool`` or ``dask``. ``auto`` and ``local`` run
+    them on a local Dask cluster, or on the pool when Dask is not installed."""
+    if scheduler is not None or cluster_spec is not None:
         return "dask"
-    if executor == "auto":
-        return "inprocess" if pending <= 1 else "dask"
-    return "dask" if executor == "local" else "inprocess"
+    if executor == "auto" and pending <= 1:
+        return "inprocess"
+    if executor in ("auto", "local"):
+        return "dask" if dask_installed() else "pool"
+    return executor
 
 
 class _Loop:
@@ -87,6 +114,13 @@ def _run_inprocess(loop: _Loop, pending: Sequence[Task]) -> None:
         loop.record(task, execute(task.fn, task.args))
 
 
+def _run_pool(loop: _Loop, pending: Sequence[Task], workers: int | None) -> None:
+    # No start-up to speak of: the pool starts each worker with its first task (in compute).
+    loop.report.executor = "pool"
+    loop.t0 = loop.bar.t0 = time.perf_counter()
+    loop.report.workers = run_pool(pending, workers, _paths(), loop.record)
+
+
 def _run_dask(loop: _Loop, pending: Sequence[Task], workers: int | None, scheduler: str | None,
               cluster_spec: Any) -> None:
     from distributed import as_completed
@@ -120,8 +154,10 @@ def run(tasks: Iterable[Task], store: Store | str | os.PathLike, *, executor: st
         workers: int | None = None, scheduler: str | None = None,
         cluster_spec: str | os.PathLike | None = None, progress: bool | None = None) -> Report:
     """Run the tasks not in ``store`` and store their results as they arrive; see
-    :mod:`mxsim.campaign`. Raises :class:`Interrupted` on Ctrl-C."""
+    :mod:`mxsim.campaign`. Raises :class:`Interrupted` on Ctrl-C (and on SIGTERM or SIGHUP
+    in a command: :class:`mxsim.errors.Terminated`)."""
     t0 = time.perf_counter()
+    _check(executor, scheduler, cluster_spec)
     store = store if isinstance(store, Store) else Store(store)
     by_key: dict[str, Task] = {}
     for task in tasks:
@@ -150,10 +186,12 @@ def run(tasks: Iterable[Task], store: Store | str | os.PathLike, *, executor: st
             bar.update(report.cached)
             if pending and kind == "inprocess":
                 _run_inprocess(loop, pending)
+            elif pending and kind == "pool":
+                _run_pool(loop, pending, workers)
             elif pending:
                 _run_dask(loop, pending, workers, scheduler, cluster_spec)
-    except KeyboardInterrupt:
-        raise Interrupted() from None
+    except KeyboardInterrupt as exc:
+        raise Interrupted(getattr(exc, "signum", signal.SIGINT)) from None
     # The results in the order the tasks were given (the store's and the workers' order vary).
     report.results = {k: report.results[k] for k in by_key if k in report.results}
     report.seconds = time.perf_counter() - t0

@@ -2,7 +2,8 @@
 
 Exit codes: 0 success or agreement, 1 mismatches found, 2 bad input (one line, no traceback),
 3 internal error (a bug in mxsim: one line, the traceback only under ``--debug``), 130
-interrupted.
+interrupted (Ctrl-C); SIGTERM and SIGHUP are handled as Ctrl-C is and exit 143 and 129
+(:func:`mxsim.errors.run_command`).
 
 One module a group of verbs (``listing``, ``running``, ``quantizing``, ``gpus``, ``fitting``,
 ``rtl``, ``exploring``, ``torch_eval``), the parser in ``parser``, what they share in

@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..errors import exit_status
 from .common import emit, engine_path, out_dir
 
 __all__ = ["explore_verilog", "explore_synthesis", "cmd_explore"]
@@ -55,7 +56,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
                           progress=False if args.json or args.no_progress else None)
     except explore.Interrupted as e:
         print(f"mxsim: {e}", file=sys.stderr)
-        return 130
+        return exit_status(e)
     front = [r for r in res.rows if r["pareto"]]
     where = (f" ({res.executor}, {res.workers} worker{'s' if res.workers > 1 else ''})"
              if any(res.computed.values()) else "")

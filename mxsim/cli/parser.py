@@ -155,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
                          "through the bulk harness as campaign tasks on a Dask cluster "
                          "(docs/verification.md); --vectors per pair")
     ve.add_argument("--workers", type=int_range(1), default=None, metavar="N",
-                    help="with --campaign: local Dask workers (default: one per core)")
+                    help="with --campaign: local workers, on Dask or (without Dask) a process "
+                         "pool (default: one per core)")
     ve.add_argument("--scheduler", default=None, metavar="ADDR",
                     help="with --campaign: a running Dask scheduler, tcp://HOST:PORT")
     ve.add_argument("--cluster-spec", default=None, metavar="FILE",
@@ -173,8 +174,8 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
     ex.add_argument("-o", "--out", default=None, metavar="DIR",
                     help="results, plots, report and cache (default: results/NAME)")
     ex.add_argument("-j", "--jobs", type=int_range(1), default=None, metavar="N",
-                    help="tasks run in parallel: N local Dask workers, 1 in this process "
-                         "(default: one worker per core)")
+                    help="tasks run in parallel: N local workers (on Dask, or a process pool "
+                         "without Dask), 1 in this process (default: one worker per core)")
     ex.add_argument("--workers", type=int_range(1), dest="jobs", metavar="N",
                     help="the same as -j")
     ex.add_argument("--scheduler", default=None, metavar="ADDR",
@@ -330,7 +331,8 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
                          "a task of a campaign (docs/campaigns.md); exact fits are written to "
                          "-o's folder as NAME.toml")
     fi.add_argument("--workers", type=int_range(1), default=None, metavar="N",
-                    help="with --campaign: local Dask workers (default: one per core)")
+                    help="with --campaign: local workers, on Dask or (without Dask) a process "
+                         "pool (default: one per core)")
     fi.add_argument("--scheduler", default=None, metavar="ADDR",
                     help="with --campaign: a running Dask scheduler, tcp://HOST:PORT")
     fi.add_argument("--cluster-spec", default=None, metavar="FILE",

@@ -14,8 +14,8 @@ from those same objects:
   the design's array (:class:`mxsim.array.ArraySpec`).
 
 :func:`run` runs the points not already cached as :mod:`mxsim.campaign` tasks (:mod:`.tasks`:
-in this process, on a local Dask cluster or on an existing one) and writes the tables, the
-plots and the report (:mod:`.report`).
+in this process, on local workers (Dask's, or a process pool without Dask) or on an existing
+Dask cluster) and writes the tables, the plots and the report (:mod:`.report`).
 """
 
 from __future__ import annotations
@@ -43,8 +43,9 @@ def run(sweep: Sweep, out: str | os.PathLike, *, area: AreaCost, jobs: int | Non
         cluster_spec: str | None = None) -> Results:
     """Run every point of ``sweep`` not already in ``out/cache`` (areas through ``area``);
     write the table, the Pareto front, the plots and the report into ``out``. The tasks run
-    in this process (``jobs=1``), on a local Dask cluster of ``jobs`` workers (default: one per
-    core), on a running ``scheduler`` or on a dask-jobqueue ``cluster_spec``
+    in this process (``jobs=1``), on ``jobs`` local workers (default: one per core; a Dask
+    cluster, or without Dask a process pool), on a running ``scheduler`` or on a dask-jobqueue
+    ``cluster_spec``
     (:func:`tasks.run`). ``on_done(n)`` is called after the n-th task finishes (tests use it
     to interrupt a sweep)."""
     res = tasks.run(sweep, out, area=area, jobs=jobs, progress=progress, fresh=fresh,

