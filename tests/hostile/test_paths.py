@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from corpus import ROOT, Case, check, params
@@ -338,7 +339,8 @@ def test_replay_line_quotes_paths(tmp_path):
     path = tmp_path / "sp ace" / "it's ü.npz"
     path.parent.mkdir()
     _keep(rep, vectors.generate("normal", k=32, seed=0), None, path, NoWaves(), spec,
-          MicroArch(lanes=4, stages=1), None, None, False, None)
+          MicroArch(lanes=4, stages=1), None, None, False, None,
+          SimpleNamespace(waveform="(none written)"))
     words = shlex.split(rep.replay)
     assert words[words.index("--unit") + 1] == "my ünits/tiny.toml"
     assert words[words.index("--replay") + 1] == str(path) and path.is_file()
