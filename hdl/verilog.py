@@ -16,12 +16,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from mxsim import children
 from mxsim.errors import MxsimError
 from mxsim.microarch import MicroArch
 from mxsim.spec import UnitSpec
 
-from .toolchain import verilator_env, verilator_root, yosys_command
+from .toolchain import run_tool, verilator_command, verilator_env, yosys_command
 from .unit import DotProductUnit
 
 __all__ = ["generate", "lint", "stats", "Stats", "ACCEPTED_WARNINGS", "GATE_EQUIVALENTS"]
@@ -84,9 +83,9 @@ def generate(spec: UnitSpec, microarch: MicroArch, name: str = "mx_dot", *,
 
 def lint(path: str | Path, top: str = "mx_dot") -> list[str]:
     """Verilator -Wall warnings on ``path`` beyond :data:`ACCEPTED_WARNINGS` (empty: clean)."""
-    cmd = [str(verilator_root() / "bin" / "verilator"), "--lint-only", "-Wall",
-           "--top-module", top, *(f"-Wno-{w}" for w in ACCEPTED_WARNINGS), str(path)]
-    p = children.run(cmd, env=verilator_env(), capture_output=True, text=True)
+    cmd = [*verilator_command(), "--lint-only", "-Wall", "--top-module", top,
+           *(f"-Wno-{w}" for w in ACCEPTED_WARNINGS), str(path)]
+    p = run_tool(cmd, env=verilator_env())
     found = re.findall(r"^%(?:Warning|Error)[^\n]*", p.stderr, re.M)
     if p.returncode and not found:
         found = [p.stderr.strip()[:500]]
@@ -119,8 +118,7 @@ def _yosys(script: str, files: dict[str, str]) -> dict[str, str]:
         for fname, text in files.items():
             (Path(tmp) / fname).write_text(text)
         (Path(tmp) / "run.ys").write_text(script)
-        p = children.run([*yosys_command(), "-q", "run.ys"], cwd=tmp, capture_output=True,
-                         text=True, scratch=tmp)
+        p = run_tool([*yosys_command(), "-q", "run.ys"], cwd=tmp, scratch=tmp)
         if p.returncode:
             last = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
             raise MxsimError(f"Yosys failed: {last[0]}")

@@ -1,7 +1,8 @@
 """User-facing errors: each prints as one line that says what is wrong and what to do.
 
 :func:`run_command` runs a command's body and turns what it raises into the command line's exit
-statuses, for ``mxsim`` and the ``python -m mxsim.*`` entry points alike.
+statuses, and :class:`Parser` says a usage error in one line, for ``mxsim`` and the
+``python -m mxsim.*`` entry points alike (:func:`run_parsed` puts the two together).
 
 SIGTERM (``kill PID``, a batch system's or a container's stop) and SIGHUP (a closed terminal)
 are handled as Ctrl-C is: while a command runs they raise :class:`Terminated`, a
@@ -12,6 +13,7 @@ the command exits ``128 + signal number`` (143, 129) with one line on stderr.
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
@@ -20,8 +22,8 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["MxsimError", "FormatError", "VectorFileError", "UnitError", "Terminated",
-           "exit_status", "stopped_by", "run_command"]
+__all__ = ["MxsimError", "FormatError", "VectorFileError", "UnitError", "printable",
+           "run_command", "Parser", "run_parsed", "Terminated", "exit_status", "stopped_by"]
 
 
 class MxsimError(Exception):
@@ -44,6 +46,20 @@ class UnitError(MxsimError, ValueError):
     """An unknown unit name, or a unit that cannot take the operands it was given."""
 
 
+def printable(text: str, keep: str = "") -> str:
+    """``text`` safe to show on a terminal: every character that is not printable (as
+    :meth:`str.isprintable` says: control characters such as newline, ESC and DEL, format
+    characters such as bidi overrides, separators other than the space, lone surrogates,
+    unassigned code points) is written as a Python string literal writes it (``\\n``,
+    ``\\x1b``, ``\\u202e``, ``\\ud800``), except the characters in ``keep``.
+
+    Names and values that come from files (provenance, spec and sweep text) are shown through
+    it, so that they can neither move the cursor, clear the screen or forge a line of output,
+    nor fail to encode.
+    """
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch in keep else repr(ch)[1:-1] for ch in text)
 class Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP received while a command ran (``signum``): a ``KeyboardInterrupt``,
     so that what cleans up after Ctrl-C cleans up after these too."""
@@ -108,7 +124,8 @@ def run_command(body: Callable[[], int], *, debug: bool = False) -> int:
         with _stop_signals():
             return body()
     except MxsimError as exc:
-        print(f"mxsim: error: {exc}", file=sys.stderr)
+        # One line, whatever the message quotes (a path or a key from a file).
+        print(f"mxsim: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         print(f"mxsim: {stopped_by(exc)}", file=sys.stderr)
@@ -130,3 +147,23 @@ def run_command(body: Callable[[], int], *, debug: bool = False) -> int:
         print(f"mxsim: internal error: {type(exc).__name__}{': ' + what if what else ''} "
               f"(please report it; rerun with --debug for the traceback)", file=sys.stderr)
         return 3
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``PROG: error: ...`` and where to find help (exit 2);
+    its sub-command parsers are Parsers too."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def run_parsed(parser: argparse.ArgumentParser, argv: list[str] | None,
+               body: Callable[[argparse.Namespace], int], *, debug: bool = False) -> int:
+    """Parse ``argv`` and return ``body(args)``'s exit status through :func:`run_command`; a
+    usage error (already said by a :class:`Parser`), ``--help`` or ``--version``: argparse's
+    status, returned rather than raised, so a caller of ``main(argv)`` gets it."""
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+    return run_command(lambda: body(args), debug=debug)

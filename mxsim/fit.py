@@ -3,15 +3,15 @@
 :func:`fit` searches the ``UnitSpec`` space in a structured way rather than by brute force:
 coordinate descent over the parameters (step schedule, fraction bits F, alignment rounding,
 product normalisation, operand upcast, where C enters, accumulator format and rounding,
-zero-term exponent), from a few starting points, scoring each candidate by the number of
-observed outputs it reproduces bit for bit with the fast engine. Every parameter value is tried
-with the others held at their current best, so each sweep is linear in the number of values;
-when a sweep stalls short of every output, joint moves get it out of the local optimum: F
-with the parameters that can compensate for it (upcast, product exponent, alignment,
-accumulator, C mode, schedule), the accumulator's width with its rounding, and the operand
-upcast with the parameters that move exponents; sweeps repeat until nothing improves. Ties go
-to the simpler value (each parameter lists its values simplest first), so an unobservable
-parameter keeps its simplest setting.
+zero-term exponent, and the NaN code of D where the outputs hold NaNs of another code), from a
+few starting points, scoring each candidate by the number of observed outputs it reproduces bit
+for bit with the fast engine. Every parameter value is tried with the others held at their
+current best, so each sweep is linear in the number of values; when a sweep stalls short of
+every output, joint moves get it out of the local optimum: F with the parameters that can
+compensate for it (upcast, product exponent, alignment, accumulator, C mode, schedule), the
+accumulator's width with its rounding, and the operand upcast with the parameters that move
+exponents; sweeps repeat until nothing improves. Ties go to the simpler value (each parameter
+lists its values simplest first), so an unobservable parameter keeps its simplest setting.
 
 The result is checked against every observed output before it is returned: either it
 reproduces all of them (``Fit.exact``) or the fit says it cannot explain the data and lists the
@@ -81,11 +81,16 @@ DEFAULT_SEARCH: dict[str, list[Any]] = {
     "overflow": ["inf", "saturate", "ieee"],
     "group": [None, 32, 16, 8],
     "reduce": ["chain", "tree"],
+    # The NaN code of D: the default (all-ones payload), then the NaN codes the observed
+    # outputs hold, most frequent first (added by _prune, which drops the parameter where the
+    # outputs hold no other NaN code).
+    "nan_code": [None],
 }
 
 #: Order of the coordinate sweeps: the parameters that move the most bits first.
 _ORDER = ["schedule", "frac_bits", "acc_format", "acc_rounding", "align", "c_mode", "product",
-          "upcast", "e_zero", "c_rounding", "specials", "overflow", "group", "reduce"]
+          "upcast", "e_zero", "c_rounding", "specials", "overflow", "group", "reduce",
+          "nan_code"]
 #: The parameters the search sets (the rest come from the start spec).
 SEARCHED: tuple[str, ...] = tuple(_ORDER)
 
@@ -181,7 +186,13 @@ def _value_name(param: str, spec: UnitSpec) -> str:
             if sched == spec.schedule:
                 return name
         return "custom"
-    value = getattr(spec, param)
+    return _label(param, getattr(spec, param))
+
+
+def _label(param: str, value: Any) -> str:
+    """How reports write ``value`` of ``param`` (a NaN code in hex, as codes are written)."""
+    if param == "nan_code" and value is not None:
+        return f"{value:#x}"
     return str(getattr(value, "value", value))
 
 
@@ -294,7 +305,9 @@ def ulp_bins(d_format: str, observed: np.ndarray, fitted: np.ndarray) -> dict[st
 
     The distance counts the representable values between them (±0 are one value, so +0
     against -0 is 0 ulps; the largest finite value and Inf are 1 apart); a pair where one side
-    is NaN and the other is not counts under ``NaN``."""
+    is NaN and the other is not counts under ``NaN``, and two NaNs of different codes (a unit
+    whose NaN is not the fitted spec's) under ``NaN code``. So each pair of different codes
+    counts in exactly one bin."""
     fmt = formats.get(d_format)
 
     def key(codes: np.ndarray) -> np.ndarray:
@@ -308,6 +321,7 @@ def ulp_bins(d_format: str, observed: np.ndarray, fitted: np.ndarray) -> dict[st
     live = ~(nan_o | nan_f)
     out = {label: int(((dist >= lo) & (dist <= hi) & live).sum()) for label, lo, hi in _ULP_BINS}
     out["NaN"] = int((nan_o != nan_f).sum())
+    out["NaN code"] = int((nan_o & nan_f & (observed != fitted)).sum())
     return out
 
 
@@ -316,19 +330,30 @@ def miss_summaries(observed: VectorSet, fitted: np.ndarray,
     """One line of facts per missed output: its index and family, the observed and fitted
     codes (with values), their distance in ulps and what the dot's inputs hold."""
     fmt = formats.get(observed.d_format)
-    families = observed.extra.get("families") if observed.batch_shape else None
     out = []
     for idx in indices:
         o, f = int(observed.d[idx]), int(fitted[idx])
         ulps = ulp_bins(observed.d_format, np.array([o], observed.d.dtype),
                         np.array([f], observed.d.dtype))
-        out.append({"index": idx,
-                    "family": families[idx[0]] if families and len(idx) == 3 else "",
+        out.append({"index": idx, "family": _family(observed, idx),
                     "observed": f"{o:#x} ({_value(fmt, o)})",
                     "fitted": f"{f:#x} ({_value(fmt, f)})",
-                    "ulps": next(label for label, n in ulps.items() if n),
+                    # Equal codes (where no spec could run, the fitted outputs are NaN
+                    # codes) are 0 ulps apart; any two different codes fall in one bin.
+                    "ulps": next((label for label, n in ulps.items() if n), "0"),
                     "inputs": _inputs_summary(observed, idx)})
     return out
+
+
+def _family(vs: VectorSet, idx: tuple[int, ...]) -> str:
+    """The family of the dot at ``idx`` where the set's ``families`` provenance names it (a
+    list of one string per batch entry, as the generators write it), else blank: provenance
+    is free-form, so any other value (a number, a table, nested lists) names none."""
+    families = vs.extra.get("families")
+    if len(idx) != 3 or not isinstance(families, list | tuple) or idx[0] >= len(families):
+        return ""
+    family = families[idx[0]]
+    return family if isinstance(family, str) else ""
 
 
 def _value(fmt: formats.Format, code: int) -> str:
@@ -360,7 +385,7 @@ def _spec_line(spec: UnitSpec) -> str:
     """The fitted fields of a spec, on one line."""
     names = ("k", "block", "group", "reduce", "frac_bits", "align", "product", "upcast",
              "c_mode", "acc_format", "acc_rounding", "overflow", "specials", "e_zero",
-             "c_rounding", "d_format")
+             "c_rounding", "nan_code", "d_format")
     sched = _value_name("schedule", spec) if spec.k else "none"
     return f"schedule {sched}, " + ", ".join(
         f"{n} {'none' if getattr(spec, n) is None else _value_name(n, spec)}" for n in names)
@@ -370,8 +395,10 @@ def _prune(search: dict[str, list[Any]], observed: VectorSet,
            start: UnitSpec) -> dict[str, list[Any]]:
     """The default search without the parameters these data cannot show: ``specials`` where no
     input code is NaN or Inf, ``overflow`` where the starting spec's outputs are the same
-    under each rule, GST ``group``/``reduce`` without E8M0/UE4M3 block scales, and ``upcast``
-    for fp16/bf16/tf32 operands."""
+    under each rule, GST ``group``/``reduce`` without E8M0/UE4M3 block scales, ``upcast``
+    for fp16/bf16/tf32 operands, and ``nan_code`` where every NaN output has the starting
+    spec's code (else its values are the default and the NaN codes observed, at most
+    :data:`_NAN_CODES` of them, most frequent first)."""
     def has_special(fmt_name: str, codes: np.ndarray | None) -> bool:
         if codes is None:
             return False
@@ -395,7 +422,28 @@ def _prune(search: dict[str, list[Any]], observed: VectorSet,
         search.pop("reduce", None)
     if not {observed.a_format, observed.b_format} <= set(formats.ELEMENT_FORMATS):
         search.pop("upcast", None)          # fp16/bf16/tf32 operands reach the unit as they are
+    if "nan_code" in search:
+        codes = _nan_codes(observed)
+        if all(c == start.d_nan for c in codes):
+            search.pop("nan_code")
+        else:
+            search["nan_code"] = list(dict.fromkeys([*search["nan_code"], *codes]))
     return search
+
+
+#: The most NaN codes of the observed outputs the search tries (a design that passes input
+#: payloads through gives many; the spec has one NaN code, so the most frequent ones matter).
+_NAN_CODES = 4
+
+
+def _nan_codes(observed: VectorSet) -> list[int]:
+    """The distinct NaN codes of ``observed.d``, most frequent first (ties: lower code first),
+    at most :data:`_NAN_CODES`."""
+    d = observed.d.reshape(-1)
+    nan = d[formats.get(observed.d_format).classify(d) == formats.Class.NAN]
+    codes, counts = np.unique(nan, return_counts=True)
+    order = np.argsort(-counts, kind="stable")[:_NAN_CODES]
+    return [int(c) for c in codes[order]]
 
 
 def _check_fit_args(observed: VectorSet, k: Any) -> None:
@@ -537,7 +585,8 @@ class _Search:
             for value in self.search[param]:
                 cand = _candidate(best, param, value)
                 if cand is not None:
-                    label = names.get(value, "custom") if param == "schedule" else str(value)
+                    label = (names.get(value, "custom") if param == "schedule"
+                             else _label(param, value))
                     scores[label] = self.score(cand)
                     if cand != best and np.array_equal(self.cache[cand], self.cache[best]):
                         unseparated.setdefault(param, []).append(label)

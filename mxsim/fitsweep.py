@@ -31,7 +31,7 @@ import numpy as np
 
 from . import campaign, fit, probe, vectors
 from .engine import fast
-from .errors import MxsimError, run_command
+from .errors import MxsimError, Parser, run_parsed
 from .spec import UnitSpec, from_dict
 
 __all__ = ["draw", "draw_from", "drawn_fit", "drawn_tasks", "fit_file", "fit_tasks",
@@ -178,9 +178,8 @@ def spec_of(result: dict[str, Any]) -> UnitSpec:
 
 
 def _parser():
-    import argparse
-    p = argparse.ArgumentParser(prog="python -m mxsim.fitsweep",
-                                description="The fitter's recovery study as a campaign.")
+    p = Parser(prog="python -m mxsim.fitsweep",
+               description="The fitter's recovery study as a campaign.")
     sub = p.add_subparsers(dest="verb", required=True)
     d = sub.add_parser("drawn", help="fit drawn specs from their probe outputs")
     d.add_argument("--specs", type=int, default=20, help="trials (default 20)")
@@ -223,8 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     (finished trials stay in the store)."""
     import sys
     argv = sys.argv[1:] if argv is None else argv
-    args = _parser().parse_args(argv)
-    return run_command(lambda: _drawn(args, "python -m mxsim.fitsweep " + " ".join(argv)))
+    return run_parsed(_parser(), argv,
+                      lambda args: _drawn(args, "python -m mxsim.fitsweep " + " ".join(argv)))
 
 
 if __name__ == "__main__":

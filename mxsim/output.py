@@ -9,6 +9,13 @@ Only regular files are written. A path that names a directory, a device (``/dev/
 ``/dev/full``), a FIFO or a socket is refused with an :class:`OutputError` before anything is
 written: renaming over it would turn a device node into a regular file. A symbolic link is
 followed, and the file it points to is replaced (the link stays a link).
+
+An existing file is replaced only where the user may write it, as ``cp`` and the shell's ``>``
+decide: renaming over a file needs only the right to write its folder, so a read-only file
+(``chmod 444`` on a golden result, or another user's file in a shared folder) would otherwise
+be replaced, and it is refused instead (``cannot write (Permission denied)``). The test is the
+kernel's, :func:`os.access` with the effective user: root, whom the kernel lets write any file,
+replaces a read-only file as ``cp`` does for root (a read-only file system refuses everyone).
 """
 
 from __future__ import annotations
@@ -62,9 +69,35 @@ def check_output(path: str | os.PathLike, error: type[MxsimError] = OutputError)
             kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
             raise error(f"{name}: cannot write ({kind}); mxsim writes only regular files, so "
                         f"give a file path")
+        if not _may_write(name, os.W_OK):
+            raise error(f"{name}: cannot write (Permission denied)")
     if not real.parent.is_dir():
         raise error(f"{name}: directory does not exist")
+    # The temporary file and the rename need the folder: said now, not after the work.
+    if not _may_write(real.parent, os.W_OK | os.X_OK):
+        raise error(f"{name}: cannot write (Permission denied)")
     return real
+
+
+def _may_write(path: str | os.PathLike, mode: int) -> bool:
+    """Whether the effective user has ``mode`` access to the existing ``path``: the file that
+    a rename replaces is not asked (see the module docstring), so this asks as open() would."""
+    if os.access in os.supports_effective_ids:
+        return os.access(path, mode, effective_ids=True)
+    return os.access(path, mode)
+
+
+def _keep_owner(fd: int, old: os.stat_result) -> None:
+    """Give the new file ``fd`` the owner and group of the file it replaces, as far as the
+    kernel lets this user (the rest stays the user's, as any new file is)."""
+    if not hasattr(os, "fchown"):
+        return
+    for uid, gid in ((old.st_uid, old.st_gid), (-1, old.st_gid)):
+        try:
+            os.fchown(fd, uid, gid)
+            return
+        except PermissionError:
+            continue
 
 
 @contextmanager
@@ -74,8 +107,10 @@ def open_output(path: str | os.PathLike, mode: str = "wb", *,
     over ``path``. ``mode`` is ``"wb"`` or ``"w"`` (UTF-8 text).
 
     A new file gets the mode ``open()`` would give it (0666 less the umask); a file that is
-    replaced keeps its permission bits. Raises ``error`` (one line) for a path that is not a
-    regular file or a new path in an existing folder, and for a failed write (disk full).
+    replaced keeps its permission bits, and its owner and group where the user may give them
+    (root may; others keep a group they belong to), as a file written in place would. Raises
+    ``error`` (one line) for a path that is not a regular file or a new path in an existing
+    folder, for an existing file the user may not write, and for a failed write (disk full).
     """
     if mode not in ("wb", "w"):
         raise ValueError(f"Mode must be 'wb' or 'w', not {mode!r}")
@@ -103,6 +138,7 @@ def open_output(path: str | os.PathLike, mode: str = "wb", *,
             except OSError:
                 old = None
             if old is not None and stat.S_ISREG(old.st_mode):
+                _keep_owner(fh.fileno(), old)
                 os.chmod(fh.fileno(), stat.S_IMODE(old.st_mode))
             yield fh
         check_output(path, error)                # still a regular file (or absent)?

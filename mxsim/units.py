@@ -23,7 +23,7 @@ from .progress import Progress, wanted
 from .spec import UnitSpec
 from .vectors import VectorSet
 
-__all__ = ["Unit", "get", "names", "all_units", "path", "ENGINES"]
+__all__ = ["Unit", "get", "names", "all_units", "path", "check_engine", "ENGINES"]
 
 ENGINES = ("fast", "reference", "gpu")
 
@@ -96,9 +96,14 @@ class Unit:
         return np.concatenate(parts, axis=-2)
 
 
-def _engine_dot(engine: str) -> Callable[..., npt.NDArray]:
+def check_engine(engine: str) -> None:
+    """Raise UnitError in one line unless ``engine`` names one of :data:`ENGINES`."""
     if engine not in ENGINES:
         raise UnitError(f"Engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+
+
+def _engine_dot(engine: str) -> Callable[..., npt.NDArray]:
+    check_engine(engine)
     if engine == "gpu":
         gpu.require()
     return {"fast": fast, "reference": reference, "gpu": gpu}[engine].dot

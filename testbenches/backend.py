@@ -29,9 +29,9 @@ from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
 __all__ = ["Backend", "Run", "Stimulus", "Mismatch", "MismatchKind", "AmaranthBackend",
-           "check", "design_tag", "build_message"]
+           "check", "design_tag", "build_message", "not_listed", "count"]
 
-#: Value mismatches listed per run (the count of the rest is one more entry).
+#: Value mismatches listed per run (one more entry stands for the rest: :func:`not_listed`).
 VALUE_LIMIT = 20
 #: Handshake mismatches listed per run and direction.
 HANDSHAKE_LIMIT = 10
@@ -50,8 +50,10 @@ class Mismatch:
     A scoreboard's cycle mismatch has ``cycle``, ``beat`` (beats taken before that cycle) and
     ``rtl``/``model`` as ``[i.ready, o.valid, o.payload]``; a value mismatch of one dot
     product has ``dot`` and the two FP32 codes; anything else is a ``note``. ``chunk`` is the
-    verification chunk it was found in. :meth:`to_dict` (and ``str``) give the set fields in
-    one fixed order.
+    verification chunk it was found in. The entry that closes a capped list
+    (:func:`not_listed`) stands for the ``unlisted`` mismatches it does not list, so
+    :func:`count` of a list is the true count. :meth:`to_dict` (and ``str``) give the set
+    fields in one fixed order.
     """
     kind: MismatchKind
     cycle: int | None = None
@@ -61,8 +63,9 @@ class Mismatch:
     rtl: Any = None
     model: Any = None
     chunk: int | None = None
+    unlisted: int | None = None
 
-    _ORDER = ("cycle", "beat", "dot", "note", "rtl", "model", "kind", "chunk")
+    _ORDER = ("cycle", "beat", "dot", "note", "rtl", "model", "kind", "chunk", "unlisted")
 
     def to_dict(self) -> dict:
         out = {}
@@ -79,6 +82,20 @@ class Mismatch:
 
     def __str__(self) -> str:
         return str(self.to_dict())
+
+
+def not_listed(kind: MismatchKind, total: int, listed: int, what: str = "") -> Mismatch:
+    """The entry that closes a list of ``listed`` of ``total`` mismatches (``what``: the rule
+    they break, where lists are capped per rule): it says so and stands for the rest."""
+    return Mismatch(kind, note=f"{what}... {total - listed} more, not listed ({total} in all)",
+                    unlisted=total - listed)
+
+
+def count(mismatches: list[Mismatch], kind: MismatchKind | None = None) -> int:
+    """How many mismatches (of ``kind``; None: of either) ``mismatches`` stands for: one per
+    entry, and for the entry that closes a capped list, those it does not list."""
+    return sum(1 if m.unlisted is None else m.unlisted for m in mismatches
+               if kind is None or m.kind is kind)
 
 
 @dataclass(frozen=True)
@@ -200,7 +217,7 @@ def _value_mismatches(trace: cycle.Trace, want: npt.NDArray) -> list[Mismatch]:
     out += [Mismatch(kind, dot=int(i), rtl=f"{int(got[i]):#010x}", model=f"{int(want[i]):#010x}")
             for i in bad[:VALUE_LIMIT]]
     if len(bad) > VALUE_LIMIT:
-        out.append(Mismatch(kind, note=f"... {len(bad)} in all"))
+        out.append(not_listed(kind, len(bad), VALUE_LIMIT))
     return out
 
 

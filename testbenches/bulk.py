@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mxsim import children, cycle
+from mxsim import cycle
 from mxsim.engine import fast
 from mxsim.errors import MxsimError
 from mxsim.microarch import MicroArch
@@ -29,6 +29,7 @@ from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
 from .backend import Run, Stimulus, check, design_tag
+from .toolchain import run_tool
 
 __all__ = ["BulkBackend", "build", "run", "execute", "read_trace"]
 
@@ -42,7 +43,7 @@ def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
     with the bulk harness; the executable (``fault``: a mutant)."""
     from .faults import verilog_text
     from .runner import strip_initial_values
-    from .toolchain import verilator_env, verilator_root
+    from .toolchain import verilate
 
     out = Path(build_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -54,13 +55,11 @@ def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
         return exe                                   # built from this very Verilog already
     src.write_text(text)
     shutil.copy(HARNESS, out / "harness.cpp")
-    cmd = [str(verilator_root() / "bin" / "verilator"), "--cc", "--exe", "--build", "-O3",
-           "--top-module", "mx_dot", "--x-assign", "unique", "--x-initial", "unique",
-           "-Wno-fatal", "-Wno-lint", "-Wno-style", "-j", str(os.cpu_count() or 2),
-           "-CFLAGS", "-O2", "--Mdir", str(out / "obj"), str(src), str(out / "harness.cpp")]
-    p = children.run(cmd, env=verilator_env(), capture_output=True, text=True)
-    (out / "build.log").write_text(p.stdout + p.stderr)
-    if p.returncode or not exe.exists():
+    verilate(out / "obj", [src, out / "harness.cpp"], top="mx_dot", log=out / "build.log",
+             what="the bulk harness",
+             flags=["-O3", "--x-assign", "unique", "--x-initial", "unique", "-Wno-fatal",
+                    "-Wno-lint", "-Wno-style", "-j", str(os.cpu_count() or 2), "-CFLAGS", "-O2"])
+    if not exe.exists():
         raise MxsimError(f"Verilator failed to build the bulk harness; see {out / 'build.log'}")
     return exe
 
@@ -96,7 +95,7 @@ def execute(cmd: list, outputs: list[Path], *, ok: tuple[int, ...] = (0,)) -> fl
     MxsimError (its stderr, cut) unless it exits with a code in ``ok`` having written every
     file of ``outputs``."""
     t0 = time.perf_counter()
-    p = children.run([str(c) for c in cmd], capture_output=True, text=True)
+    p = run_tool(cmd)
     seconds = time.perf_counter() - t0
     if p.returncode not in ok or not all(path.exists() for path in outputs):
         raise MxsimError(f"the bulk harness failed: {p.stderr.strip()[:300]}")

@@ -99,7 +99,15 @@ def tasks_for_specs(designs: list[tuple[str, UnitSpec]], *, dots: int, chunk: in
                     lanes: int | None, stages: int, sim: str, bulk: bool, seed: int,
                     per_task: int = 1, cache: str | None = None, out: str | None = None
                     ) -> list[Task]:
-    """:func:`tasks_for` over ``(label, spec)`` designs (a label names a row: no ``#``)."""
+    """:func:`tasks_for` over ``(label, spec)`` designs (a label names a row: no ``#``).
+
+    ``cache`` and ``out`` are checked and made absolute here, once: the workers that use them
+    do not run in the caller's folder (a relative build cache left every task's model link
+    dangling), and a cache that is not a folder is bad input before any task runs."""
+    if cache is not None:
+        cache = str(build_cache.cache_dir(cache))
+    if out is not None:
+        out = os.path.abspath(out)
     by_pair = []
     for label, unit_spec in designs:
         spec, ua = resolve_design(unit_spec, lanes=lanes, stages=stages)
@@ -181,6 +189,11 @@ def record_of(tasks: list[Task], rep: Report, *, dots: int, chunk: int, lanes: i
               stages: int, sim: str, bulk: bool, seed: int, command: str) -> dict:
     """The campaign record (the JSON :func:`markdown` renders) of finished ``tasks``."""
     first = tasks[0].args if tasks else {"lanes": lanes, "stages": stages}
+    # The build-cache entries rebuilt by this run's tasks (a cached result's were rebuilt
+    # by an earlier run, and said then).
+    now = {label for label, _, _ in rep.timings}
+    repaired = [r for t in tasks if t.name in now and t.key in rep.results
+                for r in rep.results[t.key].get("repaired", [])]
     record = {"command": command, "date": datetime.date.today().isoformat(),
               "commit": _commit(), "dots_asked": dots, "seed": seed, "chunk": chunk,
               "lanes": first["lanes"], "stages": first["stages"], "sim": sim, "bulk": bulk,
@@ -192,6 +205,7 @@ def record_of(tasks: list[Task], rep: Report, *, dots: int, chunk: int, lanes: i
               "workers": rep.workers, "tasks": rep.tasks, "computed": rep.done,
               "cached": rep.cached, "task_seconds": round(rep.task_seconds, 1),
               "speedup": round(rep.speedup, 2), "dashboard": rep.dashboard,
+              "damaged": rep.damaged, "repaired": sorted(set(repaired)),
               "failed": [{"label": f.label, "error": f.error, "replay": f.replay}
                          for f in rep.failed]}
     return record
@@ -216,6 +230,12 @@ def summary(record: dict, rep: Report) -> str:
                  f"store, {len(rep.failed)} failed) on {rep.workers} worker"
                  f"{'s' if rep.workers != 1 else ''} ({rep.executor}), {rep.seconds:.0f} s, "
                  f"speed-up {rep.speedup:.1f}x")
+    if rep.damaged:
+        lines.append(f"  {rep.damage_note()}")
+    fixed = record.get("repaired", [])
+    if fixed:
+        lines.append(f"  {len(fixed)} damaged build-cache entr{'ies' if len(fixed) != 1 else 'y'}"
+                     f" rebuilt: {'; '.join(fixed[:3])}{'; ...' if len(fixed) > 3 else ''}")
     lines += [f"  failed {f.label}: {f.error}\n    replay: {f.replay}" for f in rep.failed]
     return "\n".join(lines)
 
@@ -246,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     record, rep = run_campaign(
         parse_pairs(args.pairs), dots=args.dots, chunk=100_000 if args.bulk else 20_000,
         lanes=args.lanes, stages=args.stages, sim=args.sim, bulk=args.bulk, seed=SEED,
-        store=args.store or Path(args.out) / "store", executor=args.executor,
+        store=Path(args.out) / "store" if args.store is None else args.store,
+        executor=args.executor,
         workers=args.workers, scheduler=args.scheduler, cluster_spec=args.cluster_spec,
         cache=args.cache, out=args.out,
         command="python -m testbenches.campaign " + " ".join(

@@ -3,7 +3,8 @@
 :func:`run_chunk` takes a JSON-able dictionary (the unit spec, lanes, stages, simulator, the
 pair's run of ``dots`` in chunks of ``chunk`` from ``seed``, and the chunk indices ``chunks`` =
 ``[first, end)`` it runs), builds or reuses the design's Verilated model in the build cache
-(:mod:`testbenches.build_cache`, keyed by the RTL hash), runs :func:`testbenches.verify.verify`
+(:mod:`testbenches.build_cache`, keyed by the RTL hash; a damaged entry is rebuilt and named in
+the result's ``repaired``), runs :func:`testbenches.verify.verify`
 on those chunks only (chunk ``i`` has the stimulus it has in a whole run: the docs' figures stay
 comparable) and returns counts, the first mismatches, the coverage hits (merged across tasks by
 adding them; ``[point, [[bin, hits], ...]]`` lists, an order that a store sorting keys keeps),
@@ -67,16 +68,16 @@ def _design(spec: UnitSpec, ua: MicroArch) -> str:
                                str(installed(TOOLS)))
 
 
-def _rtl_hash(spec: UnitSpec, ua: MicroArch, cache: Path) -> str:
+def _rtl_hash(spec: UnitSpec, ua: MicroArch, cache: Path, repaired: list[str]) -> str:
     """The hash of the design's Verilog (as the bulk harness builds it), the harness and the
-    Verilator version: the build cache's key."""
+    Verilator version: the build cache's key (a damaged memo of it noted in ``repaired``)."""
     def compute() -> str:
         from .bulk import HARNESS
         from .faults import verilog_text
         from .runner import strip_initial_values
         return build_cache.rtl_key(strip_initial_values(verilog_text(spec, ua)),
                                    HARNESS.read_text(), str(installed(("verilator",))))
-    return build_cache.memo(cache, _design(spec, ua), compute)
+    return build_cache.memo(cache, _design(spec, ua), compute, repaired)
 
 
 class CachedBulkBackend:
@@ -87,8 +88,8 @@ class CachedBulkBackend:
     build_seconds = None
     design, max_blocks, takes_c, backpressure = None, None, True, True
 
-    def __init__(self, cache: Path, rtl_hash: str) -> None:
-        self.cache, self.rtl_hash = cache, rtl_hash
+    def __init__(self, cache: Path, rtl_hash: str, repaired: list[str]) -> None:
+        self.cache, self.rtl_hash, self.repaired = cache, rtl_hash, repaired
         self.built, self.build_seconds_taken = False, 0.0
 
     def build(self, spec: UnitSpec, microarch: MicroArch, out_dir: Path, *,
@@ -98,7 +99,7 @@ class CachedBulkBackend:
         t0 = time.perf_counter()
         folder, self.built = build_cache.ensure(
             self.cache, f"bulk-{self.rtl_hash}",
-            lambda tmp: bulk.build(spec, microarch, tmp, fault=fault))
+            lambda tmp: bulk.build(spec, microarch, tmp, fault=fault), self.repaired)
         self.build_seconds_taken = time.perf_counter() - t0
         work = Path(out_dir) / "obj"
         work.mkdir(parents=True, exist_ok=True)
@@ -125,10 +126,12 @@ def run_chunk(args: dict) -> dict:
     spec, ua = resolve_design(from_dict(args["spec"]), lanes=args["lanes"],
                               stages=args["stages"])
     cache = build_cache.cache_dir(args.get("cache"))
+    repaired: list[str] = []                 # damaged build-cache entries rebuilt here
     # Amaranth's simulator runs the Amaranth design itself: no Verilog, no RTL hash.
-    rtl = None if args["sim"] == "amaranth" and not args["bulk"] else _rtl_hash(spec, ua, cache)
+    rtl = (None if args["sim"] == "amaranth" and not args["bulk"]
+           else _rtl_hash(spec, ua, cache, repaired))
     first, end = args["chunks"]
-    backend = (CachedBulkBackend(cache, rtl) if args["bulk"]
+    backend = (CachedBulkBackend(cache, rtl, repaired) if args["bulk"]
                else backend_for(args["sim"]))
     with tempfile.TemporaryDirectory(prefix="mxsim-chunk-") as scratch:
         out = (Path(args["out"]) / design_tag(spec, ua) / f"chunks{first}-{end}"
@@ -148,6 +151,7 @@ def run_chunk(args: dict) -> dict:
             "failing": rep.failing, "replay": rep.replay,
             "build": "none" if built is None else "built" if built else "reused",
             "build_seconds": round(getattr(backend, "build_seconds_taken", 0.0), 3),
+            "repaired": repaired,
             "sim_seconds": rep.sim_seconds, "loop_seconds": rep.loop_seconds,
             "seconds": time.perf_counter() - t0, "host": os.uname().nodename}
 

@@ -3,10 +3,12 @@ that explains them (``mxsim fit --rtl``).
 
 :func:`observe` runs a vector set through the design, as the GPU runners run one through a
 tensor core, and returns it with the design's results as ``d``: nothing is checked against a
-model, because the model is what is being looked for. :func:`characterise` does that on the
-probe suite of the design's formats (:func:`mxsim.probe.probe_suite`) and fits a spec
-(:func:`mxsim.fit.fit`): either the simplest spec that reproduces every output, or "cannot be
-explained" with the closest spec, the outputs it misses and their ulps.
+model, because the model is what is being looked for. :func:`probe_design` does that on the
+probe suite of the design's formats (:func:`mxsim.probe.probe_suite`), and
+:func:`characterise` then fits a spec (:func:`mxsim.fit.fit`): either the simplest spec that
+reproduces every output, or "cannot be explained" with the closest spec, the outputs it misses
+and their ulps. The observed set is the costly part (a simulation of the design) and stands
+on its own, so ``characterise`` saves it before the fit starts.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from mxsim.vectors import VectorSet
 
 from .backend import Backend, Stimulus
 
-__all__ = ["carrier_spec", "observe", "fp32_results", "characterise", "DEFAULT_NAN"]
+__all__ = ["carrier_spec", "observe", "fp32_results", "probe_design", "characterise",
+           "DEFAULT_NAN"]
 
 
 def carrier_spec(pm, vs: VectorSet) -> UnitSpec:
@@ -85,11 +88,10 @@ def fp32_results(pm, results) -> np.ndarray:
     return codes
 
 
-def characterise(pm, a_format: str, b_format: str, out_dir: str | Path, *, seed: int = 0,
-                 bulk: bool = True, progress=None):
-    """``(observed, fit)``: the probe suite of the design's formats run through it
-    (:func:`observe`; a design that takes no C gets C = +0) and the fit of its outputs."""
-    from mxsim.fit import fit
+def probe_design(pm, a_format: str, b_format: str, out_dir: str | Path, *, seed: int = 0,
+                 bulk: bool = True) -> VectorSet:
+    """The probe suite of the design's formats run through it (:func:`observe`; a design
+    that takes no C gets C = +0): the observed set a fit explains."""
     from mxsim.probe import MX_ELEMENTS, probe_suite
 
     from .foreign import ForeignBackend
@@ -106,5 +108,18 @@ def characterise(pm, a_format: str, b_format: str, out_dir: str | Path, *, seed:
                      scale_format=pm.scales.format)
     if not backend.takes_c:
         vs = vs.replace(c=np.zeros_like(vs.c))
-    observed = observe(pm, vs, out_dir, backend=backend)
+    return observe(pm, vs, out_dir, backend=backend)
+
+
+def characterise(pm, a_format: str, b_format: str, out_dir: str | Path, *, seed: int = 0,
+                 bulk: bool = True, keep: str | Path | None = None, progress=None):
+    """``(observed, fit)``: the observed set of :func:`probe_design` and the fit of its
+    outputs. ``keep``: where to save the observed set, written before the fit starts, so the
+    design's outputs outlast whatever the fit does."""
+    from mxsim import vectors
+    from mxsim.fit import fit
+
+    observed = probe_design(pm, a_format, b_format, out_dir, seed=seed, bulk=bulk)
+    if keep is not None:
+        vectors.save(observed, keep)
     return observed, fit(observed, k=pm.k, progress=progress)

@@ -38,6 +38,7 @@ from . import timing
 from .backend import Mismatch, MismatchKind, Run, Stimulus
 from .toolchain import (
     SIMULATORS,
+    cocotb_build,
     cocotb_runner,
     icarus_available,
     last_waveform,
@@ -328,16 +329,10 @@ class ForeignBackend(MapDesign):
         args = list(VERILATOR_ARGS) if self.sim == "verilator" else []
         if x_initial:
             args += ["--x-assign", "unique", "--x-initial", "unique"]
-        try:
-            with simulator_env(self.sim):
-                cocotb_runner(self.sim).build(
-                    sources=_resolve(self.pm, d.sources),
-                    includes=_resolve(self.pm, d.include_dirs), defines=dict(d.defines),
-                    parameters=parameters, hdl_toplevel=d.top, build_dir=out, build_args=args,
-                    timescale=("1ns", "1ps"), waves=self.waves, log_file=out / "build.log")
-        except Exception as exc:
-            raise MxsimError(f"{self.sim} failed to build {d.top} ({exc}); see "
-                             f"{out / 'build.log'}") from None
+        cocotb_build(self.sim, sources=_resolve(self.pm, d.sources), top=d.top, build_dir=out,
+                     log=out / "build.log", what=d.top, flags=args,
+                     includes=_resolve(self.pm, d.include_dirs), defines=dict(d.defines),
+                     parameters=parameters, waves=self.waves)
 
     def run(self, vs: VectorSet, stimulus: Stimulus, *, name: str = "run") -> ForeignRun:
         if self._dir is None or self._spec is None:

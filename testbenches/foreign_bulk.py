@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from mxsim import children
 from mxsim.errors import MxsimError
 from mxsim.microarch import MicroArch
 from mxsim.spec import UnitSpec
@@ -106,22 +105,19 @@ def _cflags() -> list[str]:
 
 
 def _verilate(pm: Any, parameters: dict, out: Path, harness: Path) -> Path:
-    from .toolchain import verilator_env, verilator_root
+    from .toolchain import verilate
     d = pm.design
     base = Path(pm.path).resolve().parent
-    cmd = [str(verilator_root() / "bin" / "verilator"), "--cc", "--exe", "--build", "-O3",
-           "--top-module", d.top, "--x-assign", "unique", "--x-initial", "unique",
-           *VERILATOR_ARGS, "-j", str(os.cpu_count() or 2), *_cflags(),
-           "--Mdir", str(out / "obj")]
-    cmd += [f"-I{(base / p).resolve()}" for p in d.include_dirs]
-    cmd += [f"-D{k}={v}" for k, v in d.defines.items()]
-    cmd += [f'-G{k}="{v}"' if isinstance(v, str) else f"-G{k}={v}"
-            for k, v in parameters.items()]
-    cmd += [str((base / s).resolve()) for s in d.sources] + [str(harness)]
-    p = children.run(cmd, env=verilator_env(), capture_output=True, text=True)
-    (out / "build.log").write_text(p.stdout + p.stderr)
+    flags = ["-O3", "--x-assign", "unique", "--x-initial", "unique", *VERILATOR_ARGS, "-j",
+             str(os.cpu_count() or 2), *_cflags()]
+    flags += [f"-D{k}={v}" for k, v in d.defines.items()]
+    flags += [f'-G{k}="{v}"' if isinstance(v, str) else f"-G{k}={v}"
+              for k, v in parameters.items()]
+    verilate(out / "obj", [*((base / s).resolve() for s in d.sources), harness], top=d.top,
+             log=out / "build.log", what=f"{d.top} with the bulk harness", flags=flags,
+             includes=[(base / p).resolve() for p in d.include_dirs])
     exe = out / "obj" / f"V{d.top}"
-    if p.returncode or not exe.exists():
+    if not exe.exists():
         raise MxsimError(f"Verilator failed to build {d.top} with the bulk harness; see "
                          f"{out / 'build.log'}")
     return exe

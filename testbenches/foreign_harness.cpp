@@ -10,7 +10,9 @@
 // later. start-done: issued while idle with a one-cycle start, read on done. combinational:
 // inputs set, eval, read; one "cycle" per instruction. Only instructions that end a dot
 // product (n % per_dot == per_dot - 1) give results. A run stops once IDLE cycles pass with no
-// handshake (start-done: IDLE cycles waiting for done).
+// handshake (start-done: IDLE cycles waiting for done). From the start, reset included, every
+// driven port holds instruction 0's value (so a port the map ties holds its constant), as in
+// the cocotb test.
 //
 // stimulus: u32 magic 'MXF1', u32 instructions, u32 ports, u32 gap pattern length,
 //           u32 ready pattern length, u32 seed, u32 per_dot, u32 latency, u32 interval,
@@ -148,7 +150,9 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> ends(N + 1);
     for (uint32_t n = 0; n < N; n++) ends[n] = n % per_dot == per_dot - 1;
 
-    // Reset: clock low, handshake inputs low, reset_cycles rising edges with reset active.
+    // Reset: clock low, handshake inputs low, the driven ports at instruction 0's values,
+    // reset_cycles rising edges with reset active.
+    if (N) set_inputs(t, run.in.data(), 0);
     CLK(0); IN_VALID(0); OUT_READY(0); RESET(reset_level);
     t->eval();
     for (uint32_t i = 0; i < reset_cycles; i++) { CLK(0); t->eval(); CLK(1); t->eval(); }

@@ -7,7 +7,8 @@ more axis, their elements, and their lowest index ``low:PORT``), the valid-gap a
 patterns and the instructions per dot product. The test resets the design, drives the map's
 handshake with the protocol of :class:`mxsim.cycle.TraceRecorder` (instruction n is offered
 from the first cycle at or after the previous input handshake whose gap bit is 1, and held
-until taken; ``out_ready`` from the ready pattern):
+until taken; ``out_ready`` from the ready pattern; from the start, reset included, every driven
+port holds instruction 0's value, so a port the map ties holds its constant):
 
 valid-ready
     offer, take on ``in_valid & in_ready``; a result is read on ``out_valid & out_ready``.
@@ -281,7 +282,7 @@ async def foreign_design_runs(dut):
     ends = [(i % per_dot) == per_dot - 1 for i in range(n_in)]
     gaps, ready = data["gaps"].astype(int).tolist(), data["ready"].astype(int).tolist()
     res, rec = Results(dut, plan["results"]), Record()
-    for h, vals in fixed:
+    for h, vals in fixed + (moving if n_in else []):
         h.value = vals[0]
     dut._log.info("MXSIM_FTB=%s: %s, %d instructions", os.environ["MXSIM_FTB"], plan["kind"],
                   n_in)

@@ -49,12 +49,13 @@ from .portmap_types import (
     Reset,
     Result,
     Scales,
+    Tie,
 )
 from .ports import Port
 
 __all__ = ["MapError", "PortMap", "Beats", "Results", "load", "port_words", "Design", "Clock",
            "Reset", "Handshake", "FormatSelect", "Field", "Lanes", "Scales", "Accumulator",
-           "Result"]
+           "Result", "Tie"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class _Use:
     least: int = 1                  #: the width a whole port needs at least
     most: int | None = None         #: the width a whole port may have at most
     elements: int | None = None     #: an unpacked array of this many elements
+    any_shape: bool = False         #: a scalar port or a one-dimensional array alike
 
 
 def load(path: str | Path) -> PortMap:
@@ -83,7 +85,8 @@ def load(path: str | Path) -> PortMap:
         missing or unreadable file, a TOML syntax error, an unknown table or key, a wrong
         type or enum value, a key the chosen handshake/layout/kind needs or refuses, a bit
         range that is malformed, too narrow or overlaps another field, a scale block that does
-        not divide k, a source file that does not exist.
+        not divide k, a source file that does not exist, a [tie] value that is not an
+        integer >= 0 or a tie of a port the map uses otherwise.
     """
     return PortMap(**parse(Path(path)))
 
@@ -93,8 +96,9 @@ class PortMap:
     """A checked port map (see the module docstring); build it with :func:`load`.
 
     ``a_format``/``b_format`` are the element formats when fixed (None when ``format_select``
-    chooses them); ``a``/``b`` the operand lanes. After :meth:`check_ports`, the map knows the
-    design's port widths (whole-port fields and the words :meth:`pack` gives use them).
+    chooses them); ``a``/``b`` the operand lanes; ``tie`` the inputs held at a constant. After
+    :meth:`check_ports`, the map knows the design's port widths (whole-port fields and the
+    words :meth:`pack` gives use them).
     """
     path: Path
     design: Design
@@ -111,6 +115,7 @@ class PortMap:
     accumulator: Accumulator
     result: Result
     instruction_line: int = 1
+    tie: tuple[Tie, ...] = ()
     ports: dict[str, Port] = field(default_factory=dict, compare=False, repr=False)
 
     def _fail(self, line: int, msg: str) -> MapError:
@@ -132,11 +137,13 @@ class PortMap:
         return [p for p in parts if p is not None]
 
     def data_ports(self) -> list[str]:
-        """The ports each instruction drives: the keys of :attr:`Beats.ports`."""
+        """The ports each instruction drives: the keys of :attr:`Beats.ports` (the tied ones
+        last, the same value in every instruction)."""
         names = [n for f in self.data_fields()
                  for n in (f.port_names() if isinstance(f, Lanes) else [f.port])]
         if self.format_select is not None and self.format_select.by == "port":
             names.append(self.format_select.name)
+        names += [t.port for t in self.tie]
         return list(dict.fromkeys(names))
 
     def driven_ports(self) -> list[str]:
@@ -172,6 +179,9 @@ class PortMap:
         if sel is not None and sel.by == "port":
             yield _Use(sel.name, "format.name", sel.line, True,
                        least=max(sel.values.values()).bit_length() or 1)
+        for tie in self.tie:
+            yield _Use(tie.port, f"tie.{tie.port}", tie.line, True,
+                       least=tie.value.bit_length() or 1, any_shape=True)
         acc, sc = self.accumulator, self.scales
         for part in self.data_fields():
             if isinstance(part, Lanes):
@@ -221,8 +231,10 @@ class PortMap:
             lacks (the message lists the design's ports), that is an output where the map
             drives it or an input where it reads it, that is (or is not) an unpacked array
             where the layout says otherwise, or whose width or length does not fit the lanes
-            and bit ranges the map puts there.
+            and bit ranges the map puts there; then for the design's inputs the map does not
+            drive.
         """
+        used = set()
         for use in self._uses():
             port = ports.get(use.port)
             if port is None:
@@ -230,8 +242,27 @@ class PortMap:
                 raise self._fail(use.line, f"{use.what}: port {use.port!r} is not a port of "
                                            f"{self.design.top}; its ports: {listed}")
             self._check_use(use, port)
+            used.add(use.port)
+        self._check_undriven(ports, used)
         self.ports.clear()
         self.ports.update(ports)
+
+    def _check_undriven(self, ports: Mapping[str, Port], used: set[str]) -> None:
+        """Refuse a design input the map does not drive: left alone, it would hold whatever
+        each simulator gives an undriven input (cocotb's Verilator a random value, the bulk
+        harness another), so the two harnesses would not run the same design."""
+        undriven = [p.name for p in ports.values()
+                    if p.direction in ("input", "inout") and p.name not in used]
+        if not undriven:
+            return
+        names = ", ".join(repr(n) for n in undriven[:8]) + (
+            f" and {len(undriven) - 8} more" if len(undriven) > 8 else "")
+        many = len(undriven) > 1
+        raise self._fail(self.design.line, f"{self.design.top} has input{'s' if many else ''} "
+                                            f"{names} that the map does not drive; map "
+                                            f"{'each' if many else 'it'}, or hold "
+                                            f"{'them' if many else 'it'} at a constant under "
+                                            f"[tie] (e.g. {undriven[0]} = VALUE)")
 
     def _check_use(self, use: _Use, port: Port) -> None:
         want = "input" if use.driven else "output"
@@ -241,7 +272,8 @@ class PortMap:
                                        f"{'drives' if use.driven else 'reads'} it; name an "
                                        f"{want}")
         shape = f"{port.width} bits" + (f" x {port.elements}" if port.elements else "")
-        if port.elements is not None and (use.elements is None or len(port.dims) > 1):
+        if port.elements is not None and (len(port.dims) > 1 or (use.elements is None
+                                                                 and not use.any_shape)):
             raise self._fail(use.line, f"{use.what}: port {use.port!r} is an unpacked array "
                                        f"({shape}); "
                                        + ("mxsim drives one-dimensional arrays only" if
@@ -264,7 +296,8 @@ class PortMap:
                     f"at least {use.least}")
             if (port.width != use.exact if use.exact is not None else
                     port.width < use.least or (use.most is not None and port.width > use.most)):
-                fix = "format.values" if use.what == "format.name" else "give bits"
+                fix = ("format.values" if use.what == "format.name" else
+                       "tie a value that fits" if use.any_shape else "give bits")
                 raise self._fail(use.line, f"{use.what}: port {use.port!r} has {port.width} "
                                            f"bit{'s' if port.width > 1 else ''}; the map needs "
                                            f"{rule}; fix the port or {fix}")
@@ -350,8 +383,9 @@ class PortMap:
         """Every value mismatch of ``results`` against ``want`` (the model's D codes in
         ``d_format``, one per dot product): bit for bit for an FP32/FP16/BF16 result; exactly
         in value for a fixed-point one (NaN equals NaN, +0 equals -0), with the difference in
-        ulps of the design's encoding in the note. At most ``VALUE_LIMIT`` are listed (then a
-        count); a count of results that differs from ``len(want)`` comes first."""
+        ulps of the design's encoding in the note. At most ``VALUE_LIMIT`` are listed, then
+        one entry stands for the rest (:func:`testbenches.backend.not_listed`); a count of
+        results that differs from ``len(want)`` comes first."""
         return compare_results(self, results, np.asarray(want), formats.get(d_format))
 
     def describe(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import numpy.typing as npt
 from mxsim.formats import Format
 from mxsim.vectors import VectorSet
 
-from .backend import VALUE_LIMIT, Mismatch, MismatchKind
+from .backend import VALUE_LIMIT, Mismatch, MismatchKind, not_listed
 from .portmap_parse import FORMAT_BITS
 from .portmap_types import Field, Lanes, MapError, MapLike
 
@@ -140,6 +140,8 @@ class _Packer:
             elif isinstance(part, Field):
                 top = part.bits[0] if part.bits is not None else 0
                 self.tops[part.port] = max(self.tops.get(part.port, 0), top)
+        for tie in pm.tie:
+            self.tops[tie.port] = max(tie.value.bit_length() - 1, 0)
 
     def words(self, port: str, elements: int | None = None) -> npt.NDArray[np.uint32]:
         if port not in self.ports:
@@ -148,6 +150,13 @@ class _Packer:
             shape = (self.n,) + ((elements,) if elements else ()) + (_words(bits),)
             self.ports[port] = np.zeros(shape, np.uint32)
         return self.ports[port]
+
+    def constant(self, port: str, value: int) -> None:
+        """``value`` (of any width) in every instruction, in each element of an array port."""
+        known = self.pm.ports.get(port)
+        words = self.words(port, None if known is None else known.elements)
+        for j in range(words.shape[-1]):
+            words[..., j] = (value >> (WORD * j)) & 0xFFFFFFFF
 
     def field(self, f: Field, values: npt.NDArray) -> None:
         width = f.width if f.width is not None else WORD
@@ -243,6 +252,8 @@ def pack_instructions(pm: MapLike, vs: VectorSet) -> Beats:
     sel = pm.format_select
     if sel is not None and sel.by == "port":
         p.field(Field(sel.name), np.full(count, sel.values[vs.a_format], np.uint32))
+    for tie in pm.tie:
+        p.constant(tie.port, tie.value)
     return Beats({name: p.ports[name] for name in pm.data_ports()}, per_dot, last)
 
 
@@ -395,7 +406,7 @@ def compare_results(pm: MapLike, results: Results, want: npt.NDArray, fmt: Forma
             out.append(_fixed_mismatch(got, int(i), want, fmt, (w_mant, w_exp, w_nan, w_inf),
                                        digits))
     if len(bad) > VALUE_LIMIT:
-        out.append(Mismatch(kind, note=f"... {len(bad)} in all"))
+        out.append(not_listed(kind, len(bad), VALUE_LIMIT))
     return out
 
 

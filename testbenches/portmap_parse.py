@@ -11,6 +11,7 @@ line and says what to do.
 from __future__ import annotations
 
 import bisect
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -39,13 +40,14 @@ from .portmap_types import (
     Reset,
     Result,
     Scales,
+    Tie,
 )
 
 __all__ = ["parse", "TABLES", "MAX_K", "FORMAT_BITS"]
 
 #: The top-level tables of a map, in the order they are read.
 TABLES = ("design", "clock", "reset", "handshake", "instruction", "format", "operands",
-          "scales", "accumulator", "result")
+          "scales", "accumulator", "result", "tie")
 MAX_K = 1 << 16
 #: Bits of the C and result encodings.
 FORMAT_BITS = {"fp32": 32, "fp16": 16, "bf16": 16}
@@ -319,8 +321,30 @@ def parse(path: Path) -> dict[str, Any]:
     out["scales"] = _scales(r, out["k"])
     out["accumulator"] = _accumulator(r)
     out["result"] = _result(r)
+    out["tie"] = _tie(r)
     del out["element_formats"]
     return out
+
+
+def _tie(r: _Reader) -> tuple[Tie, ...]:
+    """``[tie]``: input ports held at a constant, ``PORT = VALUE`` (an integer >= 0), each a
+    whole port that nothing else in the map uses."""
+    p = ("tie",)
+    table = r.get(p)
+    if table is None:
+        return ()
+    if not isinstance(table, dict):
+        raise r.fail(p, f"tie must be a table of input ports and their values (e.g. ce = 1), "
+                        f"not {_show(table)}")
+    out = []
+    for name in table:
+        if not _IDENT.match(name):
+            raise r.fail(p + (name,), f"tie: {name!r} is not a Verilog identifier; name an "
+                                      f"input port of the design")
+        value, line = r.integer(p + (name,)), r.line(p + (name,))
+        r.use(name, None, None, f"tie.{name}", line, driven=True)
+        out.append(Tie(name, value, line))
+    return tuple(out)
 
 
 def _syntax(path: Path, text: str, exc: tomllib.TOMLDecodeError) -> str:
@@ -351,7 +375,11 @@ def _design(r: _Reader) -> Design:
                                      f"to the map){least}, not {_show(value)}")
         found = []
         for entry in value:
-            full = (base / entry).resolve()
+            full = Path(os.path.abspath(base / entry))
+            try:
+                full = full.resolve()
+            except (OSError, RuntimeError):
+                pass             # a symbolic link loop: there is no file, as for a missing one
             if not (full.is_file() if kind == "file" else full.is_dir()):
                 raise r.fail(p + (key,), f"design.{key}: {kind} {entry!r} does not exist (looked "
                                          f"for {full}); fix the path, relative to the map")

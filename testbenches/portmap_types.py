@@ -15,8 +15,8 @@ from typing import Any, Protocol
 from mxsim.errors import MxsimError
 
 __all__ = ["MapError", "Design", "Clock", "Reset", "Handshake", "FormatSelect", "Field",
-           "Lanes", "Scales", "Accumulator", "Result", "HANDSHAKE_KINDS", "LAYOUTS", "ORDERS",
-           "SCALE_FORMATS", "ACC_KINDS", "FP_ENCODINGS", "RESULT_ENCODINGS", "MapLike"]
+           "Lanes", "Scales", "Accumulator", "Result", "Tie", "HANDSHAKE_KINDS", "LAYOUTS",
+           "ORDERS", "SCALE_FORMATS", "ACC_KINDS", "FP_ENCODINGS", "RESULT_ENCODINGS", "MapLike"]
 
 HANDSHAKE_KINDS = ("valid-ready", "start-done", "pipeline", "combinational")
 LAYOUTS = ("packed", "array", "ports")
@@ -230,6 +230,15 @@ class Result:
         return [f for f in parts if f is not None]
 
 
+@dataclass(frozen=True)
+class Tie:
+    """One key of ``[tie]``: an input port held at ``value`` for the whole run, reset
+    included (every element of an unpacked array port)."""
+    port: str
+    value: int
+    line: int = 1
+
+
 class MapLike(Protocol):
     """What packing, decoding and reading the design's ports need of a
     :class:`~testbenches.portmap.PortMap` (a protocol, so that those modules need not import
@@ -246,6 +255,7 @@ class MapLike(Protocol):
     accumulator: Accumulator
     result: Result
     instruction_line: int
+    tie: tuple[Tie, ...]
     ports: dict[str, Any]
 
     def element_formats(self) -> tuple[str, ...]: ...

@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mxsim import children
 from mxsim.spec import UnitSpec
 
 from .portmap_types import MapError, MapLike
-from .toolchain import verilator_env, verilator_root
+from .toolchain import run_tool, verilator_command, verilator_env
 
 __all__ = ["Port", "design_ports", "verilator_flags"]
 
@@ -69,13 +68,12 @@ def design_ports(pm: MapLike, work_dir: Path, spec: UnitSpec | None = None) -> d
     MxsimError
         When Verilator is not installed.
     """
-    cmd = [str(verilator_root() / "bin" / "verilator"), "--json-only", "-Wno-fatal"]
+    cmd = [*verilator_command(), "--json-only", "-Wno-fatal"]
     cmd += verilator_flags(pm, spec)
     with tempfile.TemporaryDirectory(prefix="mxsim-ports-") as tmp:
         out = Path(tmp) / "design.json"
         cmd[3:3] = ["--Mdir", tmp, "--json-only-output", str(out)]
-        proc = children.run(cmd, env=verilator_env(), capture_output=True, text=True,
-                            cwd=tmp, scratch=tmp)
+        proc = run_tool(cmd, env=verilator_env(), cwd=tmp, scratch=tmp)
         if proc.returncode == 0 and out.is_file():
             return _ports(pm, json.loads(out.read_text()))
     log = Path(work_dir) / "ports.log"

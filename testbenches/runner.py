@@ -28,6 +28,7 @@ from mxsim.vectors import VectorSet
 from .backend import Mismatch, Run, Stimulus, design_tag
 from .toolchain import (
     SIMULATORS,
+    cocotb_build,
     cocotb_runner,
     icarus_available,
     last_waveform,
@@ -88,14 +89,8 @@ def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
         build_args = ["-Wno-fatal", "-Wno-lint", "-Wno-style"]
         if x_initial == "unique":
             build_args += ["--x-assign", "unique", "--x-initial", "unique"]
-    try:
-        with simulator_env(sim):
-            cocotb_runner(sim).build(sources=[src], hdl_toplevel="mx_dot", build_dir=out,
-                                     build_args=build_args, timescale=("1ns", "1ps"),
-                                     waves=waves, log_file=out / "build.log")
-    except Exception as exc:
-        raise MxsimError(f"{sim} failed to build the unit ({exc}); see {out / 'build.log'}") \
-            from None
+    cocotb_build(sim, sources=[src], top="mx_dot", build_dir=out, flags=build_args,
+                 waves=waves, log=out / "build.log", what="the unit")
     (out / ".built").write_text(sim)
     return b
 

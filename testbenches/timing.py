@@ -29,7 +29,8 @@ combinational
 
 Each violation is one :class:`~testbenches.backend.Mismatch` of kind ``CYCLE`` whose note
 names the rule, with the cycle and the instruction (``beat``: its index in the run); at most
-:data:`~testbenches.backend.HANDSHAKE_LIMIT` are listed per rule, then one with the count.
+:data:`~testbenches.backend.HANDSHAKE_LIMIT` are listed per rule, then one that stands for the
+rest (:func:`~testbenches.backend.not_listed`).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import numpy.typing as npt
 
 from mxsim import cycle
 
-from .backend import HANDSHAKE_LIMIT, Mismatch, MismatchKind
+from .backend import HANDSHAKE_LIMIT, Mismatch, MismatchKind, not_listed
 
 __all__ = ["Declared", "check", "KINDS"]
 
@@ -77,7 +78,7 @@ class _Found:
                                         note=f"{rule}: {what}"))
 
     def result(self) -> list[Mismatch]:
-        more = [Mismatch(MismatchKind.CYCLE, note=f"{rule}: ... {n} in all")
+        more = [not_listed(MismatchKind.CYCLE, n, HANDSHAKE_LIMIT, f"{rule}: ")
                 for rule, n in self.counts.items() if n > HANDSHAKE_LIMIT]
         return self.listed + more
 

@@ -13,6 +13,7 @@ the same way: the cocotb testbench by default, the C++ harness with ``bulk=True`
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -32,6 +33,7 @@ from .backend import (
     Run,
     Stimulus,
     build_message,
+    count,
     design_tag,
 )
 
@@ -72,18 +74,24 @@ class Report:
         self.sim_seconds += run.seconds
         self.loop_seconds += run.loop_seconds
 
-    def _count(self, kind: MismatchKind) -> int:
-        return sum(1 for m in self.mismatches if m.kind is kind)
-
     @property
     def value_mismatches(self) -> int:
-        """Mismatches of an output value (or a result that never left)."""
-        return self._count(MismatchKind.VALUE)
+        """Mismatches of an output value (or a result that never left), every one counted
+        (the list ``mismatches`` is capped: :func:`testbenches.backend.count`)."""
+        return count(self.mismatches, MismatchKind.VALUE)
 
     @property
     def cycle_mismatches(self) -> int:
-        """Mismatches of a handshake or a cycle of the trace against the cycle model."""
-        return self._count(MismatchKind.CYCLE)
+        """Mismatches of a handshake or a cycle of the trace against the cycle model, every
+        one counted."""
+        return count(self.mismatches, MismatchKind.CYCLE)
+
+    def _first(self) -> str:
+        """The first mismatch, and how many of them all the JSON report lists."""
+        listed = sum(m.unlisted is None for m in self.mismatches)
+        total = count(self.mismatches)
+        return f" (first: {self.mismatches[0]}" + (
+            f"; the JSON report lists {listed} of the {total})" if listed < total else ")")
 
     @property
     def result(self) -> str:
@@ -101,7 +109,7 @@ class Report:
                  f"  vectors     {self.dots:,} dot products, {self.beats:,} blocks, "
                  f"{self.cycles:,} cycles",
                  f"  mismatches  {self.value_mismatches} value, {self.cycle_mismatches} cycle"
-                 + ("" if self.passed else f" (first: {self.mismatches[0]})"),
+                 + ("" if self.passed else self._first()),
                  f"  speed       {loop:,.0f} dot products/s ({cps:,.0f} cycles/s) in the "
                  f"simulation loop ({self.loop_seconds:.1f} s); {rate:,.0f}/s with simulator "
                  f"start-up ({self.sim_seconds:.1f} s); {self.seconds:.1f} s in all",
@@ -128,7 +136,7 @@ class Report:
                 "coverage": self.coverage.to_dict(), "sim_seconds": self.sim_seconds,
                 "loop_seconds": self.loop_seconds,
                 "seconds": self.seconds, "failing": self.failing, "replay": self.replay,
-                "passed": self.passed}
+                "waveform": self.waveform, "passed": self.passed}
 
 
 def minimal_set(vs: VectorSet, dots: list[int]) -> VectorSet:
@@ -229,7 +237,7 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
                 failing = failing_dots(run.mismatches, vs.k // spec.k)
                 fail_set = minimal_set(vs, failing or list(range(min(4, vs.num_dots))))
                 _keep(rep, fail_set, stimulus, out / f"failing-{tag}-chunk{i}.npz", backend,
-                      spec, microarch, fault, bar, show, replay_command)
+                      spec, microarch, fault, bar, show, replay_command, run)
             break
         bar.update(rep.dots)
     bar.close()
@@ -240,17 +248,22 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
 
 def _keep(rep: Report, fail_set: VectorSet, stimulus: Stimulus, path: Path, backend: Backend,
           spec: UnitSpec, microarch: MicroArch, fault: str | None, bar: Progress,
-          show: bool, replay_command: str | None) -> None:
-    """Write the failing set, the command that replays it, and (where the backend can write
-    one) its waveform from a rerun."""
+          show: bool, replay_command: str | None, failed: Run) -> None:
+    """Write the failing set, the command that replays it, and its waveform: the one the
+    failed run ``failed`` wrote (a backend that writes waveforms, as ``--replay --waves``
+    asks), else one from a rerun of the set where the backend can write one."""
     vectors.save(fail_set, path)
     rep.failing = str(path)
+    # A line to paste into a shell: paths with spaces or quotes are quoted.
     rep.replay = (replay_command or
-                  f"mxsim verify --unit {rep.unit} --a-format {spec.a_format} --b-format "
-                  f"{spec.b_format} --lanes {microarch.lanes} --stages {microarch.stages} "
-                  f"--sim {rep.sim}") + f" --replay {path} --waves"
+                  f"mxsim verify --unit {shlex.quote(rep.unit)} --a-format {spec.a_format} "
+                  f"--b-format {spec.b_format} --lanes {microarch.lanes} --stages "
+                  f"{microarch.stages} --sim {rep.sim}") + \
+        f" --replay {shlex.quote(str(path))} --waves"
     waves = backend.with_waves()
-    if waves is not None:
+    if waves is None:
+        rep.waveform = failed.waveform
+    else:
         bar.close()
         with Step(build_message(waves, microarch), show, expect=waves.build_seconds):
             waves.build(spec, microarch, path.parent, fault=fault)

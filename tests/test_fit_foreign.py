@@ -126,3 +126,69 @@ def test_fit_ulp_bins():
     fit_ = np.array([0x80000000, 0x7F7FFFFF, 0x3F800003, 0x3F800000, 0x00000001], np.uint32)
     bins = fit.ulp_bins("fp32", obs, fit_)
     assert {k: v for k, v in bins.items() if v} == {"0": 1, "1": 1, "2": 1, "3-4": 1, "NaN": 1}
+
+
+def test_fit_ulp_bins_count_nan_codes_apart():
+    """Two NaNs of different codes are a miss too (a unit with another NaN code): each pair of
+    different codes counts in exactly one bin, so the histogram adds up to the misses."""
+    obs = np.array([0x7FC00000, 0xFFFFFFFF, 0x7FC00000, 0x7FC00000], np.uint32)
+    fit_ = np.array([0x7FFFFFFF, 0x7FFFFFFF, 0x7FC00000, 0x3F800000], np.uint32)
+    bins = fit.ulp_bins("fp32", obs, fit_)
+    assert {k: v for k, v in bins.items() if v} == {"NaN code": 2, "NaN": 1}
+
+
+#: A k = 8 MXFP8 unit with IEEE NaN/Inf (the fit's NaN-code tests run its model).
+K8_IEEE = UnitSpec(name="k8", a_format="e4m3", b_format="e4m3", scale_format="e8m0", block=8,
+                   k=8, frac_bits=25, acc_format="fp32", acc_rounding="rz")
+
+
+def _nan_observed(codes: list[int], rows: int = 8):
+    """The mxfp8 probe suite (the first ``rows`` rows of each batch entry) through K8_IEEE, its
+    NaN results given ``codes`` in turn."""
+    suite = probe.probe_suite("mxfp8", k=8, block=8).subset(slice(0, rows))
+    d = fast.dot(K8_IEEE, suite)
+    nan = np.flatnonzero(d.reshape(-1) == K8_IEEE.d_nan)
+    assert len(nan) > 10
+    d.reshape(-1)[nan] = np.resize(np.array(codes, np.uint32), len(nan))
+    return suite.with_result(d, producer="k8 with its own NaN code")
+
+
+def test_fit_leaves_the_default_nan_code_out_of_its_search():
+    """NaN results of the default code: nothing to separate, so nan_code is not searched (the
+    fit as before). Other codes are fitted as nan_code: tests/hostile/test_foreign.py fits
+    designs with 0x7FC00000 and 0xFFFFFFFF."""
+    result = fit.fit(_nan_observed([0x7FFFFFFF]), k=8)
+    assert result.exact, result.report()
+    assert result.spec.nan_code is None and "nan_code" not in result.evidence
+
+
+def test_fit_that_cannot_explain_two_nan_codes_reports_them_as_misses():
+    """Half the NaN results 0x7FC00000, half 0x7FFFFFFF: no spec has two NaN codes, so the
+    fit reports the closest spec and its misses, each under 'NaN code' (this crashed with
+    StopIteration when the NaN codes were not the fitted spec's)."""
+    result = fit.fit(_nan_observed([0x7FC00000, 0x7FFFFFFF], rows=1), k=8, start=K8_IEEE,
+                     search={"frac_bits": [24, 25], "nan_code": [None, 0x7FC00000]})
+    assert not result.exact
+    misses = result.total - result.equal
+    assert result.ulps["NaN code"] == misses == sum(result.ulps.values())
+    assert {m["ulps"] for m in result.misses} == {"NaN code"}
+    assert "NaN code ulps" in result.report()
+
+
+@pytest.mark.parametrize("families, first, second", [
+    (["pair-cancel", "tie"], "pair-cancel", "tie"),
+    (["pair-cancel", 1], "pair-cancel", ""),
+    (["pair-cancel"], "pair-cancel", ""),
+    ([], "", ""), (5, "", ""), (1.5, "", ""), (True, "", ""), (None, "", ""),
+    ("pair-cancel", "", ""), ({"a": 1}, "", ""), ([[1], [2]], "", ""),
+    ([{"a": 1}, None], "", ""),
+], ids=["strings", "mixed", "short", "empty", "int", "float", "bool", "null", "string", "dict",
+        "nested", "dict-and-null"])
+def test_miss_summaries_name_a_family_only_where_the_provenance_does(families, first, second):
+    """Provenance is free-form (D-FIT-FAMILIES): a family is a string entry of a list with
+    one per batch entry; anything else is shown blank, never a crash or a letter of a name."""
+    observed = _nan_observed([0x7FC00000])
+    observed = observed.replace(extra={**observed.extra, "families": families})
+    fitted = fast.dot(K8_IEEE, observed)
+    got = fit.miss_summaries(observed, fitted, [(0, 0, 0), (1, 0, 0)])
+    assert [m["family"] for m in got] == [first, second]

@@ -173,6 +173,20 @@ LOAD_CASES = [
                                     'sources = ["dut.sv"]\ninclude_dirs = ["inc"]')], '["inc"]',
      "design.include_dirs: folder 'inc' does not exist"),
     ("toml-syntax", GOOD, [("k = 32", "k = = 32")], "k = = 32", "TOML syntax error: Invalid value"),
+    ("tie-negative", GOOD, [("fmt = 0", "fmt = -1")], "fmt = -1",
+     "tie.fmt must be an integer >= 0, not -1"),
+    ("tie-string", GOOD, [("fmt = 0", 'fmt = "1"')], 'fmt = "1"',
+     "tie.fmt must be an integer >= 0, not '1'"),
+    ("tie-not-a-table", GOOD, [("[tie]\nfmt = 0\na_arr = 0\nb_arr = 0\n", ""),
+                               ("[design]", "tie = 1\n[design]")], "tie = 1",
+     "tie must be a table of input ports and their values (e.g. ce = 1), not 1"),
+    ("tie-not-an-identifier", GOOD, [("fmt = 0", 'fmt = 0\n"a b" = 0')], '"a b"',
+     "tie: 'a b' is not a Verilog identifier; name an input port of the design"),
+    ("tie-mapped-port", GOOD, [("fmt = 0", "fmt = 0\nrs1 = 0")], "rs1 = 0",
+     "tie.rs1 overlaps operands.a in port 'rs1' (the whole port); give each field bits of its "
+     "own"),
+    ("tie-clock", GOOD, [("fmt = 0", "fmt = 0\nclk = 0")], "clk = 0",
+     "tie.clk overlaps clock.port in port 'clk' (the whole port)"),
 ]
 
 
@@ -197,15 +211,18 @@ PORT_CASES = [
      "operands.a: port 'rs1' has 256 bits ([255, 0]), the map uses bit 263"),
     ("driven-output", GOOD, [('port = "rs1"', 'port = "out_mant"')], 'port = "out_mant"',
      "operands.a: port 'out_mant' is an output of dut, and the map drives it; name an input"),
-    ("read-input", FIXED, [('port = "out_mant",', 'port = "rs1", bits = [15, 0],')],
+    ("read-input", FIXED, [('port = "out_mant",', 'port = "rs1", bits = [15, 0],'),
+                           ('rs1 = 0\n', '')],
      "mantissa = ", "port 'rs1' is an input of dut, and the map reads it; name an output"),
     ("handshake-direction", GOOD, [('in_ready = "in_ready"', 'in_ready = "clk"'),
                                    ('port = "clk"', 'port = "out_ready"'),
                                    ('out_ready = "out_ready"\n', "")],
      'in_ready = "clk"', "handshake.in_ready: port 'clk' is an input of dut"),
-    ("packed-on-array", GOOD, [('port = "rs1"', 'port = "a_arr"')], 'port = "a_arr"',
+    ("packed-on-array", GOOD, [('port = "rs1"', 'port = "a_arr"'), ('a_arr = 0\n', '')],
+     'port = "a_arr"',
      "operands.a: port 'a_arr' is an unpacked array (8 bits x 32); use layout = \"array\""),
-    ("array-on-scalar", FIXED, [('port = "a_arr"', 'port = "rs1"')], 'port = "rs1"',
+    ("array-on-scalar", FIXED, [('port = "a_arr"', 'port = "rs1"'), ('rs1 = 0\n', '')],
+     'port = "rs1"',
      "operands.a: port 'rs1' is not an unpacked array (256 bits); use layout = \"packed\""),
     ("array-length", FIXED, [("k = 32", "k = 64"), ("block = 16", "block = 32")],
      'port = "a_arr"',
@@ -218,6 +235,24 @@ PORT_CASES = [
     ("whole-mantissa-width", FIXED, [('port = "out_mant"', 'port = "out_nan"'),
                                       ('nan = { port = "out_nan" }\n', "")], "mantissa = ",
      "result.mantissa: port 'out_nan' has 1 bit; the map needs 2 to 64"),
+    # An input the map does not drive would read differently in each harness: refused.
+    ("undriven-input", GOOD, [("fmt = 0\n", "")], "[design]",
+     "dut has input 'fmt' that the map does not drive; map it, or hold it at a constant under "
+     "[tie] (e.g. fmt = VALUE)"),
+    ("undriven-inputs", FIXED, [("out_ready = 0\n", ""), ("rs2 = 0\n", "")], "[design]",
+     "dut has inputs 'out_ready', 'rs2' that the map does not drive; map each, or hold them at "
+     "a constant under [tie] (e.g. out_ready = VALUE)"),
+    ("undriven-handshake-input", GOOD, [('out_ready = "out_ready"\n', "")], "[design]",
+     "dut has input 'out_ready' that the map does not drive"),
+    ("tie-too-wide", GOOD, [("fmt = 0", "fmt = 4")], "fmt = 4",
+     "tie.fmt: port 'fmt' has 2 bits; the map needs at least 3; fix the port or tie a value "
+     "that fits"),
+    ("tie-array-too-wide", GOOD, [("a_arr = 0", "a_arr = 256")], "a_arr = 256",
+     "tie.a_arr: port 'a_arr' has 8 bits; the map needs at least 9"),
+    ("tie-not-a-port", GOOD, [("fmt = 0", "fmt = 0\nfnt = 1")], "fnt = 1",
+     f"tie.fnt: port 'fnt' is not a port of dut; its ports: {DUT_PORTS}"),
+    ("tie-output", GOOD, [("fmt = 0", "fmt = 0\nout_nan = 1")], "out_nan = 1",
+     "tie.out_nan: port 'out_nan' is an output of dut, and the map drives it; name an input"),
 ]
 
 
@@ -343,18 +378,20 @@ def test_key_lines_of_tricky_toml():
     ([('kind = "valid-ready"\nin_valid = "in_valid"\nin_ready = "in_ready"\n'
        'out_valid = "out_valid"\nout_ready = "out_ready"\nlatency = 5',
        'kind = "start-done"\nstart = "in_valid"\ndone = "out_valid"\nlatency = 9\n'
-       'latency_is = "max"')],
+       'latency_is = "max"'), ('[tie]\n', '[tie]\nout_ready = 0\n')],
      lambda pm: (pm.handshake.kind, pm.handshake.start, pm.handshake.done, pm.handshake.latency,
                  pm.handshake.latency_is, pm.driven_ports()[-1]) == (
          "start-done", "in_valid", "out_valid", 9, "max", "in_valid")),
     ([('kind = "valid-ready"\nin_valid = "in_valid"\nin_ready = "in_ready"\n'
        'out_valid = "out_valid"\nout_ready = "out_ready"\nlatency = 5', 'kind = "combinational"'),
       ('[clock]\nport = "clk"\n\n[reset]\nport = "rst_n"\nactive = "low"\nsync = true\n'
-       'cycles = 4\n', "")],
+       'cycles = 4\n', ""),
+      ('[tie]\n', '[tie]\nclk = 0\nrst_n = 1\nin_valid = 0\nout_ready = 0\n')],
      lambda pm: pm.clock is None and pm.reset is None and pm.handshake.latency is None
-     and pm.driven_ports() == ["rs1", "rs2", "rs3"]),
+     and pm.driven_ports() == ["rs1", "rs2", "rs3", "clk", "rst_n", "in_valid", "out_ready",
+                               "fmt", "a_arr", "b_arr"]),
     ([('out_ready = "out_ready"\nlatency = 5', 'latency = 5\ninterval = 4'),
-      ('active = "low"\nsync = true\ncycles = 4\n', "")],
+      ('active = "low"\nsync = true\ncycles = 4\n', ""), ('[tie]\n', '[tie]\nout_ready = 0\n')],
      lambda pm: (pm.handshake.out_ready, pm.handshake.interval, pm.reset.active,
                  pm.reset.active_value, pm.reset.sync, pm.reset.cycles) == (
          None, 4, "high", 1, True, 3)),

@@ -52,9 +52,12 @@ def test_pack_packed_fields_bit_by_bit(dut_ports):
     vs = vectors.generate("uniform", m=2, n=3, k=32, batch=(2,), scale_format="e8m0",
                           block=32, seed=3)
     beats = pm.pack(MXFP8, vs)
-    got = {name: _ints(words) for name, words in beats.ports.items()}
     assert {name: w.shape for name, w in beats.ports.items()} == {
-        "rs1": (12, 8), "rs2": (12, 8), "rs3": (12, 2)}
+        "rs1": (12, 8), "rs2": (12, 8), "rs3": (12, 2), "fmt": (12, 1), "a_arr": (12, 32, 1),
+        "b_arr": (12, 32, 1)}
+    # The tied inputs hold their value (0) in every instruction, each array element too.
+    assert not any(beats.ports[name].any() for name in ("fmt", "a_arr", "b_arr"))
+    got = {name: _ints(beats.ports[name]) for name in ("rs1", "rs2", "rs3")}
     n = 0
     for t in range(2):
         for i in range(2):
@@ -66,6 +69,24 @@ def test_pack_packed_fields_bit_by_bit(dut_ports):
                 assert got["rs3"][n] == (int(vs.c[t, i, j]) | int(vs.a_scale[t, i, 0]) << 32
                                          | int(vs.b_scale[t, 0, j]) << 40)
                 n += 1
+
+
+def test_pack_holds_tied_ports_at_their_value(tmp_path, dut_ports):
+    """[tie]: a value of any width in every instruction, in every element of an array port."""
+    pm = map_in(tmp_path, FIXED.replace("rs1 = 0", f"rs1 = {2 ** 60 + 5}").replace(
+        "rs2 = 0", "rs2 = 0xFFFFFFFF"))
+    pm.check_ports(dut_ports)
+    vs = vectors.generate("uniform", m=1, n=3, k=32, scale_format="e8m0", block=16,
+                          with_c=False, seed=5)
+    beats = pm.pack(replace(MXFP8_K32, block=16), vs)
+    assert _ints(beats.ports["rs1"]) == [2 ** 60 + 5] * 3 and beats.ports["rs1"].shape == (3, 8)
+    assert _ints(beats.ports["rs2"]) == [0xFFFFFFFF] * 3
+    assert _ints(beats.ports["rst_n"]) == [1] * 3
+    grid = map_in(tmp_path, GOOD.replace("a_arr = 0", "a_arr = 7"), "good.toml")
+    grid.check_ports(dut_ports)
+    vs = vectors.generate("uniform", m=1, n=2, k=32, scale_format="e8m0", block=32, seed=5)
+    arr = grid.pack(MXFP8, vs).ports["a_arr"]
+    assert arr.shape == (2, 32, 1) and (arr == 7).all()
 
 
 @pytest.mark.parametrize("fmt, select", [("int8", 0), ("e4m3", 1)])
@@ -93,7 +114,8 @@ def test_pack_lane_ports_and_internal_accumulator(tmp_path):
     text = text.replace('b = { port = "rs3", lsb = 16 }',
                         'b = { port = "rs3", lsb = 16, order = "msb-first", stride = 12 }')
     pm = map_in(tmp_path, text)
-    assert pm.data_ports() == [f"a{i}" for i in range(32)] + ["b_arr", "rs3", "ctl", "fmt"]
+    assert pm.data_ports() == [f"a{i}" for i in range(32)] + ["b_arr", "rs3", "ctl", "fmt",
+                                                              "rst_n", "out_ready", "rs1", "rs2"]
     spec = replace(MXFP8_K32, block=16)
     vs = vectors.generate("uniform", m=1, n=2, k=96, scale_format="e8m0", block=16,
                           with_c=False, seed=7)
@@ -253,7 +275,8 @@ def test_value_mismatches_are_listed_up_to_the_limit(fixed_map):
     results = fixed_map.decode(_raw({"out_mant": [16385] * n, "out_exp": [127] * n,
                                      "out_nan": [0] * n}))
     got = fixed_map.compare(results, np.full(n, _f32(1.0), np.uint32))
-    assert [m.dot for m in got[:-1]] == list(range(20)) and got[-1].note == "... 25 in all"
+    assert [m.dot for m in got[:-1]] == list(range(20))
+    assert (got[-1].note, got[-1].unlisted) == ("... 5 more, not listed (25 in all)", 5)
 
 
 

@@ -822,7 +822,8 @@ def test_quantize_cli_compare(npy, capsys):
     (["--elem", "e3m2", "--scale-rule", "rceil-sat"],
      "Scale rule 'rceil-sat' is not defined for e3m2 elements (it covers e4m3, e5m2); for e3m2 "
      "use floor, ceil, even, rceil, ocp"),
-    (["--two-d"], "--per-tensor-scale and --two-d belong to --nvfp4"),
+    (["--two-d"], "--two-d does not apply without --nvfp4: it picks NVFP4's 16x16 tile "
+                  "scales; leave it out"),
 ])
 def test_quantize_cli_bad_input(npy, tmp_path, capsys, argv, message):
     x = np.random.default_rng(154).standard_normal((4, 64)).astype(np.float32)

@@ -224,6 +224,31 @@ def test_verify_report_counts_value_and_cycle_mismatches_apart():
     assert failing_dots(rep.mismatches, beats_per_dot=2) == [1]
 
 
+def test_verify_report_counts_every_mismatch_of_a_capped_list():
+    """A backend lists the first VALUE_LIMIT value mismatches (HANDSHAKE_LIMIT per timing
+    rule) and one entry for the rest: the counts the report prints and the JSON holds are the
+    true ones, and the text says how many the JSON lists."""
+    from testbenches.backend import HANDSHAKE_LIMIT, VALUE_LIMIT, count, not_listed
+    from testbenches.verify import Report
+    value, cyc = MismatchKind.VALUE, MismatchKind.CYCLE
+    rep = Report("u", "verilator", "bulk C++ harness")
+    rep.mismatches = (
+        [Mismatch(value, dot=i, rtl="0x1", model="0x2") for i in range(VALUE_LIMIT)]
+        + [not_listed(value, 52, VALUE_LIMIT)]
+        + [Mismatch(cyc, note=f"rule 3: result {i}") for i in range(HANDSHAKE_LIMIT)]
+        + [not_listed(cyc, 15, HANDSHAKE_LIMIT, "rule 3: ")])
+    assert (rep.value_mismatches, rep.cycle_mismatches) == (52, 15) == (
+        count(rep.mismatches, value), count(rep.mismatches, cyc))
+    assert ("  mismatches  52 value, 15 cycle (first: {'dot': 0, 'rtl': '0x1', 'model': '0x2', "
+            "'kind': 'value'}; the JSON report lists 30 of the 67)") in rep.format()
+    d = json.loads(json.dumps(rep.to_dict()))
+    assert (d["value_mismatches"], d["cycle_mismatches"]) == (52, 15)
+    assert d["mismatches"][VALUE_LIMIT] == {"note": "... 32 more, not listed (52 in all)",
+                                            "kind": "value", "unlisted": 32}
+    assert d["mismatches"][-1]["note"] == "rule 3: ... 5 more, not listed (15 in all)"
+    assert [Mismatch.from_dict(m) for m in d["mismatches"]] == rep.mismatches
+
+
 def test_minimal_set():
     vs = vectors.generate("normal", a_format="e5m2", b_format="e4m3", m=3, n=4, k=64,
                           scale_format="e8m0", block=32, seed=2)
@@ -376,3 +401,39 @@ def test_verify_amaranth_backend_passes_and_refuses_mutants(tmp_path):
     with pytest.raises(ValueError, match=r"^The Amaranth backend builds the unit itself, not "
                                          r"mutant 'pack-inf-sign'$"):
         AmaranthBackend().build(SMALL, ua, tmp_path, fault="pack-inf-sign")
+
+
+class _WavesBackend:
+    """A backend that writes a waveform on every run (cocotb with --waves), all of whose
+    results are one ulp off: what verify reports as the failing set's waveform."""
+    mode, what, build_seconds = "cocotb", "a stand-in", None
+    design, max_blocks, takes_c, backpressure = "stand-in", None, True, True
+
+    def build(self, spec, microarch, out_dir, *, fault=None):
+        self.spec, self.ua, self.out = spec, microarch, out_dir
+
+    def run(self, vs, stimulus, *, name="run"):
+        from testbenches.backend import Run
+        want = fast.dot(self.spec, vs).reshape(-1)
+        trace = cycle.run(cycle.UnitModel(self.spec, self.ua),
+                          cycle.beats_of(self.spec, vs, want ^ 1), stimulus.gaps, stimulus.ready)
+        wave = self.out / f"{name}.vcd"
+        wave.write_text("$end\n")
+        return Run(vs.num_dots, vs.num_dots, trace.cycles, trace,
+                   [Mismatch(MismatchKind.VALUE, dot=0, rtl="0x1", model="0x0")],
+                   waveform=str(wave))
+
+    def with_waves(self):
+        return None                                 # this one writes waveforms already
+
+
+def test_verify_reports_the_waveform_a_waves_backend_wrote(tmp_path):
+    """--replay --waves through cocotb: the run that failed wrote the waveform, and the
+    report names it (it said 'waveform none' while the file was there)."""
+    vs = vectors.generate("normal", a_format="e5m2", b_format="e4m3", m=2, n=2, k=32,
+                          scale_format="e8m0", block=32, seed=1)
+    rep = verify(MXFP8, MicroArch(lanes=32, stages=1), replay=vs, out_dir=tmp_path,
+                 backend=_WavesBackend(), progress=False)
+    assert rep.failing is not None and rep.waveform == str(tmp_path / "chunk0.vcd")
+    assert f"  waveform    {tmp_path / 'chunk0.vcd'}" in rep.format()
+    assert rep.to_dict()["waveform"] == str(tmp_path / "chunk0.vcd")      # --json says so too

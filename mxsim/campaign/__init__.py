@@ -17,12 +17,14 @@ from .executors import (
     add_executor_arguments,
     executor_names,
     load_cluster_spec,
+    scheduler_address,
 )
 from .report import Failure, Report
 from .runner import Interrupted, run
-from .store import Store, StoreError
+from .store import DamagedFile, Store, StoreError, read_regular
 from .task import Task, canonical_json, sources_digest
 
 __all__ = ["Task", "Store", "run", "Report", "Failure", "Interrupted", "executor_names",
            "ClusterError", "ClusterSpec", "StoreError", "load_cluster_spec", "canonical_json",
-           "sources_digest", "add_executor_arguments"]
+           "sources_digest", "add_executor_arguments", "DamagedFile", "read_regular",
+           "scheduler_address"]

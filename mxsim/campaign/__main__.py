@@ -12,15 +12,15 @@ import json
 import os
 import sys
 
-from ..errors import MxsimError, run_command
+from ..errors import MxsimError, Parser, run_parsed
 from . import run
 from .demo import demo_tasks
 from .executors import add_executor_arguments
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m mxsim.campaign",
-                                description="Run the demo campaign (CPU-bound hash tasks).")
+    p = Parser(prog="python -m mxsim.campaign",
+               description="Run the demo campaign (CPU-bound hash tasks).")
     sub = p.add_subparsers(dest="verb", required=True)
     d = sub.add_parser("demo", help="the demo campaign")
     d.add_argument("--tasks", type=int, default=8, help="number of tasks (default 8)")
@@ -60,8 +60,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    return run_command(lambda: _demo(args))
+    return run_parsed(_parser(), argv, _demo)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import os
 import time
 from typing import Any
 
+from ..errors import MxsimError
 from .task import Task
 
 __all__ = ["spin", "demo_tasks"]
@@ -43,7 +44,14 @@ def spin(args: dict[str, Any]) -> dict[str, Any]:
 def demo_tasks(n: int, rounds: int = 20000, *, sleep: float = 0.0,
                fail: frozenset[int] = frozenset(), attempts: str | None = None,
                first: int = 0) -> list[Task]:
-    """``n`` demo tasks, seeds ``first..first+n-1``; the key covers seed and rounds only."""
+    """``n`` demo tasks, seeds ``first..first+n-1``; the key covers seed and rounds only.
+    ``attempts`` must be a folder; it is passed to the workers as an absolute path (a worker's
+    current folder is not the caller's)."""
+    if attempts is not None:
+        if not os.path.isdir(attempts):
+            raise MxsimError(f"the attempts folder {str(attempts)!r} is not an existing "
+                             f"directory; create it first")
+        attempts = os.path.abspath(attempts)
     tasks = []
     for seed in range(first, first + n):
         args: dict[str, Any] = {"seed": seed, "rounds": rounds}

@@ -15,21 +15,28 @@ Dask is imported inside these functions only: ``import mxsim`` never needs it.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import logging
 import os
+import re
+import shlex
+import shutil
 import socket
 import tomllib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import MxsimError
+from .store import DamagedFile, read_regular
 
 __all__ = ["executor_names", "ClusterError", "ClusterSpec", "load_cluster_spec", "Connection",
-           "connect", "ALLOWED_FAILURES", "add_executor_arguments", "dask_installed"]
+           "connect", "ALLOWED_FAILURES", "add_executor_arguments", "scheduler_address",
+           "SCHEMES", "dask_installed"]
 
 executor_names = ("auto", "inprocess", "local", "pool")
 
@@ -57,8 +64,40 @@ JOBQUEUE = {"slurm": "SLURMCluster", "lsf": "LSFCluster", "pbs": "PBSCluster",
             "moab": "MoabCluster"}
 
 
+#: The schemes of a scheduler address that Dask's communication layer speaks.
+SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+#: A cluster spec is a few lines; a larger file is not one (and is not read whole).
+MAX_SPEC_BYTES = 1 << 20
+#: How long the scheduler has to answer a connection with Dask's handshake.
+HANDSHAKE_SECONDS = 10.0
+
+_HOST_PORT = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[\w.\-]+))(?::(?P<port>\d+))?$")
+
+
 class ClusterError(MxsimError, ValueError):
     """A cluster that cannot be reached or built, or a bad cluster-spec file."""
+
+
+def scheduler_address(address: str) -> str:
+    """``address`` as ``SCHEME://HOST:PORT`` (no scheme is TCP, as Dask reads it; no port is
+    Dask's 8786), or a one-line :class:`ClusterError` for an empty address, a scheme Dask does
+    not speak (:data:`SCHEMES`) or a malformed host or port. Nothing is contacted."""
+    text = address.strip()
+    if not text:
+        raise ClusterError("the scheduler address is empty; give tcp://HOST:PORT")
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "tcp", text
+    if scheme.lower() not in SCHEMES:
+        raise ClusterError(f"{address!r} is not a scheduler address (unknown scheme "
+                           f"{scheme!r}; Dask speaks {', '.join(SCHEMES)}); give tcp://HOST:PORT")
+    m = _HOST_PORT.match(rest)
+    port = int(m["port"]) if m and m["port"] else 8786 if m else 0
+    if m is None or not 1 <= port <= 65535:
+        raise ClusterError(f"{address!r} is not a scheduler address (not HOST:PORT after "
+                           f"{scheme}://); give tcp://HOST:PORT")
+    host = f"[{m['v6']}]" if m["v6"] else m["host"]
+    return f"{scheme.lower()}://{host}:{port}"
 
 
 @dataclass(frozen=True)
@@ -77,9 +116,19 @@ class ClusterSpec:
 
 def _read_spec(path: Path) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ClusterError(f"{path}: cannot read the cluster spec ({exc.strerror})") from None
+        data = read_regular(path, MAX_SPEC_BYTES, follow=True)
+    except FileNotFoundError:
+        raise ClusterError(f"{path}: cannot read the cluster spec (No such file or "
+                           f"directory)") from None
+    except DamagedFile as exc:                   # a FIFO would block, /dev/zero never end
+        raise ClusterError(f"{path}: not a cluster spec ({exc}); give a TOML or YAML "
+                           f"file") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ClusterError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+                           f"offset {exc.start}); a cluster spec is TOML or YAML in "
+                           f"UTF-8") from None
     if path.suffix.lower() in (".yaml", ".yml"):
         import yaml  # PyYAML comes with dask
         try:
@@ -95,6 +144,8 @@ def _read_spec(path: Path) -> Any:
 def load_cluster_spec(path: str | os.PathLike) -> ClusterSpec:
     """Read a cluster-spec file: ``kind`` (slurm, lsf, pbs, sge, htcondor, oar, moab),
     ``workers`` (a positive count) and an ``options`` table passed to the cluster class."""
+    if not os.fspath(path):
+        raise ClusterError("the cluster-spec path is empty; give a TOML or YAML file")
     path = Path(path)
     data = _read_spec(path)
     if not isinstance(data, dict):
@@ -125,8 +176,57 @@ def build_jobqueue(spec: ClusterSpec) -> Any:
                            "'mxsim[cluster]'") from None
     try:
         return getattr(dask_jobqueue, spec.cls)(**spec.options)
-    except (TypeError, ValueError) as exc:
-        raise ClusterError(f"cannot build {spec.cls}: {exc}") from None
+    except Exception as exc:        # the spec's options, passed as they are: bad input
+        text = str(exc).strip()
+        unknown = re.match(r"Got unexpected keyword argument '(\w+)'", text)
+        if unknown:
+            raise ClusterError(f"unknown {spec.cls} option {unknown[1]!r} in the cluster "
+                               f"spec's options; see dask-jobqueue's {spec.cls} for the "
+                               f"options it takes") from None
+        raise ClusterError(f"cannot build {spec.cls} from the cluster spec's options "
+                           f"({_first_line(exc)})") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    # dask-jobqueue's texts go on with an example after "..., for example:"
+    return lines[0].rstrip(":").removesuffix(", for example") if lines else type(exc).__name__
+
+
+def _submitter(spec: ClusterSpec) -> str:
+    """The batch system's submit command of ``spec`` (``sbatch``...), or a one-line
+    ClusterError when it is not on this machine's PATH: dask-jobqueue would print the
+    FileNotFoundError's traceback on its event loop and the campaign wait for workers that
+    never come."""
+    import dask_jobqueue
+    command = getattr(getattr(dask_jobqueue, spec.cls).job_cls, "submit_command", None)
+    name = shlex.split(command)[0] if command else ""
+    if name and shutil.which(name) is None:
+        raise ClusterError(f"cannot submit workers ({name}: not found); run the campaign on a "
+                           f"machine of the {spec.kind} cluster (a login node)")
+    return name
+
+
+def _submit(cluster: Any, n: int, submitter: str) -> None:
+    """Submit ``n`` worker jobs and wait for the batch system to take them (not for them to
+    start). ``cluster.scale`` would only schedule the submission on the cluster's event loop,
+    where a refusal (an unknown queue, an account over its limits) is logged as a traceback
+    and forgotten while the campaign waits forever; this is what ``SpecCluster.__init__``
+    does with the workers it is given, so a refusal is raised here."""
+    while len(cluster.worker_spec) < n:
+        cluster.worker_spec.update(cluster.new_worker_spec())
+    try:
+        cluster.sync(cluster._correct_state)
+    except Exception as exc:
+        from distributed.core import Status
+        for job in cluster.workers.values():     # never submitted: nothing for close to stop
+            if getattr(job, "job_id", None) is None:
+                job.status = Status.failed
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        # dask-jobqueue's text: "Command exited with non-zero exit code. ... stderr: ..."
+        said = lines[lines.index("stderr:") + 1:] if "stderr:" in lines else lines
+        why = said[-1] if said else f"{submitter} failed"
+        raise ClusterError(f"cannot submit workers ({why})") from None
 
 
 def dashboard_wanted() -> bool:
@@ -164,41 +264,62 @@ def _local_cluster(workers: int) -> Any:
 
 
 def _reachable(address: str) -> None:
-    """Fail in a second, not after Dask's 20 s of retries, when nothing listens at a
-    ``tcp://HOST:PORT`` address (a typo, a scheduler not started yet). An address without a
-    scheme is TCP, as Dask reads it."""
-    if "://" not in address:
-        address = "tcp://" + address
+    """Fail in seconds, not after Dask's 20 s of retries or never, when no Dask scheduler
+    answers at a ``tcp://HOST:PORT`` address (:func:`scheduler_address`'s form): nothing
+    listens (a typo, a scheduler not started yet), or something else does (a web server),
+    which Dask's own connect would wait on forever for its handshake."""
     if not address.startswith("tcp://"):
         return
-    rest = address[len("tcp://"):]
-    host, sep, port = rest.rpartition(":")
-    if not sep or rest.endswith("]"):
-        host, port = rest, "8786"                # Dask's default scheduler port
-    if not host or not port.isdigit():
-        raise ClusterError(f"a scheduler address is tcp://HOST:PORT, not {address!r}")
+    host, _, port = address[len("tcp://"):].rpartition(":")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
     except OSError as exc:
         raise ClusterError(f"cannot reach the Dask scheduler at {address} "
                            f"({exc.strerror or exc})") from None
+    from distributed.comm import connect as dask_connect
+
+    async def handshake() -> None:
+        comm = await asyncio.wait_for(dask_connect(address, timeout=HANDSHAKE_SECONDS),
+                                      HANDSHAKE_SECONDS)
+        await comm.close()
+
+    # In a thread of its own: the caller may be running an event loop (a notebook).
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            pool.submit(asyncio.run, handshake()).result()
+        except Exception as exc:                 # whatever answered, it is not a scheduler
+            why = (f"no Dask handshake within {HANDSHAKE_SECONDS:.0f} s"
+                   if isinstance(exc, TimeoutError) else
+                   "the connection was closed without a Dask handshake"
+                   if isinstance(exc, OSError) else "it answered, but not with a Dask handshake")
+            raise ClusterError(f"cannot reach the Dask scheduler at {address} ({why}); is it "
+                               f"a Dask scheduler's address?") from None
 
 
 def _start(workers: int | None, scheduler: str | None,
            cluster_spec: str | os.PathLike | None) -> tuple[Any, Any, int, str]:
     """(cluster or None, client, workers, kind)."""
     from distributed import Client
-    if scheduler:
-        _reachable(scheduler)
+    if scheduler is not None:
+        address = scheduler_address(scheduler)
+        _reachable(address)
         try:
-            client = Client(scheduler, timeout="20s", set_as_default=False)
+            client = Client(address, timeout="20s", set_as_default=False)
         except (OSError, TimeoutError, ValueError) as exc:
-            raise ClusterError(f"cannot reach the Dask scheduler at {scheduler} ({exc})") from None
+            raise ClusterError(f"cannot reach the Dask scheduler at {address} "
+                               f"({_first_line(exc)})") from None
         return None, client, len(client.scheduler_info().get("workers", {})), "scheduler"
-    if cluster_spec:
+    if cluster_spec is not None:
         spec = load_cluster_spec(cluster_spec)
+        # Without dask-jobqueue, build_jobqueue says how to install it.
+        submitter = _submitter(spec) if importlib.util.find_spec("dask_jobqueue") else ""
         cluster = build_jobqueue(spec)
-        cluster.scale(n=workers or spec.workers)
+        try:
+            _submit(cluster, workers or spec.workers, submitter)
+        except BaseException:
+            with suppress(Exception):
+                cluster.close(timeout=10)
+            raise
         return cluster, Client(cluster, set_as_default=False), workers or spec.workers, spec.kind
     n = workers or os.cpu_count() or 1
     cluster = _local_cluster(n)

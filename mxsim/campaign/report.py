@@ -21,12 +21,13 @@ class Report:
     """What a campaign did.
 
     ``tasks`` distinct tasks; ``done`` computed in this run, ``cached`` found in the store,
-    ``failed`` the deterministic failures; ``results`` maps each finished key (computed or
-    cached) to its result; ``seconds`` is the wall time, ``startup`` the part of it spent
-    starting or reaching the cluster, ``compute`` the part from then to the last result (the
-    rest is closing the cluster), ``task_seconds`` the sum of the computed tasks' own times
-    (``timings``: label, seconds, worker), so ``speedup`` (task seconds over ``compute``) is how
-    many workers were busy on average.
+    ``failed`` the deterministic failures; ``damaged`` names the damaged or foreign records
+    found in the store (``PATH (why)``), whose tasks were computed again; ``results`` maps
+    each finished key (computed or cached) to its result; ``seconds`` is the wall time,
+    ``startup`` the part of it spent starting or reaching the cluster, ``compute`` the part
+    from then to the last result (the rest is closing the cluster), ``task_seconds`` the sum of
+    the computed tasks' own times (``timings``: label, seconds, worker), so ``speedup`` (task
+    seconds over ``compute``) is how many workers were busy on average.
     """
 
     tasks: int = 0
@@ -42,6 +43,7 @@ class Report:
     dashboard: str | None = None
     executor: str = "inprocess"
     timings: list[tuple[str, float, str]] = field(default_factory=list)
+    damaged: list[str] = field(default_factory=list)
 
     @property
     def speedup(self) -> float:
@@ -64,8 +66,19 @@ class Report:
             "executor": self.executor, "dashboard": self.dashboard,
             "timings": [{"label": lb, "seconds": round(s, 3), "worker": w}
                         for lb, s, w in self.timings],
+            "damaged": self.damaged,
             "results": self.results,
         }
+
+    def damage_note(self) -> str:
+        """One line on the damaged or foreign records recomputed (the first three named), or
+        "" when there were none."""
+        n = len(self.damaged)
+        if not n:
+            return ""
+        more = f"; {n - 3} more" if n > 3 else ""
+        return (f"{n} damaged or foreign record{'s' if n != 1 else ''} recomputed: "
+                f"{'; '.join(self.damaged[:3])}{more}")
 
     def markdown(self) -> str:
         """A short markdown summary (the results themselves are the caller's to render)."""
@@ -79,6 +92,8 @@ class Report:
             f"| {self.workers} | {self.seconds:.1f} s ({self.startup:.1f} s, {self.compute:.1f} s) "
             f"| {self.task_seconds:.1f} s | {median:.2f} s | {self.speedup:.1f}x |",
         ]
+        if self.damaged:
+            lines += ["", self.damage_note()]
         if self.failed:
             lines += ["", "Failed (deterministic; not retried):", ""]
             lines += [f"- `{f.label}`: {f.error}" + (f"; replay: `{f.replay}`" if f.replay else "")

@@ -12,7 +12,14 @@ from typing import Any
 
 from ..errors import MxsimError
 from ..progress import Progress, wanted
-from .executors import ClusterError, connect, dask_installed, executor_names
+from .executors import (
+    ClusterError,
+    connect,
+    dask_installed,
+    executor_names,
+    load_cluster_spec,
+    scheduler_address,
+)
 from .pool import run_pool
 from .report import Failure, Report
 from .store import Store
@@ -43,9 +50,14 @@ def _check(executor: str, scheduler: str | None, cluster_spec: Any) -> None:
     """Refuse an executor and cluster that do not go together (before the store is made)."""
     if executor not in executor_names:
         raise MxsimError(f"unknown executor {executor!r}; choose from {', '.join(executor_names)}")
-    if scheduler and cluster_spec:
+    # A malformed address or spec file: one line now, before Dask is imported or a task runs.
+    if scheduler is not None:
+        scheduler_address(scheduler)
+    if cluster_spec is not None:
+        load_cluster_spec(cluster_spec)
+    if scheduler is not None and cluster_spec is not None:
         raise MxsimError("give a scheduler address or a cluster spec, not both")
-    if scheduler or cluster_spec:
+    if scheduler is not None or cluster_spec is not None:
         if executor in ("inprocess", "pool"):
             raise MxsimError(f"the {'in-process' if executor == 'inprocess' else 'pool'} "
                              f"executor takes no scheduler or cluster spec")
@@ -57,7 +69,7 @@ def _check(executor: str, scheduler: str | None, cluster_spec: Any) -> None:
 def _pick(executor: str, pending: int, scheduler: str | None, cluster_spec: Any) -> str:
     """What runs the tasks: ``inprocess``, ``pool`` or ``dask``. ``auto`` and ``local`` run
     them on a local Dask cluster, or on the pool when Dask is not installed."""
-    if scheduler or cluster_spec:
+    if scheduler is not None or cluster_spec is not None:
         return "dask"
     if executor == "auto" and pending <= 1:
         return "inprocess"
@@ -155,11 +167,16 @@ def run(tasks: Iterable[Task], store: Store | str | os.PathLike, *, executor: st
     report = Report(tasks=len(by_key))
     pending = []
     for key, task in by_key.items():
-        result = store.get(key)
-        if result is None:
+        record, damage = store.lookup(key, task.fn)
+        if record is None:
+            # Checked now, not when the result arrives: a store that cannot take it fails
+            # before any work is done.
+            store.replaceable(key)
             pending.append(task)
+            if damage is not None:
+                report.damaged.append(f"{store.path_of(key)} ({damage})")
         else:
-            report.results[key] = result
+            report.results[key] = record["result"]
             report.cached += 1
     kind = _pick(executor, len(pending), scheduler, cluster_spec)
     bar = Progress(len(by_key), enabled=wanted(progress), what="tasks", label="campaign")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from ..errors import run_command
+from ..errors import run_parsed
 from .parser import build_parser
 
 __all__ = ["main", "build_parser"]
@@ -25,9 +25,4 @@ def main(argv: list[str] | None = None) -> int:
     # --debug anywhere on the line: "rerun with --debug" should work however it is added.
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:       # --help, --version, or a usage error (already printed)
-        return exc.code if isinstance(exc.code, int) else 2
-    return run_command(lambda: args.func(args), debug=debug)
+    return run_parsed(build_parser(), argv, lambda args: args.func(args), debug=debug)

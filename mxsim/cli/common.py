@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
 
 from .. import vectors
-from ..errors import MxsimError
+from ..errors import MxsimError, Parser, printable
 
-__all__ = ["Parser", "int_range", "add_allow_large", "out_dir", "emit", "engine_path"]
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: ``mxsim VERB: error: ...`` and where to find help."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+__all__ = ["Parser", "int_range", "add_allow_large", "out_dir", "emit", "engine_path",
+           "refuse_unread"]
 
 
 def int_range(lo: int, hi: int | None = None):
@@ -34,6 +29,19 @@ def int_range(lo: int, hi: int | None = None):
         return value
     parse.__name__ = "integer"
     return parse
+
+
+def refuse_unread(*options: tuple[str, Any, bool, str]) -> None:
+    """Refuse, in one line, an option that was given where the command would not read it: an
+    option silently ignored is a user's mistake left unsaid.
+
+    Each row is ``(flag, value, read, why)``: the option's value (None, or False for a flag,
+    when it was not given), whether the command reads it as the other options stand, and why
+    it does not (``"does not apply with --compare: it ..."``).
+    """
+    for flag, value, read, why in options:
+        if value is not None and value is not False and not read:
+            raise MxsimError(f"{flag} {why}; leave it out")
 
 
 def add_allow_large(sp: argparse.ArgumentParser) -> None:
@@ -55,10 +63,30 @@ def out_dir(path: str | os.PathLike) -> Path:
 
 
 def emit(args: argparse.Namespace, text: str, data: Any) -> None:
+    """Print ``data`` as JSON with ``--json``, else ``text``: every verb's output.
+
+    The JSON is strict (RFC 8259): a NaN or infinite float, which has no JSON spelling, is
+    written as ``null`` (as ``jq`` and JavaScript write it), and text is ASCII with ``\\u``
+    escapes. In ``text``, whatever is not printable but the line breaks and tabs the verb laid
+    out is escaped (see :func:`~mxsim.errors.printable`): values read from files may hold
+    anything. A value that may hold a line break is escaped by the verb before it lays out
+    ``text``.
+    """
     if getattr(args, "json", False):
-        print(json.dumps(data, indent=2, default=str))
+        print(json.dumps(_strict(data), indent=2, default=str, allow_nan=False))
     else:
-        print(text)
+        print("\n".join(printable(line, keep="\t") for line in text.split("\n")))
+
+
+def _strict(data: Any) -> Any:
+    """``data`` with every non-finite float (in lists, tuples and dicts) replaced by None."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: _strict(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_strict(v) for v in data]
+    return data
 
 
 def engine_path(spec) -> dict:

@@ -66,8 +66,8 @@ def _fit_rtl(args: argparse.Namespace):
         raise MxsimError(f"-k {args.k} differs from the port map's k = {pm.k}; leave -k out")
     a, b = map_formats(pm, args.a_format, args.b_format)
     work = out_dir(args.out)
-    observed, result = characterise(pm, a, b, work, seed=args.seed, bulk=not args.cocotb)
-    vectors.save(observed, work / "observed.npz")
+    observed, result = characterise(pm, a, b, work, seed=args.seed, bulk=not args.cocotb,
+                                    keep=work / "observed.npz")
     return result, f"{pm.path}: {observed.num_dots} probe dot products through the design " \
                    f"(observed outputs in {work / 'observed.npz'})\n"
 
@@ -88,7 +88,8 @@ def _fit_campaign(args: argparse.Namespace) -> int:
                          f"written as <name>.toml, so give files with different names")
     tasks = fit_tasks(args.campaign, k=args.k, allow_large=args.allow_large)
     folder = out_dir(args.output)
-    rep = campaign.run(tasks, args.store or folder / "store", workers=args.workers,
+    store = folder / "store" if args.store is None else args.store
+    rep = campaign.run(tasks, store, workers=args.workers,
                        scheduler=args.scheduler, cluster_spec=args.cluster_spec,
                        progress=False if args.json else None)
     lines, rows = [], []

@@ -21,21 +21,25 @@ def quantize_parser(sub: Any) -> None:
     qp = sub.add_parser("quantize", help="quantise a float array to MX or NVFP4 codes",
                         description=desc)
     qp.set_defaults(func=quantizing.cmd_quantize)
-    qp.add_argument("input", metavar="IN.npy", help="float32, bfloat16, float16 or float64 array")
+    qp.add_argument("input", metavar="IN.npy",
+                    help="float32, bfloat16 (as numpy.save writes ml_dtypes.bfloat16), float16 "
+                         "or float64 array")
     qp.add_argument("--elem", default=None, metavar="FMT",
                     help="element format: e4m3 e5m2 e3m2 e2m3 e2m1 int8 (default: e4m3, or "
                          "e2m1 with --nvfp4)")
     qp.add_argument("--block", type=int_range(1), default=None, metavar="N",
                     help="elements per scale (default: 32, or 16 with --nvfp4)")
-    qp.add_argument("--scale-rule", default="floor", choices=rules,
-                    help="E8M0 scale rule, see docs/quantize.md (default: %(default)s)")
-    qp.add_argument("--rounding", default="rne", choices=("rne", "rz", "stochastic"),
-                    help="element rounding (default: %(default)s)")
+    # Options read in some modes only default to None: given where they do not apply, they
+    # are refused (quantizing._READ_IN), not ignored.
+    qp.add_argument("--scale-rule", default=None, choices=rules,
+                    help="E8M0 scale rule, see docs/quantize.md (default: floor)")
+    qp.add_argument("--rounding", default=None, choices=("rne", "rz", "stochastic"),
+                    help="element rounding (default: rne)")
     qp.add_argument("--seed", type=int_range(0), default=None, metavar="N",
                     help="seed of stochastic rounding's random bits (default: fresh)")
-    qp.add_argument("--as", dest="operand", default="a", choices=("a", "b"),
+    qp.add_argument("--as", dest="operand", default=None, choices=("a", "b"),
                     help="write the array as A (blocks along its last axis) or B (blocks along "
-                         "axis -2) (default: %(default)s)")
+                         "axis -2) (default: a)")
     qp.add_argument("--nvfp4", action="store_true",
                     help="NVFP4: e2m1 elements, ue4m3 scales of 16, FP32 per-tensor scale")
     qp.add_argument("--per-tensor-scale", type=float, default=None, metavar="X",
@@ -47,8 +51,8 @@ def quantize_parser(sub: Any) -> None:
     qp.add_argument("--compare", action="store_true",
                     help="print, per scale rule, the blocks whose scale differs and the error "
                          "against the input, instead of writing a file")
-    qp.add_argument("--axis", type=int, default=-1,
-                    help="axis of the blocks for --compare (default: %(default)s)")
+    qp.add_argument("--axis", type=int, default=None,
+                    help="axis of the blocks for --compare (default: -1)")
     qp.add_argument("-o", "--output", default=None, metavar="OUT.npz", help="file to write")
     add_allow_large(qp)
     qp.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -215,13 +219,13 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
                    help="block scale format (default: no scales)")
     g.add_argument("--block", type=int, default=None,
                    help="scale block size (default: 32 for e8m0, 16 for ue4m3)")
-    g.add_argument("--scale-granularity", default="block", choices=("tensor", "row", "block"),
-                   help="fp32 scale granularity (default: %(default)s)")
+    g.add_argument("--scale-granularity", default=None, choices=("tensor", "row", "block"),
+                   help="fp32 scale granularity (--scale-format fp32 only) (default: block)")
     g.add_argument("--tensor-scale", type=float, default=None, metavar="X",
                    help="NVFP4 per-tensor FP32 scale (ue4m3 scales only) (default: none)")
     g.add_argument("--no-c", action="store_true", help="leave out the accumulator C")
-    g.add_argument("--c-format", default="fp32", choices=vectors.ACC_FORMATS,
-                   help="format of C, e.g. fp16 for FP16-accumulate units (default: %(default)s)")
+    g.add_argument("--c-format", default=None, choices=vectors.ACC_FORMATS,
+                   help="format of C, e.g. fp16 for FP16-accumulate units (default: fp32)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     g.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
     add_allow_large(g)
@@ -267,8 +271,8 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one add_argumen
     c.add_argument("other", nargs="?", metavar="OTHER.npz", help="a result on the same inputs")
     c.add_argument("--unit", metavar="NAME|SPEC",
                    help="compare with this unit's output instead (a name or a spec file)")
-    c.add_argument("--engine", default="fast", choices=units.ENGINES,
-                   help="engine for --unit (default: %(default)s)")
+    c.add_argument("--engine", default=None, choices=units.ENGINES,
+                   help="engine for --unit (default: fast)")
     c.add_argument("--show", type=int_range(0), default=5, metavar="N",
                    help="mismatches to print (default: %(default)s)")
     c.add_argument("--plot", metavar="FILE.png", default=None,

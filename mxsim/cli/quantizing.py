@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,7 +10,7 @@ import numpy as np
 from .. import formats, vectors
 from ..errors import MxsimError
 from ..output import check_output
-from .common import emit
+from .common import emit, refuse_unread
 
 __all__ = ["cmd_quantize"]
 
@@ -21,12 +20,13 @@ _IDENTITY_MAX_K = 8192     # the identity operand is K x K codes
 
 def _quantize_input(path: str, allow_large: bool) -> np.ndarray:
     """The array of an .npy file, or a one-line MxsimError; its header is read first, so a
-    small file cannot declare a huge array and have it allocated."""
-    p = Path(path)
-    if not p.is_file():
-        raise MxsimError(f"{path}: no such file")
-    try:
-        with open(p, "rb") as fh:
+    small file cannot declare a huge array and have it allocated.
+
+    A bfloat16 array comes back as ml_dtypes' bfloat16: ``numpy.save`` can only describe that
+    dtype as two bytes of raw data (``<V2``), and no other 2-byte dtype is stored so.
+    """
+    with vectors.open_input(path, MxsimError) as fh:
+        try:
             head = vectors.npy_header(fh)
             if head is None:
                 raise ValueError("no .npy magic string at the start")
@@ -39,10 +39,16 @@ def _quantize_input(path: str, allow_large: bool) -> np.ndarray:
                                  f"of {vectors.LARGE_BYTES:,} (see 'Size limits' in "
                                  f"docs/vectors.md); pass --allow-large if you mean it")
             fh.seek(0)
-            return np.load(fh, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise MxsimError(f"{path}: not a readable .npy array ({exc}); save one with "
-                         f"numpy.save") from None
+            x = np.load(fh, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            if isinstance(exc, MxsimError):
+                raise
+            raise MxsimError(f"{path}: not a readable .npy array ({exc}); save one with "
+                             f"numpy.save") from None
+    if x.dtype.kind == "V" and x.dtype.itemsize == 2 and x.dtype.fields is None:
+        import ml_dtypes
+        x = x.view(ml_dtypes.bfloat16)
+    return x
 
 
 def _identity_codes(fmt_name: str, k: int, batch: tuple[int, ...]) -> np.ndarray:
@@ -58,11 +64,51 @@ def _vector_set_block(block: int) -> None:
                          f"or the Python API (mxsim.quantize) for other blocks")
 
 
+#: The options that only some modes read ("mx": -o, "nvfp4": -o with --nvfp4, "compare"), with
+#: what each does: given in another mode, it is refused rather than ignored.
+_READ_IN = {
+    "scale_rule": ("--scale-rule", {"mx"}, "picks the E8M0 scale rule of -o's MX quantisation "
+                                           "(--compare reports every rule)"),
+    "rounding": ("--rounding", {"mx", "nvfp4"}, "picks how -o rounds the elements (--compare "
+                                                "rounds to nearest even)"),
+    "operand": ("--as", {"mx", "nvfp4"}, "picks the operand -o writes (--compare takes the "
+                                         "blocks along --axis)"),
+    "allow_nan_blocks": ("--allow-nan-blocks", {"mx", "nvfp4"},
+                         "lets -o quantise blocks of nothing but NaN (--compare always does)"),
+    "per_tensor_scale": ("--per-tensor-scale", {"nvfp4"}, "is the NVFP4 per-tensor scale"),
+    "two_d": ("--two-d", {"nvfp4"}, "picks NVFP4's 16x16 tile scales"),
+    "axis": ("--axis", {"compare"}, "picks the axis of --compare's blocks (-o takes the blocks "
+                                    "of the operand --as names)"),
+}
+
+
+def _mode(args: argparse.Namespace) -> str:
+    """``compare``, ``nvfp4`` or ``mx``; raises MxsimError for an option the mode does not
+    read (see :data:`_READ_IN`)."""
+    if args.compare and args.output is not None:
+        raise MxsimError("quantize takes either -o OUT.npz or --compare, not both")
+    if args.compare and args.nvfp4:
+        raise MxsimError("--compare compares the E8M0 scale rules; leave out --nvfp4")
+    mode = "compare" if args.compare else "nvfp4" if args.nvfp4 else "mx"
+    rows = []
+    for dest, (flag, modes, what) in _READ_IN.items():
+        where = ("without --compare" if modes == {"compare"} else
+                 "without --nvfp4" if modes == {"nvfp4"} else f"with --{mode}")
+        rows.append((flag, getattr(args, dest), mode in modes,
+                     f"does not apply {where}: it {what}"))
+    rows.append(("--seed", args.seed, mode != "compare" and args.rounding == "stochastic",
+                 "does not apply without --rounding stochastic: it seeds stochastic rounding's "
+                 "random bits"))
+    refuse_unread(*rows)
+    return mode
+
+
 def cmd_quantize(args: argparse.Namespace) -> int:
+    mode = _mode(args)
     if args.output is not None:
         check_output(args.output)
     x = _quantize_input(args.input, args.allow_large)
-    if args.compare:
+    if mode == "compare":
         return _compare_rules(args, x)
     if args.output is None:
         raise MxsimError("quantize needs -o OUT.npz (or --compare)")
@@ -73,17 +119,14 @@ def _compare_rules(args: argparse.Namespace, x: np.ndarray) -> int:
     """``--compare``: a row per E8M0 scale rule."""
     from .. import quantize as q
 
-    if args.output is not None:
-        raise MxsimError("quantize takes either -o OUT.npz or --compare, not both")
-    if args.nvfp4:
-        raise MxsimError("--compare compares the E8M0 scale rules; leave out --nvfp4")
     elem = "e4m3" if args.elem is None else args.elem
+    axis = -1 if args.axis is None else args.axis
     block = 32 if args.block is None else args.block
-    rows = q.compare_rules(x, elem, block, args.axis)
+    rows = q.compare_rules(x, elem, block, axis)
     head = (f"{'rule':10} {'blocks':>8} {'scale≠' + rows[0]['baseline']:>12} "
             f"{'max|err|':>11} {'mean|err|':>11} {'max rel':>10} {'mean rel':>10}")
     lines = [f"{args.input}: {np.asarray(x).size} values, {elem} elements, blocks of "
-             f"{block} along axis {args.axis}", head, "-" * len(head)]
+             f"{block} along axis {axis}", head, "-" * len(head)]
     for r in rows:
         lines.append(f"{r['rule']:10} {r['blocks']:>8} {r['scale_differs']:>12} "
                      f"{r['max_abs_err']:>11.4g} {r['mean_abs_err']:>11.4g} "
@@ -94,11 +137,12 @@ def _compare_rules(args: argparse.Namespace, x: np.ndarray) -> int:
 
 def _write_set(args: argparse.Namespace, x: np.ndarray) -> int:
     """``-o OUT.npz``: the codes as one operand of a vector set, the identity as the other."""
+    operand = "a" if args.operand is None else args.operand
     if x.ndim == 1:
-        x = x[None, :] if args.operand == "a" else x[:, None]
+        x = x[None, :] if operand == "a" else x[:, None]
     if x.ndim < 2:
         raise MxsimError(f"{args.input}: quantize needs a vector or a matrix, not a scalar")
-    k = x.shape[-1] if args.operand == "a" else x.shape[-2]
+    k = x.shape[-1] if operand == "a" else x.shape[-2]
     if k > _IDENTITY_MAX_K:
         raise MxsimError(f"K = {k} is above {_IDENTITY_MAX_K}, too large for the identity "
                          f"operand of the vector set; quantise a slice of the input")
@@ -106,16 +150,17 @@ def _write_set(args: argparse.Namespace, x: np.ndarray) -> int:
     # x.size * K products.
     entries = int(np.prod(x.shape[:-2], dtype=object))
     vectors.check_size(x.size + entries * k * k, x.size * k, args.allow_large, str(args.input))
-    axis = -1 if args.operand == "a" else -2
-    extra: dict[str, Any] = {"quantize": {"input": str(args.input), "operand": args.operand,
-                                          "rounding": args.rounding, "seed": args.seed}}
+    axis = -1 if operand == "a" else -2
+    rounding = "rne" if args.rounding is None else args.rounding
+    extra: dict[str, Any] = {"quantize": {"input": str(args.input), "operand": operand,
+                                          "rounding": rounding, "seed": args.seed}}
     elem, scale_format, one, block, scales, codes, tensor_scale = _quantise(args, x, axis,
-                                                                             extra)
+                                                                             rounding, extra)
     batch = x.shape[:-2]
     eye = _identity_codes(elem, k, batch)
-    eye_scales = np.full(batch + ((k, k // block) if args.operand == "b" else (k // block, k)),
+    eye_scales = np.full(batch + ((k, k // block) if operand == "b" else (k // block, k)),
                          one, np.uint8)
-    if args.operand == "a":
+    if operand == "a":
         ops = dict(a=codes, a_scale=scales, b=eye, b_scale=eye_scales)
     else:
         ops = dict(a=eye, a_scale=eye_scales, b=codes, b_scale=scales)
@@ -123,16 +168,17 @@ def _write_set(args: argparse.Namespace, x: np.ndarray) -> int:
                            tensor_scale=tensor_scale, producer="mxsim quantize", extra=extra,
                            **ops)
     vectors.save(vs, args.output)
-    info = {"output": str(args.output), "operand": args.operand, "format": elem,
+    info = {"output": str(args.output), "operand": operand, "format": elem,
             "scale_format": scale_format, "block": block, "shape": list(x.shape),
             **({"per_tensor_scale": float(tensor_scale)} if tensor_scale is not None else {})}
     emit(args, f"wrote {args.output}: {x.shape} quantised to {elem} with {scale_format} scales "
-               f"(blocks of {block}) as operand {args.operand}; the other operand is the "
+               f"(blocks of {block}) as operand {operand}; the other operand is the "
                f"identity, so `mxsim run` gives the dequantised tensor", info)
     return 0
 
 
-def _quantise(args: argparse.Namespace, x: np.ndarray, axis: int, extra: dict[str, Any]):
+def _quantise(args: argparse.Namespace, x: np.ndarray, axis: int, rounding: str,
+              extra: dict[str, Any]):
     """Element format, scale format, the scale code of 1, block, scales, codes and the NVFP4
     tensor scale (None for MX) of ``x`` under the options' recipe."""
     from .. import quantize as q
@@ -148,17 +194,16 @@ def _quantise(args: argparse.Namespace, x: np.ndarray, axis: int, extra: dict[st
         block = 16 if block_arg is None else block_arg
         _vector_set_block(block)
         scales, codes, pts = q.to_nvfp4(x, args.per_tensor_scale, block, args.two_d,
-                                        args.rounding, axis, args.seed, nan_blocks=nan_blocks)
+                                        rounding, axis, args.seed, nan_blocks=nan_blocks)
         tensor_scale = np.array(pts, np.float32)
         extra["quantize"].update(recipe="nvfp4", two_d=args.two_d)
     else:
-        if args.per_tensor_scale is not None or args.two_d:
-            raise MxsimError("--per-tensor-scale and --two-d belong to --nvfp4")
         elem = "e4m3" if args.elem is None else args.elem
         block = 32 if block_arg is None else block_arg
+        rule = "floor" if args.scale_rule is None else args.scale_rule
         scale_format, one = "e8m0", 127
         _vector_set_block(block)
-        scales, codes = q.to_mx(x, elem, block, args.scale_rule, args.rounding, axis,
-                                args.seed, nan_blocks=nan_blocks)
-        extra["quantize"].update(recipe="mx", scale_rule=args.scale_rule)
+        scales, codes = q.to_mx(x, elem, block, rule, rounding, axis, args.seed,
+                                nan_blocks=nan_blocks)
+        extra["quantize"].update(recipe="mx", scale_rule=rule)
     return elem, scale_format, one, block, scales, codes, tensor_scale

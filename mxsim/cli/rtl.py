@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .. import formats, units, vectors
+from ..campaign import scheduler_address
 from ..errors import MxsimError
 from ..output import check_output, write_text
 from .common import emit, engine_path, out_dir
@@ -106,8 +107,9 @@ def _verify_foreign(args: argparse.Namespace) -> int:
     from testbenches.verify import verify
     backend = ForeignBulkBackend(pm) if args.bulk else ForeignBackend(pm, sim=args.sim,
                                                                       waves=args.waves)
-    command = (f"mxsim verify --rtl {args.rtl} --unit {unit_name} --a-format {spec.a_format} "
-               f"--b-format {spec.b_format} --sim {args.sim}")
+    # A line to paste into a shell: paths with spaces or quotes are quoted.
+    command = (f"mxsim verify --rtl {shlex.quote(args.rtl)} --unit {shlex.quote(unit_name)} "
+               f"--a-format {spec.a_format} --b-format {spec.b_format} --sim {args.sim}")
     rep = verify(spec, MicroArch(lanes=spec.k, stages=1), unit_name=unit_name, sim=args.sim,
                  dots=args.vectors, seed=args.seed, chunk=args.chunk, out_dir=out,
                  replay=replay, progress=None if not args.json else False, backend=backend,
@@ -122,9 +124,6 @@ def _verify_foreign(args: argparse.Namespace) -> int:
     return 0 if rep.passed else 1
 
 
-_SCHEDULER = re.compile(r"^([a-z]+://)?[\w.\-\[\]:]*[\w\]]:\d{1,5}$")
-
-
 def _verify_campaign(args: argparse.Namespace) -> int:
     """``verify --campaign``: every pair's run as tasks of mxsim.campaign (testbenches.campaign)."""
     given = [f"--{n.replace('_', '-')}" for n in ("unit", "a_format", "b_format", "rtl", "replay")
@@ -135,9 +134,8 @@ def _verify_campaign(args: argparse.Namespace) -> int:
     if args.sim != "verilator":
         raise MxsimError(f"--campaign runs the bulk C++ harness on Verilator, not --sim "
                          f"{args.sim}")
-    if args.scheduler is not None and not _SCHEDULER.match(args.scheduler):
-        raise MxsimError(f"{args.scheduler!r} is not a scheduler address; give "
-                         f"tcp://HOST:PORT")
+    if args.scheduler is not None:
+        scheduler_address(args.scheduler)        # one line now, before the tasks are made
     if args.vectors < 1:
         raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
     try:
@@ -149,7 +147,8 @@ def _verify_campaign(args: argparse.Namespace) -> int:
     out = out_dir(args.out)
     record, rep = campaign.run_campaign(
         pairs, dots=args.vectors, chunk=args.chunk, lanes=args.lanes, stages=args.stages,
-        sim="verilator", bulk=True, seed=args.seed, store=args.store or out / "store",
+        sim="verilator", bulk=True, seed=args.seed,
+        store=out / "store" if args.store is None else args.store,
         workers=args.workers, scheduler=args.scheduler, cluster_spec=args.cluster_spec,
         cache=args.build_cache, out=str(out), progress=None if not args.json else False,
         command="mxsim " + " ".join(sys.argv[1:]))
@@ -224,7 +223,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     mismatches."""
     if args.campaign is not None:
         return _verify_campaign(args)
-    if args.workers or args.scheduler or args.cluster_spec or args.store or args.build_cache:
+    if any(getattr(args, n) is not None
+           for n in ("workers", "scheduler", "cluster_spec", "store", "build_cache")):
         raise MxsimError("--workers, --scheduler, --cluster-spec, --store and --build-cache "
                          "go with --campaign")
     if args.rtl is not None:
@@ -288,7 +288,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"{np.nanmax(np.abs(d[np.isfinite(d)])):.3g}",
         f"  check        fast engine vs fraction reference on {report.total} dots: "
         f"{report.equal} bit-equal ({t3 - t2:.2f} s)",
-        "  next         mxsim compare " + str(folder / "demo_exact.npz") + " --unit exact",
+        "  next         mxsim compare " + shlex.quote(str(folder / "demo_exact.npz"))
+        + " --unit exact",
     ]
     print("\n".join(lines))
     if not report.agree:

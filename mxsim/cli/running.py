@@ -7,30 +7,46 @@ import time
 from typing import Any
 
 from .. import units, vectors
-from ..errors import MxsimError
+from ..errors import MxsimError, printable
 from ..output import check_output
-from .common import emit
+from .common import emit, refuse_unread
 
 __all__ = ["cmd_vectors_gen", "cmd_vectors_info", "cmd_vectors_import", "cmd_run",
            "cmd_compare"]
 
 
 def _describe(vs: vectors.VectorSet) -> dict[str, Any]:
-    return {"a_format": vs.a_format, "b_format": vs.b_format, "batch": list(vs.batch_shape),
-            "m": vs.m, "n": vs.n, "k": vs.k, "dots": vs.num_dots,
-            "scale_format": vs.scale_format, "block": vs.block,
-            "c": vs.c is not None, "d": vs.d is not None, "d_format": vs.d_format,
-            "producer": vs.producer, **{k: v for k, v in vs.extra.items() if k != "families"},
-            **({"families": sorted(set(vs.extra["families"]))} if "families" in vs.extra
-               else {})}
+    """What ``vectors info`` shows: the shape and formats, then the provenance as it is (free
+    JSON data), except that a list of family names is shown once each, sorted. A provenance
+    entry named as one of the first (``m``, ``dots``) is shown as ``meta.NAME``: the file
+    cannot restate the set's shape."""
+    info: dict[str, Any] = {
+        "a_format": vs.a_format, "b_format": vs.b_format, "batch": list(vs.batch_shape),
+        "m": vs.m, "n": vs.n, "k": vs.k, "dots": vs.num_dots, "scale_format": vs.scale_format,
+        "block": vs.block, "c": vs.c is not None, "d": vs.d is not None,
+        "d_format": vs.d_format, "producer": vs.producer}
+    extra = dict(vs.extra)
+    families = extra.pop("families", None)
+    if isinstance(families, list) and all(isinstance(f, str) for f in families):
+        families = sorted(set(families))
+    if "families" in vs.extra:
+        extra["families"] = families
+    info.update({f"meta.{k}" if k in info else k: v for k, v in extra.items()})
+    return info
 
 
 def cmd_vectors_gen(args: argparse.Namespace) -> int:
+    refuse_unread(
+        ("--scale-granularity", args.scale_granularity, args.scale_format == "fp32",
+         "does not apply without --scale-format fp32: it picks the shape of FP32 scales"),
+        ("--c-format", args.c_format, not args.no_c,
+         "does not apply with --no-c: it is the format of C"))
     fams = list(vectors.FAMILIES) if args.family == "all" else args.family.split(",")
     kwargs = dict(a_format=args.a_format, b_format=args.b_format, m=args.m, n=args.n, k=args.k,
                   scale_format=args.scale_format, block=args.block,
-                  scale_granularity=args.scale_granularity, with_c=not args.no_c,
-                  c_format=args.c_format, tensor_scale=args.tensor_scale, seed=args.seed)
+                  scale_granularity=args.scale_granularity or "block", with_c=not args.no_c,
+                  c_format=args.c_format or "fp32", tensor_scale=args.tensor_scale,
+                  seed=args.seed)
     check_output(args.output)
     if len(fams) == 1:
         vs = vectors.generate(fams[0], batch=(args.count,) if args.count > 1 else (),
@@ -64,7 +80,9 @@ def cmd_vectors_import(args: argparse.Namespace) -> int:
 def cmd_vectors_info(args: argparse.Namespace) -> int:
     vs = vectors.load(args.input, allow_large=args.allow_large)
     info = _describe(vs)
-    emit(args, "\n".join(f"{k:13} {v}" for k, v in info.items()), info)
+    # A value (or a name) from the file may hold a line break: escaped here, where it is one.
+    emit(args, "\n".join(f"{printable(k):13} {printable(str(v))}" for k, v in info.items()),
+         info)
     return 0
 
 
@@ -88,6 +106,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from ..compare import compare
 
+    refuse_unread(("--engine", args.engine, args.unit is not None,
+                   "does not apply without --unit: it picks the engine that computes the unit's "
+                   "output (OTHER.npz holds its results)"))
     if args.plot is not None:
         check_output(args.plot)
     result = vectors.load(args.result, allow_large=args.allow_large)
@@ -103,7 +124,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         expected, expected_format, name = other.d, other.d_format, str(args.other)
     else:
         unit = units.get(args.unit)
-        expected = unit.compute(result, engine=args.engine)
+        expected = unit.compute(result, engine=args.engine or "fast")
         expected_format, name = unit.d_format(result), f"unit {unit.name}"
     report = compare(result, expected, expected_format=expected_format,
                      actual_name=str(args.result), expected_name=name, show=args.show)

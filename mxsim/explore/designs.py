@@ -26,7 +26,7 @@ from ..microarch import MicroArch
 from ..spec import SpecError, UnitSpec
 
 __all__ = ["CACHE_VERSION", "SPEC_KEYS", "ARRAY_KEYS", "ARRAY_DEFAULTS", "Design", "Reference",
-           "design", "reference", "array_of", "stable_hash", "hdl_version"]
+           "ParameterError", "design", "reference", "array_of", "stable_hash", "hdl_version"]
 
 #: Bumped when a cached figure's meaning changes (old cache entries are then not reused).
 CACHE_VERSION = 1
@@ -42,6 +42,15 @@ ARRAY_DEFAULTS: dict[str, Any] = {
     "bandwidth": 256, "a_bandwidth": None, "b_bandwidth": None, "buffer_kib": 256,
     "scales": "inline", "scale_bandwidth": None, "tmem_ports": 1, "tmem_latency": 1}
 ARRAY_KEYS = frozenset(ARRAY_DEFAULTS)
+
+
+class ParameterError(MxsimError, ValueError):
+    """A design parameter that cannot be, where the message need not name it (an unknown
+    preset, a spec file that does not load): ``key`` names it, for the sweep file's line."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(message)
+        self.key = key
 
 
 def stable_hash(obj: Any) -> str:
@@ -129,11 +138,14 @@ def array_of(unit: UnitSpec, ua: MicroArch, arr: dict[str, Any]) -> ArraySpec:
     """The ArraySpec of the flattened [array] keys ``arr`` (every key of
     :data:`ARRAY_DEFAULTS`) of ``unit`` units built as ``ua`` (the very objects)."""
     def bw(key: str) -> int:
-        value = arr[key] if arr.get(key) is not None else arr["bandwidth"]
+        if arr.get(key) is None:              # unset: the bandwidth of every buffer
+            key = "bandwidth"
+        value = arr[key]
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise MxsimError(f"{key} must be a whole number of bytes per cycle, not {value!r}")
+            raise ParameterError(key, f"{key} must be a whole number of bytes per cycle, not "
+                                      f"{value!r}")
         return value
 
     size = arr["buffer_kib"]
@@ -197,13 +209,24 @@ def _base(p: dict[str, Any]) -> tuple[UnitSpec, dict[str, Any]]:
     preset, path = p.pop("preset", None), p.pop("spec", None)
     a, b = p.pop("a_format", None), p.pop("b_format", None)
     if preset is not None and path is not None:
-        raise SpecError("give preset or spec, not both")
+        raise ParameterError("spec", "give preset or spec, not both")
     if path is not None:
-        base = spec_mod.load(path)
+        if not isinstance(path, str):
+            raise ParameterError("spec", f"spec must be a spec file's path, not {path!r}")
+        try:
+            base = spec_mod.load(path)
+        except MxsimError as e:
+            raise ParameterError("spec", str(e)) from None
         return base.replace(a_format=a or base.a_format, b_format=b or a or base.b_format), p
     if preset is None:
         return UnitSpec(a_format=a or "e4m3", b_format=b or a or "e4m3"), p
-    pre = presets.get(preset)
+    if not isinstance(preset, str):
+        raise ParameterError("preset", f"preset must be a unit's name (see `mxsim units`), not "
+                                       f"{preset!r}")
+    try:
+        pre = presets.get(preset)
+    except MxsimError as e:
+        raise ParameterError("preset", str(e)) from None
     a, b = a or "e4m3", b or a or "e4m3"
     default = pre.scales[0]
     scale = (_none(p["scale_format"]) if "scale_format" in p else default[0],

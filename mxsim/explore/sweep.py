@@ -10,6 +10,7 @@ Every error is one line, ``FILE:LINE: what is wrong``, at the line of the key it
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import re
 import tomllib
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import quantize
-from ..errors import MxsimError
+from ..errors import MxsimError, printable
 from . import designs as designs_mod
 from .designs import ARRAY_KEYS, SPEC_KEYS, Design, Reference
 from .workloads import DISTRIBUTIONS, LAYERS, RECIPES, Workload, problem
@@ -157,7 +158,7 @@ def _check_tables(doc: dict[str, Any], src: _Source) -> None:
     """Only known tables, each written as [t] or [[t]] as the schema has it, with known keys."""
     for table, body in doc.items():
         if table not in _TABLES:
-            raise src.fail(src.of(table), f"unknown table [{table}]; a sweep has "
+            raise src.fail(src.of(table), f"unknown table [{printable(table)}]; a sweep has "
                            f"{', '.join(f'[{t}]' for t in _TABLES)}")
         entries = body if isinstance(body, list) else [body]
         if (table in _ARRAYS) != isinstance(body, list):
@@ -169,7 +170,8 @@ def _check_tables(doc: dict[str, Any], src: _Source) -> None:
             for key in entry:
                 if key not in _TABLES[table]:
                     hint = ", ".join(sorted(_TABLES[table]))
-                    raise src.fail(src.of(table, i, key), f"unknown parameter {table}.{key}; "
+                    raise src.fail(src.of(table, i, key), f"unknown parameter "
+                                   f"{table}.{printable(key)}; "
                                    f"[{table}] takes {hint}")
 
 
@@ -181,6 +183,9 @@ def _head(doc: dict[str, Any], src: _Source) -> tuple[str, str, str, dict[str, A
         # The name is the default output folder, results/NAME: it must stay inside results/.
         raise src.fail(src.of("sweep", 0, "name"), f"sweep.name must be a plain folder name "
                        f"(no '/', '\\', '..' or surrounding spaces), not {name!r}")
+    _text(name, src, "sweep", 0, "name")
+    _text(head.get("title", name), src, "sweep", 0, "title")
+    _text(head.get("description", ""), src, "sweep", 0, "description", lines=True)
     error = head.get("error", "unit")
     if not _among(error, ERRORS):
         raise src.fail(src.of("sweep", 0, "error"), f"sweep.error must be one of "
@@ -191,9 +196,10 @@ def _head(doc: dict[str, Any], src: _Source) -> tuple[str, str, str, dict[str, A
                        f"{', '.join(FPGAS)}, not {fpga!r}")
     arr = doc.get("array", {})
     for key in ("rows", "cols", "bandwidth"):
+        # `not 0 < x < inf`: also nan, which no comparison holds for.
         if key in arr and (isinstance(arr[key], bool) or not isinstance(arr[key], (int, float))
-                           or arr[key] <= 0 or (key != "bandwidth" and
-                                                not isinstance(arr[key], int))):
+                           or not 0 < arr[key] < math.inf or (key != "bandwidth" and
+                                                              not isinstance(arr[key], int))):
             raise src.fail(src.of("array", 0, key), f"array.{key} must be a positive "
                            f"{'number (bytes per cycle)' if key == 'bandwidth' else 'integer'}, "
                            f"not {arr[key]!r}")
@@ -239,7 +245,7 @@ def _point_combinations(i: int, pt: dict, base: dict, origins_base: dict,
             raise src.fail(src.of("point", i, k), f"point.{k} must not be an empty list")
         if k not in varied_keys:
             varied_keys.append(k)
-    group = str(pt.get("label", ""))
+    group = _text(pt.get("label", ""), src, "point", i, "label")
     combos = []
     for values in itertools.product(*lists.values()):
         varied = dict(zip(lists, values, strict=True))
@@ -261,7 +267,9 @@ def _designs(combos: list[_Combo], arr: dict[str, Any], src: _Source) -> list[De
             designs.append(designs_mod.design(label, params, varied, group, arr))
         except (MxsimError, TypeError) as e:
             origins = {**{k: ("array", 0) for k in arr}, **origins}
-            line, key = _blame(str(e), origins, src, ("unit", 0))
+            line, key = _blame(e, origins, src, ("unit", 0))
+            if isinstance(e, designs_mod.ParameterError) and key.startswith("unit."):
+                where = ""                       # the base unit's own: every point has it
             raise src.fail(line, f"{where}{key}{_msg(e)}") from None
     seen: dict[str, int] = {}
     for i, d in enumerate(designs):
@@ -279,26 +287,32 @@ def _references(doc: dict[str, Any], src: _Source) -> list[Reference]:
         try:
             spec = designs_mod.reference({**base, **ref})
         except (MxsimError, TypeError) as e:
-            line, key = _blame(str(e), origins, src, ("reference", i))
+            line, key = _blame(e, origins, src, ("reference", i))
             raise src.fail(line, f"reference {i + 1}: {key}{_msg(e)}") from None
-        references.append(Reference(str(ref.get("label", spec.name)), spec))
+        references.append(Reference(_text(ref.get("label", spec.name), src, "reference", i,
+                                          "label"), spec))
     return references
 
 
-def _blame(msg: str, origins: dict[str, tuple[str, int]], src: _Source,
+def _blame(e: Exception, origins: dict[str, tuple[str, int]], src: _Source,
            fallback: tuple[str, int]) -> tuple[int, str]:
-    """The line of the key an error message names (the longest that it names), or else of
-    the first key the design sets beyond the base."""
-    text = re.sub(r"'[^']*'", "", msg)               # not the words inside a quoted name
-    named = [k for k in origins if re.search(rf"\b{re.escape(k)}\b", text)]
-    named = [k for k in named if origins[k][0] != "unit"] or named
-    varied = [k for k in origins if origins[k][0] != "unit"]
-    if named:
-        key = max(named, key=len)
-    elif varied or origins:
-        key = (varied or list(origins))[0]
-    else:
-        return src.of(*fallback), ""
+    """The line of the key an error is about, and its ``table.key: ``: the key it carries
+    (:class:`~mxsim.explore.designs.ParameterError`), else the longest key its message names,
+    else the first key the design itself sets (a [grid] or [[point]] key), else the first of
+    the base [unit]'s (an [array] key only where the message names it)."""
+    key = getattr(e, "key", None)
+    if key not in origins:
+        text = re.sub(r"'[^']*'", "", str(e))         # not the words inside a quoted name
+        named = [k for k in origins if re.search(rf"\b{re.escape(k)}\b", text)]
+        named = [k for k in named if origins[k][0] != "unit"] or named
+        own = [k for k in origins if origins[k][0] not in ("unit", "array")]
+        base = [k for k in origins if origins[k][0] == "unit"]
+        if named:
+            key = max(named, key=len)
+        elif own or base:
+            key = (own or base)[0]
+        else:
+            return src.of(*fallback), ""
     table, index = origins[key]
     return src.of(table, index, key), f"{table}.{key}: "
 
@@ -324,9 +338,9 @@ def _workloads(doc: dict[str, Any], designs: list[Design], references: list[Refe
                                f"{why}")
     names = [w.name for w in workloads]
     if len(set(names)) != len(names):
-        dup = next(n for n in names if names.count(n) > 1)
-        raise src.fail(src.of("workload", names.index(dup) + 1, "name"),
-                       f"two workloads are named {dup!r}")
+        again = next(i for i, n in enumerate(names) if n in names[:i])   # the second one
+        raise src.fail(src.of("workload", again, "name"),
+                       f"two workloads are named {names[again]!r}")
     return workloads
 
 
@@ -334,7 +348,7 @@ def _workload(w: dict, i: int, src: _Source) -> Workload:
     def bad(key: str, msg: str) -> SweepError:
         return src.fail(src.of("workload", i, key), f"workload.{key}: {msg}")
 
-    name = str(w.get("name", w.get("layer", f"workload{i + 1}")))
+    name = _text(w.get("name", w.get("layer", f"workload{i + 1}")), src, "workload", i, "name")
     shape = _shape(w, name, i, src, bad)
     sample = w.get("sample", [64, 64])
     if not (isinstance(sample, list) and len(sample) == 2 and all(_count(x) for x in sample)):
@@ -380,6 +394,19 @@ def _shape(w: dict, name: str, i: int, src: _Source, bad: Any) -> tuple[int, int
         return tuple(s)
     raise src.fail(src.of("workload", i), f"workload {name!r} needs layer (one of "
                    f"{', '.join(LAYERS)}) or shape = [M, N, K]")
+
+
+def _text(value: Any, src: _Source, table: str, index: int, key: str, *,
+          lines: bool = False) -> str:
+    """A name or text of the sweep (a label, a title), which reports and the terminal show:
+    printable, on one line (a description may break lines and hold tabs); SweepError if not."""
+    text = str(value)
+    if printable(text, keep="\n\t" if lines else "") != text:
+        bad = next(ch for ch in text if not (ch.isprintable() or lines and ch in "\n\t"))
+        raise src.fail(src.of(table, index, key), f"{table}.{key} must be printable text"
+                       f"{'' if lines else ' on one line'}, without control or format "
+                       f"characters, not {text[:60]!r} (which holds {bad!r})")
+    return text
 
 
 def _among(x: Any, options: Any) -> bool:

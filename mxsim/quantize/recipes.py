@@ -122,6 +122,9 @@ class Recipe:
         fmt = fmt or self.elements
         if fmt is None:
             raise QuantizeError(f"Recipe {self.name} needs an element format")
+        if not isinstance(fmt, str):
+            raise QuantizeError(f"Element format must be a format name such as 'e4m3', not "
+                                f"{fmt!r}")
         return _QUANTISERS[self.scales or self.name](self, np.asarray(x), role, fmt, opts)
 
 
@@ -134,12 +137,20 @@ def _cast(r: Recipe, x: npt.NDArray, role: str, fmt: str, opts: dict) -> Quantis
 
 
 def _mx(r: Recipe, x: npt.NDArray, role: str, fmt: str, opts: dict) -> Quantised:
+    """MX: NaN and Inf are quantised as the rule's peer does (a NaN gives its block the NaN
+    scale 0xFF, so the block's products are NaN, as torch's would be), a block of nothing but
+    NaN too: a model whose activations hold a NaN runs as it runs in torch and on the GPU."""
     axis = -1 if role == "a" else -2
-    scale, codes = to_mx(x, fmt, r.block, opts.get("scale_rule", "floor"), axis=axis)
+    scale, codes = to_mx(x, fmt, r.block, opts.get("scale_rule", "floor"), axis=axis,
+                         nan_blocks="quantize")
     return Quantised(codes, fmt, scale, "e8m0", r.block)
 
 
 def _nvfp4(r: Recipe, x: npt.NDArray, role: str, fmt: str, opts: dict) -> Quantised:
+    # to_nvfp4 would suggest an explicit per-tensor scale, which this recipe does not take
+    if not np.isfinite(x).all():
+        raise QuantizeError("The nvfp4 recipe needs finite inputs (an Inf or NaN has no "
+                            "per-tensor amax scale)")
     axis = -1 if role == "a" else -2
     scale, codes, ts = to_nvfp4(x, block=r.block, axis=axis)
     return Quantised(codes, fmt, scale, "ue4m3", r.block, np.float32(ts))
@@ -151,6 +162,8 @@ def _fp32(r: Recipe, x: npt.NDArray, role: str, fmt: str, opts: dict) -> Quantis
         return Quantised(codes, fmt, s, "fp32", 128)
     axis = None if r.granularity == "tensor" else -1 if role == "a" else -2
     pow2 = opts.get("pow2_scales", r.granularity == "row")
+    if not isinstance(pow2, bool | np.bool_):
+        raise QuantizeError(f"pow2_scales must be True or False, not {pow2!r}")
     codes, s = to_fp8_amax(x, fmt, axis=axis, pow2=bool(pow2))
     return Quantised(codes, fmt, s, "fp32", None)
 

@@ -64,13 +64,14 @@ import enum
 import json
 import operator
 import tomllib
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from .. import formats
-from ..errors import MxsimError
+from ..errors import MxsimError, printable
 from ..formats import ELEMENT_FORMATS, OPERAND_FORMATS, Overflow, Rounding
 from . import widths
 from .policies import Align, CMode, Epilogue, Product, Reduce, Specials, UpcastSpecials, ZeroSign
@@ -108,6 +109,13 @@ def _short(value: Any, limit: int = 60) -> str:
     huge."""
     text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _few(indices: list[int], limit: int = 8) -> str:
+    """A sorted list of indices as a message shows it: the first ``limit``, then how many."""
+    if len(indices) <= limit:
+        return str(indices)
+    return f"[{', '.join(map(str, indices[:limit]))}, ... ({len(indices)} in all)]"
 
 
 def _integer(value: Any, what: str) -> int:
@@ -182,6 +190,7 @@ class UnitSpec:
         self._check_reduce()
         self._check_specials()
         self._check_sums()
+        self._check_text()
 
     def _normalise(self) -> None:
         """Enum-valued fields given as strings become their enum, numpy integers ints and the
@@ -218,7 +227,9 @@ class UnitSpec:
             try:
                 if not ok:
                     raise TypeError
-                sched = tuple(tuple(_integer(i, "") for i in step) for step in steps)
+                # A plain int is taken as it is: a schedule may hold MAX_K indices.
+                sched = tuple(tuple(i if type(i) is int else _integer(i, "") for i in step)
+                              for step in steps)
             except (TypeError, SpecError):
                 raise SpecError(f"Unit spec {self.name!r}: schedule must be a list of lists "
                                 f"of k indices, not {_short(repr(self.schedule))}") from None
@@ -345,14 +356,15 @@ class UnitSpec:
         if self.schedule is not None:
             if self.k is None:
                 raise fail("a schedule needs an instruction k")
-            flat = [i for step in self.schedule for i in step]
-            missing = sorted(set(range(self.k)) - set(flat))
-            repeated = sorted({i for i in flat if flat.count(i) > 1})
-            outside = sorted({i for i in flat if not 0 <= i < self.k})
+            # Counted once (linear time): a schedule may have MAX_K steps.
+            counts = Counter(i for step in self.schedule for i in step)
+            missing = sorted(set(range(self.k)) - counts.keys())
+            repeated = sorted(i for i, n in counts.items() if n > 1)
+            outside = sorted(i for i in counts if not 0 <= i < self.k)
             if missing or repeated or outside or any(not s for s in self.schedule):
-                parts = [f"missing {missing}" if missing else "",
-                         f"repeated {repeated}" if repeated else "",
-                         f"outside 0..{self.k - 1}: {outside}" if outside else "",
+                parts = [f"missing {_few(missing)}" if missing else "",
+                         f"repeated {_few(repeated)}" if repeated else "",
+                         f"outside 0..{self.k - 1}: {_few(outside)}" if outside else "",
                          "an empty step" if any(not s for s in self.schedule) else ""]
                 raise fail(f"schedule must cover k indices 0..{self.k - 1} exactly once "
                            f"({'; '.join(p for p in parts if p)})")
@@ -435,6 +447,19 @@ class UnitSpec:
                 raise fail(f"nan_code must be a NaN code of {self.d_format}, not "
                            f"{self.nan_code!r}")
 
+    def _check_text(self) -> None:
+        """name, instruction and provenance are printable text: they are shown on terminals
+        (``mxsim run`` prints the name), where a control character would move the cursor,
+        clear the screen or forge a line. Checked last, so that a sweep's design name, which
+        quotes its values, names a bad value's own rule first."""
+        for name in ("name", "instruction", "provenance"):
+            value = getattr(self, name)
+            if not value.isprintable():
+                bad = next(ch for ch in value if not ch.isprintable())
+                whose = "" if name == "name" else f" {_short(repr(self.name))}"
+                raise SpecError(f"Unit spec{whose}: {name} must be printable text on one line, "
+                                f"without control or format characters, not "
+                                f"{_short(repr(value))} (which holds {bad!r})")
 
     # -- derived --------------------------------------------------------------------------
 
@@ -487,8 +512,14 @@ class UnitSpec:
         if vs.tensor_scale is not None:
             raise UnitError(f"Unit {self.name} does not apply an NVFP4 tensor_scale (cuBLAS "
                             f"applies it outside the tensor core); only the exact unit takes it")
-        if vs.k % self.k:
-            raise UnitError(f"K ({vs.k}) must be a multiple of unit {self.name}'s instruction "
+        self.check_k(vs.k)
+
+    def check_k(self, k: int) -> None:
+        """Raise UnitError unless a product's K chains through this unit's instructions (any
+        K does on an exact unit, which has none)."""
+        from ..errors import UnitError
+        if not self.exact and k % self.k:
+            raise UnitError(f"K ({k}) must be a multiple of unit {self.name}'s instruction "
                             f"k ({self.k})")
 
     # -- serialisation ----------------------------------------------------------------------
@@ -556,8 +587,9 @@ def from_dict(data: Mapping[str, Any], *, source: str = "spec") -> UnitSpec:
                         f"start from `mxsim units --spec NAME`")
     unknown = sorted(str(k) for k in set(data) - _FIELDS)
     if unknown:
-        raise SpecError(f"{source}: unknown key(s) {_short(', '.join(unknown))}; a unit spec "
-                        f"has {', '.join(sorted(_FIELDS))}")
+        # printable: a TOML key may spell any character ("\u001b[2J" = 1).
+        raise SpecError(f"{source}: unknown key(s) {_short(printable(', '.join(unknown)))}; a "
+                        f"unit spec has {', '.join(sorted(_FIELDS))}")
     # TOML spells null "none" (see UnitSpec.dumps); only fields that may be null take it.
     data = {k: None if k in NULLABLE and isinstance(v, str) and v.lower() in ("none", "null")
             else v for k, v in data.items()}
@@ -577,14 +609,17 @@ def load(path: str | Path) -> UnitSpec:
     if not p.is_file():
         raise SpecError(f"{p}: no such spec file")
     kind = "JSON" if p.suffix == ".json" else "TOML"
-    if p.stat().st_size > MAX_SPEC_FILE_BYTES:
-        raise SpecError(f"{p}: a spec file must be at most {MAX_SPEC_FILE_BYTES} bytes, not "
-                        f"{p.stat().st_size}")
     try:
+        size = p.stat().st_size
+        if size > MAX_SPEC_FILE_BYTES:
+            raise SpecError(f"{p}: a spec file must be at most {MAX_SPEC_FILE_BYTES} bytes, not "
+                            f"{size}")
         text = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SpecError(f"{p}: a spec file must be UTF-8 {kind} text (byte {exc.start} is "
                         f"not UTF-8)") from None
+    except OSError as exc:                       # a file the user may not read
+        raise SpecError(f"{p}: cannot read the spec file ({exc.strerror or exc})") from None
     try:
         data = json.loads(text) if kind == "JSON" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:

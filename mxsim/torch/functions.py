@@ -1,14 +1,20 @@
-"""``matmul`` and ``linear`` on torch tensors, through a unit and an operand recipe.
+"""``matmul``, ``linear``, ``mm``, ``bmm`` and ``addmm`` on torch tensors, through a unit and an
+operand recipe.
 
 The float operands are quantised by the recipe (:mod:`mxsim.quantize.recipes`), the unit
 computes D in FP32 from the codes (exactly as its spec says), and the FP32 result goes back as
 the real kernel returns it: in the inputs' dtype, rounded once to nearest even when that is
 bfloat16 or float16, with a bias added in FP32 before that rounding (``bf16(fl32(D + bias))``,
 what the H200 does with ``torch._scaled_mm``'s bias: docs/gpu.md).
+
+Shapes are torch's: a product with a zero dimension is torch's empty result and one with K = 0
+its zeros (plus the bias), meta tensors give a meta result of torch's shape and dtype, and
+shapes torch refuses (``bmm`` does not broadcast) raise a one-line UnitError naming them.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -18,12 +24,13 @@ import numpy.typing as npt
 from .. import units
 from ..errors import UnitError
 from ..quantize.recipes import Quantised, recipe
+from ..spec import UnitSpec
 from ..vectors import VectorSet
 from . import fp32
-from .tensors import to_torch, values
+from .tensors import float_dtype, on_meta, to_torch, values
 
-__all__ = ["matmul", "linear", "addmm", "gemm_bits", "compute", "pick_engine", "check_grad",
-           "fp32_unit"]
+__all__ = ["matmul", "linear", "mm", "bmm", "addmm", "gemm_bits", "compute", "pick_engine",
+           "check_grad", "check_fits", "fp32_unit"]
 
 #: Operand formats ``none`` prefers, in order, when the inputs' dtype is not one the unit takes.
 _PLAIN = ("bf16", "fp16", "e4m3", "tf32")
@@ -32,9 +39,10 @@ _DTYPE_FORMAT = {"bfloat16": "bf16", "float16": "fp16"}
 
 
 def pick_engine(engine: str | None, *tensors: Any) -> str:
-    """``engine``, or (None) ``gpu`` for CUDA tensors where the GPU engine is available, else
-    ``fast``."""
+    """``engine`` (checked, even where a product has nothing to compute), or (None) ``gpu`` for
+    CUDA tensors where the GPU engine is available, else ``fast``."""
     if engine is not None:
+        units.check_engine(engine)
         return engine
     if any(getattr(t, "is_cuda", False) for t in tensors):
         try:
@@ -89,15 +97,24 @@ def fp32_unit(unit: units.Unit, a_format: str, b_format: str, granularity: str) 
 
 def compute(unit: units.Unit, qa: Quantised, qb: Quantised, engine: str
             ) -> npt.NDArray[np.uint32]:
-    """FP32 bit patterns of ``A·B`` for two quantised operands, as ``unit`` computes them."""
+    """FP32 bit patterns of ``A·B`` (..., M, N) for two quantised operands, as ``unit``
+    computes them.
+
+    A product of no dot products (M, N or a batch dimension 0) is empty and one of dot
+    products of no terms (K = 0) is +0 throughout (the empty sum), as torch returns them;
+    both are held to the unit as a product with terms is (formats, scales, K), so that what
+    a unit refuses does not depend on the size of the data.
+    """
     if qa.scale_format != qb.scale_format:
         raise UnitError("Both operands must come with the same kind of scales")
+    if qa.scale_format == "fp32":
+        gran = "block" if qa.block == 128 else "tensor" if qa.scale.ndim == 0 else "row"
+        unit = fp32_unit(unit, qa.format, qb.format, gran)
+    if qa.codes.size == 0 or qb.codes.size == 0:
+        return _no_terms(unit, qa, qb)
     vs = VectorSet(a=qa.codes, b=qb.codes, a_format=qa.format, b_format=qb.format,
                    a_scale=qa.scale, b_scale=qb.scale, scale_format=qa.scale_format,
                    block=qa.block)
-    if qa.scale_format == "fp32":
-        gran = "block" if qa.block == 128 else "tensor" if qa.scale.ndim == 0 else "row"
-        return _d32(fp32_unit(unit, qa.format, qb.format, gran), vs, engine)
     if qa.tensor_scale is None:
         return _d32(unit, vs, engine)
     # NVFP4's per-tensor scales: alpha = fl32(ta * tb), as cuBLASLt's alpha; the exact unit
@@ -109,11 +126,31 @@ def compute(unit: units.Unit, qa: Quantised, qb: Quantised, engine: str
     return fp32.alpha_times(alpha, _d32(unit, vs, engine), spec.d_nan)
 
 
-def _d32(unit: units.Unit, vs: VectorSet, engine: str) -> npt.NDArray[np.uint32]:
-    spec = unit.spec_for(vs)
+def _no_terms(unit: units.Unit, qa: Quantised, qb: Quantised) -> npt.NDArray[np.uint32]:
+    """+0 (FP32) of the shape of ``A·B`` when it has no dot products or K = 0, after the
+    checks a vector set of these operands would meet (a vector set holds at least one term,
+    so the spec is looked up from the formats as :meth:`~mxsim.presets.Preset.spec_for`
+    does)."""
+    granularity = None
+    if qa.scale_format == "fp32":
+        granularity = "tensor" if qa.scale.ndim == 0 else "row"
+    spec = unit.preset.spec(qa.format, qb.format, scale_format=qa.scale_format,
+                            block=qa.block, granularity=granularity)
+    _check_fp32(unit, spec)
+    k = qa.codes.shape[-1]
+    spec.check_k(k)
+    batch = np.broadcast_shapes(qa.codes.shape[:-2], qb.codes.shape[:-2])
+    return np.zeros(batch + (qa.codes.shape[-2], qb.codes.shape[-1]), np.uint32)
+
+
+def _check_fp32(unit: units.Unit, spec: UnitSpec) -> None:
     if spec.d_format != "fp32":
         raise UnitError(f"Unit {unit.name} gives {spec.d_format} results; mxsim.torch takes "
                         f"units with FP32 results")
+
+
+def _d32(unit: units.Unit, vs: VectorSet, engine: str) -> npt.NDArray[np.uint32]:
+    _check_fp32(unit, unit.spec_for(vs))
     return np.asarray(unit.compute(vs, engine), np.uint32)
 
 
@@ -133,44 +170,55 @@ def gemm_bits(x: npt.NDArray, w: npt.NDArray, unit: Any, recipe_name: Any, engin
     return compute(u, qa, qb, engine)
 
 
-def _operands(x: Any, w: Any) -> tuple[npt.NDArray, npt.NDArray, tuple[int, ...]]:
-    """x and w as (..., M, K) and (..., K, N) values, and the shape of torch.matmul(x, w)."""
-    xv, wv = values(x, "x"), values(w, "w")
-    if xv.ndim == 0 or wv.ndim == 0:
-        raise UnitError("matmul needs tensors of at least one dimension")
-    k = xv.shape[-1]
-    kw = wv.shape[0] if wv.ndim == 1 else wv.shape[-2]
-    if k != kw:
-        raise UnitError(f"matmul: x {tuple(xv.shape)} and w {tuple(wv.shape)} do not chain "
-                        f"(K {k} against {kw})")
-    if wv.ndim == 1:
-        wv, drop_n = wv[:, None], True
-    else:
-        drop_n = False
-    if xv.ndim == 1:
-        xv, drop_m = xv[None, :], True
-    else:
-        drop_m = False
-    if wv.ndim == 2:                      # one weight: every row of x is an M row
-        shape = xv.shape[:-1] + wv.shape[-1:]
-        xv = xv.reshape(-1, k)
+def _product_shape(op: str, xs: tuple[int, ...], ws: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of ``torch.matmul`` of tensors shaped ``xs`` and ``ws``: a vector x is one row
+    and a vector w one column (each dropped from the result), and batch dimensions broadcast;
+    a one-line UnitError naming both shapes where torch.matmul refuses them."""
+    xs, ws = tuple(xs), tuple(ws)
+    if not xs or not ws:
+        raise UnitError(f"{op} needs tensors of at least one dimension, not x {xs} and w {ws}")
+    kw = ws[0] if len(ws) == 1 else ws[-2]
+    if xs[-1] != kw:
+        raise UnitError(f"{op}: x {xs} and w {ws} do not chain (K {xs[-1]} against {kw})")
+    n = ws[-1:] if len(ws) > 1 else ()
+    if len(ws) <= 2:
+        return xs[:-1] + n
+    try:
+        batch = np.broadcast_shapes(xs[:-2], ws[:-2])
+    except ValueError:
+        raise UnitError(f"{op}: the batch dimensions of x {xs} and w {ws} do not "
+                        f"broadcast") from None
+    return batch + xs[-2:-1] + n
+
+
+def check_fits(c: Any, what: str, shape: tuple[int, ...]) -> None:
+    """Refuse a bias or C that does not broadcast to the output's ``shape`` (torch's rule for
+    addmm's input and F.linear's bias), in one line."""
+    if c is None:
+        return
+    cs = tuple(c.shape)
+    try:
+        fits = np.broadcast_shapes(cs, shape) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise UnitError(f"{what} {cs} does not fit the output {shape} (it must broadcast to "
+                        f"that shape)")
+
+
+def _stack(xv: npt.NDArray, wv: npt.NDArray) -> tuple[npt.NDArray, npt.NDArray]:
+    """x and w values (shapes as :func:`_product_shape` took them) as (..., M, K) and
+    (..., K, N): with a 2-D w every row of x is an M row (batched activations flattened),
+    with a batched w the batch dimensions broadcast."""
+    wv = wv[:, None] if wv.ndim == 1 else wv
+    xv = xv[None, :] if xv.ndim == 1 else xv
+    if wv.ndim == 2:                    # one weight: every row of x is an M row
+        xv = xv.reshape(math.prod(xv.shape[:-1]), xv.shape[-1])
     else:
         batch = np.broadcast_shapes(xv.shape[:-2], wv.shape[:-2])
         xv = np.broadcast_to(xv, batch + xv.shape[-2:])
         wv = np.broadcast_to(wv, batch + wv.shape[-2:])
-        shape = batch + (xv.shape[-2], wv.shape[-1])
-    shape = shape[:-1] if drop_n else shape
-    if drop_m:
-        shape = shape[:-2] + shape[-1:] if not drop_n else shape[:-1]
-    return np.ascontiguousarray(xv), np.ascontiguousarray(wv), shape
-
-
-def _finish(bits: npt.NDArray[np.uint32], bias: Any, dtype: Any, device: Any,
-            shape: tuple[int, ...]) -> Any:
-    """The FP32 result (plus a bias, in FP32) as the kernel returns it."""
-    if bias is not None:
-        bits = fp32.plus(bits, values(bias, "bias").astype(np.float32))
-    return to_torch(bits, dtype, device).reshape(shape)
+    return np.ascontiguousarray(xv), np.ascontiguousarray(wv)
 
 
 def _out_dtype(*tensors: Any) -> Any:
@@ -179,6 +227,27 @@ def _out_dtype(*tensors: Any) -> Any:
     for t in tensors[1:]:
         dtype = torch.promote_types(dtype, t.dtype)
     return dtype
+
+
+def _gemm(x: Any, w: Any, c: Any, what: str, shape: tuple[int, ...], dtype: Any, unit: Any,
+          recipe_name: Any, engine: str | None, opts: dict[str, Any]) -> Any:
+    """``x @ w`` (plus ``c``, named ``what``, in FP32) of ``shape`` and ``dtype``, as the kernel
+    returns it; shapes are checked already. On the meta device (no values) the unit, recipe
+    and options are checked on an empty product of the same K, and the result is a meta
+    tensor, as torch gives."""
+    import torch
+    engine = pick_engine(engine, x, w)
+    if on_meta(x, w, c):
+        k = x.shape[-1]
+        gemm_bits(np.zeros((0, k), np.float32), np.zeros((k, 0), np.float32), unit,
+                  recipe_name, engine, opts, dtype)
+        return torch.empty(shape, dtype=dtype, device="meta")
+    xv, wv = _stack(values(x, "x"), values(w, "w"))
+    bits = gemm_bits(xv, wv, unit, recipe_name, engine, opts, dtype)
+    bits = bits.reshape(shape)
+    if c is not None:
+        bits = fp32.plus(bits, values(c, what).astype(np.float32))
+    return to_torch(bits, dtype, x.device)
 
 
 def matmul(x: Any, w: Any, *, unit: Any = "exact", recipe: Any = "none",
@@ -190,46 +259,84 @@ def matmul(x: Any, w: Any, *, unit: Any = "exact", recipe: Any = "none",
     ``b_format`` (element formats instead of the recipe's, or, for ``none``, of the unit's),
     ``scale_rule`` (MX recipes), ``pow2_scales`` (fp8-tensor, fp8-row). The result has the
     promoted dtype of ``x`` and ``w`` on ``x``'s device: the unit's FP32 D, rounded once to
-    nearest even for 16-bit dtypes (float64 holds it exactly). Raises a one-line
+    nearest even for 16-bit dtypes (float64 holds it exactly). Shapes with a zero dimension
+    give torch's empty result, and K = 0 its zeros. Raises a one-line
     :class:`~mxsim.MxsimError` for bad input.
     """
+    return _matmul("matmul", x, w, unit, recipe, engine, opts)
+
+
+def mm(x: Any, w: Any, *, unit: Any = "exact", recipe: Any = "none", engine: str | None = None,
+       **opts: Any) -> Any:
+    """``torch.mm(x, w)``: :func:`matmul` of two matrices (M, K) and (K, N) only."""
+    return _matmul("mm", x, w, unit, recipe, engine, opts)
+
+
+def bmm(x: Any, w: Any, *, unit: Any = "exact", recipe: Any = "none", engine: str | None = None,
+        **opts: Any) -> Any:
+    """``torch.bmm(x, w)``: :func:`matmul` of (B, M, K) and (B, K, N) with the same B (bmm
+    does not broadcast)."""
+    return _matmul("bmm", x, w, unit, recipe, engine, opts)
+
+
+def _matmul(op: str, x: Any, w: Any, unit: Any, recipe_name: Any, engine: str | None,
+            opts: dict[str, Any]) -> Any:
+    """:func:`matmul`, :func:`mm` or :func:`bmm` (``op``), each with torch's rule for shapes."""
+    float_dtype(x, "x")
+    float_dtype(w, "w")
     check_grad(x, w)
-    xv, wv, shape = _operands(x, w)
-    dtype = _out_dtype(x, w)
-    bits = gemm_bits(xv, wv, unit, recipe, pick_engine(engine, x, w), opts, dtype)
-    return _finish(bits, None, dtype, x.device, shape)
+    xs, ws = tuple(x.shape), tuple(w.shape)
+    if op == "mm" and (len(xs), len(ws)) != (2, 2):
+        raise UnitError(f"mm takes matrices (M, K) and (K, N), not {xs} and {ws}")
+    if op == "bmm" and ((len(xs), len(ws)) != (3, 3) or xs[0] != ws[0]):
+        raise UnitError(f"bmm takes (B, M, K) and (B, K, N) with the same B (it does not "
+                        f"broadcast), not {xs} and {ws}")
+    shape = _product_shape(op, xs, ws)
+    return _gemm(x, w, None, "", shape, _out_dtype(x, w), unit, recipe_name, engine, opts)
 
 
 def linear(x: Any, weight: Any, bias: Any = None, *, unit: Any = "exact", recipe: Any = "none",
            engine: str | None = None, **opts: Any) -> Any:
     """``F.linear(x, weight, bias)``: ``x @ weight.T`` through the unit, then the bias.
 
-    ``weight`` is (N, K) as in F.linear; ``bias`` (N,) is added to the FP32 result in FP32
+    ``weight`` is (N, K) as in F.linear, or (K,) (the result then has no N dimension);
+    ``bias`` broadcasts to the result ((N,) or ()) and is added to the FP32 result in FP32
     (one rounding), before the conversion to the output dtype, as cuBLASLt's bias epilogue
-    does (measured on the H200 for torch._scaled_mm; assumed for bf16/fp16 GEMMs). Options as
-    :func:`matmul`.
+    does (measured on the H200 for torch._scaled_mm; assumed for bf16/fp16 GEMMs). Options
+    as :func:`matmul`.
     """
+    float_dtype(x, "x")
+    float_dtype(weight, "weight")
+    if bias is not None:
+        float_dtype(bias, "bias")
     check_grad(x, weight, bias)
-    wt = values(weight, "weight")
-    if wt.ndim != 2:
-        raise UnitError(f"linear takes a 2-D weight (out, in), not {tuple(wt.shape)}")
-    xv, wv, shape = _operands(x, weight.T)
-    dtype = _out_dtype(x, weight)
-    bits = gemm_bits(xv, wv, unit, recipe, pick_engine(engine, x, weight), opts, dtype)
-    return _finish(bits.reshape(-1, wv.shape[-1]), bias, dtype, x.device, shape)
+    xs, ws = tuple(x.shape), tuple(weight.shape)
+    if len(ws) not in (1, 2):
+        raise UnitError(f"linear takes a weight (out, in) or (in,), not {ws}")
+    if not xs:
+        raise UnitError(f"linear needs an x of at least one dimension, not {xs}")
+    if xs[-1] != ws[-1]:
+        raise UnitError(f"linear: x {xs} and weight {ws} do not chain (in features "
+                        f"{xs[-1]} against {ws[-1]})")
+    w = weight.t() if weight.ndim == 2 else weight
+    shape = _product_shape("linear", xs, tuple(w.shape))
+    check_fits(bias, "bias", shape)
+    return _gemm(x, w, bias, "bias", shape, _out_dtype(x, weight), unit, recipe, engine, opts)
 
 
 def addmm(c: Any, x: Any, w: Any, *, beta: Any = 1, alpha: Any = 1, unit: Any = "exact",
           recipe: Any = "none", engine: str | None = None, **opts: Any) -> Any:
     """``torch.addmm(c, x, w)``: ``fl32(x @ w + c)`` then the output dtype (beta = alpha = 1
-    only)."""
+    only); ``c`` broadcasts to (M, N)."""
+    for t, what in ((c, "c"), (x, "x"), (w, "w")):
+        float_dtype(t, what)
     check_grad(c, x, w)
     if beta != 1 or alpha != 1:
         raise UnitError(f"addmm is emulated with beta = alpha = 1 only, not beta={beta!r}, "
                         f"alpha={alpha!r}")
-    xv, wv, shape = _operands(x, w)
-    if len(shape) != 2:
-        raise UnitError(f"addmm takes 2-D matrices, not {tuple(x.shape)} and {tuple(w.shape)}")
-    dtype = _out_dtype(c, x, w)
-    bits = gemm_bits(xv, wv, unit, recipe, pick_engine(engine, x, w), opts, dtype)
-    return _finish(bits, c, dtype, x.device, shape)
+    if x.ndim != 2 or w.ndim != 2:
+        raise UnitError(f"addmm takes matrices (M, K) and (K, N), not {tuple(x.shape)} and "
+                        f"{tuple(w.shape)}")
+    shape = _product_shape("addmm", x.shape, w.shape)
+    check_fits(c, "c", shape)
+    return _gemm(x, w, c, "c", shape, _out_dtype(c, x, w), unit, recipe, engine, opts)

@@ -4,8 +4,10 @@ Inside ``with mxsim.torch.emulate(unit=..., recipe=...) as mode:``, every call o
 ``F.linear``, ``torch.matmul`` / ``Tensor.__matmul__`` / ``Tensor.matmul``, ``torch.mm`` /
 ``Tensor.mm``, ``torch.bmm`` / ``Tensor.bmm``, ``torch.addmm`` / ``Tensor.addmm`` and
 ``torch._scaled_mm`` is computed by :mod:`mxsim.torch`'s functions instead of torch's kernels;
-``mode.calls`` counts them by op name. Every other op (and these ops on integer, bool or complex
-tensors) runs as usual; attention inside ``F.scaled_dot_product_attention`` is not routed.
+``mode.calls`` counts them by op name. Arguments may be passed by position or by torch's
+names. Every other op (and these ops on integer, bool or complex tensors, or on something that
+is not a tensor) runs as usual; attention inside ``F.scaled_dot_product_attention`` is not
+routed.
 """
 
 from __future__ import annotations
@@ -31,31 +33,59 @@ def routed_ops() -> dict[Any, str]:
     return ops
 
 
-def _call(mode: Any, name: str, args: tuple, kwargs: dict) -> Any:
-    from .functions import addmm, linear, matmul
-    from .scaled import scaled_mm
-    opts = dict(unit=mode.unit, recipe=mode.recipe, engine=mode.engine, **mode.opts)
-    if kwargs.get("out") is not None:
-        raise UnitError(f"emulate() does not route {name} with out=")
-    kwargs = {k: v for k, v in kwargs.items() if k != "out"}
-    if name == "_scaled_mm":
-        return scaled_mm(*args, **kwargs, unit=mode.scaled_unit, engine=mode.engine)
-    if name == "linear":
-        return linear(*args, **kwargs, **opts)
-    if name == "addmm":
-        return addmm(*args, **kwargs, **opts)
-    x, w = args
-    if name in ("mm", "bmm") and (x.ndim, w.ndim) != ((2, 2) if name == "mm" else (3, 3)):
-        raise UnitError(f"{name} takes {'2-D' if name == 'mm' else '3-D'} tensors, not "
-                        f"{x.ndim}-D and {w.ndim}-D")
-    return matmul(x, w, **opts)
+#: Each routed op's parameters, in torch's order and under torch's names (a call may pass any
+#: of them by name), how many of the first are required tensors, and how many are tensors
+#: (required, or optional: None or a tensor).
+_PARAMS: dict[str, tuple[tuple[str, ...], int, int]] = {
+    "matmul": (("input", "other"), 2, 2),
+    "mm": (("input", "mat2"), 2, 2),
+    "bmm": (("input", "mat2"), 2, 2),
+    "addmm": (("input", "mat1", "mat2"), 3, 3),
+    "linear": (("input", "weight", "bias"), 2, 3),
+    "_scaled_mm": (("input", "mat2", "scale_a", "scale_b", "bias", "scale_result", "out_dtype",
+                    "use_fast_accum"), 4, 6),
+}
 
 
-def _floating(args: tuple) -> bool:
-    """Whether every tensor argument is a floating-point one (FP8 included): integer, bool and
-    complex products are not GEMMs a unit models and run as torch runs them."""
+def _bind(name: str, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """A routed call's arguments by torch's parameter names (``self`` is ``input``)."""
+    bound = dict(zip(_PARAMS[name][0], args, strict=False))
+    for key, value in kwargs.items():
+        bound["input" if key == "self" else key] = value
+    return bound
+
+
+def _routed(name: str, bound: dict[str, Any]) -> bool:
+    """Whether a call is a GEMM a unit models: its required tensors are floating-point tensors
+    (FP8 included) and its optional ones such tensors or None. Integer, bool and complex
+    products, and calls with something else where a tensor goes, run as torch runs them (and
+    torch answers them as it does)."""
     import torch
-    return all(a.is_floating_point() for a in args if isinstance(a, torch.Tensor))
+    params, required, tensors = _PARAMS[name]
+    for i, p in enumerate(params[:tensors]):
+        t = bound.get(p)
+        if t is None and i >= required:
+            continue
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            return False
+    return True
+
+
+def _call(mode: Any, name: str, bound: dict[str, Any]) -> Any:
+    from .functions import addmm, bmm, linear, matmul, mm
+    from .scaled import scaled_mm
+    if bound.pop("out", None) is not None:
+        raise UnitError(f"emulate() does not route {name} with out=")
+    if name == "_scaled_mm":
+        return scaled_mm(bound.pop("input"), bound.pop("mat2"), **bound, unit=mode.scaled_unit,
+                         engine=mode.engine)
+    opts = dict(unit=mode.unit, recipe=mode.recipe, engine=mode.engine, **mode.opts)
+    if name == "linear":
+        return linear(bound.pop("input"), bound.pop("weight"), bound.pop("bias", None), **opts)
+    if name == "addmm":
+        return addmm(bound.pop("input"), bound.pop("mat1"), bound.pop("mat2"), **bound, **opts)
+    second = _PARAMS[name][0][1]
+    return {"matmul": matmul, "mm": mm, "bmm": bmm}[name](bound["input"], bound[second], **opts)
 
 
 @functools.cache
@@ -75,10 +105,11 @@ def _mode_class() -> type:
         def __torch_function__(self, func: Any, types: Any, args: tuple = (),
                                kwargs: dict | None = None) -> Any:
             name = routed_ops().get(func)
-            if name is None or not _floating(args):
+            bound = None if name is None else _bind(name, args, kwargs or {})
+            if bound is None or not _routed(name, bound):
                 return func(*args, **(kwargs or {}))
             self.calls[name] += 1
-            return _call(self, name, args, kwargs or {})
+            return _call(self, name, bound)
 
     return Emulate
 
@@ -92,8 +123,15 @@ def emulate(unit: Any = "exact", recipe: Any = "none", engine: str | None = None
     the Hopper preset its scales and ``use_fast_accum`` call for). The returned mode's
     ``calls`` counts the routed calls by op name.
     """
+    import numpy as np
+
     from .. import units
-    from ..quantize.recipes import recipe as get_recipe
-    units.get(unit)                        # fail here, in one line, on an unknown name
-    get_recipe(recipe)
+    from .functions import gemm_bits, pick_engine
+    # Fail here, in one line, on what every routed call would refuse: an unknown unit, recipe,
+    # option, format or engine, or a unit that does not take the recipe (the checks of a
+    # product with nothing to compute).
+    if scaled_unit is not None:
+        units.get(scaled_unit)
+    empty = np.zeros((0, 0), np.float32)
+    gemm_bits(empty, empty, unit, recipe, pick_engine(engine), opts)
     return _mode_class()(unit, recipe, engine, scaled_unit, opts)

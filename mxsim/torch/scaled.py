@@ -23,13 +23,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from .. import units
 from ..errors import UnitError
-from ..vectors import VectorSet
-from .functions import check_grad, fp32_unit, pick_engine
-from .tensors import fp8_codes, to_torch, values
+from ..quantize.recipes import Quantised
+from . import fp32
+from .functions import check_fits, check_grad, compute, pick_engine
+from .tensors import check_tensor, float_dtype, fp8_codes, fp8_format, on_meta, to_torch, values
 
 __all__ = ["scaled_mm", "scaled_unit", "granularity"]
 
@@ -61,15 +61,13 @@ def scaled_unit(gran: str, use_fast_accum: bool) -> str:
     return "hopper-cublas-fast" if use_fast_accum else "hopper-cublas-rowwise"
 
 
-def _scales(scale_a: Any, scale_b: Any) -> tuple[npt.NDArray[np.float32], ...]:
+def _check_scales(scale_a: Any, scale_b: Any) -> None:
     import torch
-    out = []
     for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
         if not isinstance(s, torch.Tensor) or s.dtype != torch.float32:
             raise UnitError(f"{name} must be a float32 tensor, not "
                             f"{getattr(s, 'dtype', type(s).__name__)}")
-        out.append(values(s, name))
-    return tuple(out)
+        check_tensor(s, name)
 
 
 def _out_name(out_dtype: Any, scale_result: Any) -> str:
@@ -95,30 +93,39 @@ def scaled_mm(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any = None,
     the matching FP32 epilogue (:func:`mxsim.torch.functions.fp32_unit`). Returns a tensor of
     ``out_dtype`` (M, N) on ``a``'s device.
     """
+    import torch
+    fa, fb = fp8_format(a, "a"), fp8_format(b, "b")
+    _check_scales(scale_a, scale_b)
+    if bias is not None and float_dtype(bias, "bias") not in ("bfloat16", "float16"):
+        raise UnitError(f"Bias must be BFloat16 or Half, but got {bias.dtype} (torch)")
     check_grad(a, b, scale_a, scale_b, bias)
-    ca, fa = fp8_codes(a, "a")
-    cb, fb = fp8_codes(b, "b")
-    if ca.ndim != 2 or cb.ndim != 2 or ca.shape[1] != cb.shape[0]:
-        raise UnitError(f"scaled_mm takes a (M, K) and b (K, N), not {tuple(ca.shape)} and "
-                        f"{tuple(cb.shape)}")
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise UnitError(f"scaled_mm takes a (M, K) and b (K, N), not {tuple(a.shape)} and "
+                        f"{tuple(b.shape)}")
     name = _out_name(out_dtype, scale_result)
-    (m, k), n = ca.shape, cb.shape[1]
-    sa, sb = _scales(scale_a, scale_b)
-    gran = granularity(sa.shape, sb.shape, m, n, k)
-    if gran == "tensor":
-        sa, sb = sa.reshape(()), sb.reshape(())
+    (m, k), n = a.shape, b.shape[1]
+    gran = granularity(tuple(scale_a.shape), tuple(scale_b.shape), m, n, k)
     if gran == "block" and use_fast_accum:
         raise UnitError(_FAST_BLOCK)
     if bias is not None and name == "float32":
         raise UnitError("Bias is not supported when out_dtype is set to Float32 (torch)")
+    check_fits(bias, "bias", (m, n))
     u = units.get(unit if unit is not None else scaled_unit(gran, use_fast_accum))
-    vs = VectorSet(a=ca, b=cb, a_format=fa, b_format=fb, a_scale=sa, b_scale=sb,
-                   scale_format="fp32", block=128 if gran == "block" else None)
-    run = fp32_unit(u, fa, fb, gran)
-    bits = np.asarray(run.compute(vs, pick_engine(engine, a, b)), np.uint32)
+    meta = on_meta(a, b, scale_a, scale_b, bias)
+    if meta:        # no values: the unit is checked on an empty product of the same K
+        ca, cb = np.zeros((0, k), np.uint8), np.zeros((k, 0), np.uint8)
+        sa = np.ones(tuple(scale_a.shape), np.float32)
+        sb = np.ones(tuple(scale_b.shape), np.float32)
+    else:
+        (ca, _), (cb, _) = fp8_codes(a, "a"), fp8_codes(b, "b")
+        sa, sb = values(scale_a, "scale_a"), values(scale_b, "scale_b")
+    if gran == "tensor":
+        sa, sb = sa.reshape(()), sb.reshape(())
+    block = 128 if gran == "block" else None
+    bits = compute(u, Quantised(ca, fa, sa, "fp32", block), Quantised(cb, fb, sb, "fp32", block),
+                   pick_engine(engine, a, b))
+    if meta:
+        return torch.empty((m, n), dtype=out_dtype, device="meta")
     if bias is not None:
-        from . import fp32
-        if str(bias.dtype).removeprefix("torch.") not in ("bfloat16", "float16"):
-            raise UnitError(f"Bias must be BFloat16 or Half, but got {bias.dtype} (torch)")
         bits = fp32.plus(bits, values(bias, "bias"))
     return to_torch(bits, out_dtype, a.device)

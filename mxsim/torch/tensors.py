@@ -14,8 +14,8 @@ import numpy.typing as npt
 from .. import formats
 from ..errors import UnitError
 
-__all__ = ["values", "fp8_codes", "to_torch", "fp32_bits_of", "bf16_rne", "fp16_rne",
-           "FP8_DTYPES", "OUT_DTYPES"]
+__all__ = ["check_tensor", "float_dtype", "fp8_format", "on_meta", "values", "fp8_codes",
+           "to_torch", "fp32_bits_of", "bf16_rne", "fp16_rne", "FP8_DTYPES", "OUT_DTYPES"]
 
 #: torch's FP8 dtypes by name, and the mxsim format each holds.
 FP8_DTYPES = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
@@ -28,33 +28,68 @@ def _name(dtype: Any) -> str:
 
 
 def _host(t: Any) -> Any:
-    return t.detach().to("cpu")
+    """``t``'s values as a dense CPU tensor: a sparse layout is densified (the product of its
+    values is the product a unit computes), with no copy where ``t`` is already one."""
+    import torch
+    t = t.detach()
+    if t.layout != torch.strided:
+        t = t.to_dense()
+    return t.to("cpu")
+
+
+def check_tensor(t: Any, what: str) -> None:
+    """Raise UnitError unless ``t`` is a torch tensor mxsim.torch can read: dense (strided) or
+    sparse, on any device; a nested tensor is refused (it is many GEMMs of other shapes)."""
+    import torch
+    if not isinstance(t, torch.Tensor):
+        raise UnitError(f"{what} must be a torch.Tensor, not {type(t).__name__}")
+    if t.is_nested:
+        raise UnitError(f"{what} is a nested tensor, which mxsim.torch does not take; unbind it "
+                        f"and multiply each of its tensors")
+
+
+def float_dtype(t: Any, what: str) -> str:
+    """The name of ``t``'s dtype, which must be float32, bfloat16, float16 or float64 (one-line
+    UnitError otherwise, and for what :func:`check_tensor` refuses)."""
+    check_tensor(t, what)
+    name = _name(t.dtype)
+    if name not in OUT_DTYPES:
+        raise UnitError(f"{what} must be float32, bfloat16, float16 or float64, not {name}")
+    return name
+
+
+def fp8_format(t: Any, what: str) -> str:
+    """The mxsim format of an FP8 tensor (one-line UnitError for another dtype, and for what
+    :func:`check_tensor` refuses)."""
+    check_tensor(t, what)
+    fmt = FP8_DTYPES.get(_name(t.dtype))
+    if fmt is None:
+        raise UnitError(f"{what} must be {' or '.join('torch.' + k for k in FP8_DTYPES)}, not "
+                        f"{t.dtype}")
+    return fmt
+
+
+def on_meta(*tensors: Any) -> bool:
+    """Whether any of the tensors is on the meta device (shapes and dtypes, no values): torch
+    then returns a meta result, and so does mxsim.torch."""
+    return any(getattr(t, "is_meta", False) for t in tensors)
 
 
 def values(t: Any, what: str) -> npt.NDArray:
     """A floating tensor's values as an exact numpy array: float32 for 32- and 16-bit
     dtypes (bf16/fp16 convert exactly), float64 for float64."""
     import torch
-    if not isinstance(t, torch.Tensor):
-        raise UnitError(f"{what} must be a torch.Tensor, not {type(t).__name__}")
-    name = _name(t.dtype)
+    name = float_dtype(t, what)
     h = _host(t)
     if name == "bfloat16":
         return (h.view(torch.int16).numpy().astype(np.uint32) << np.uint32(16)).view(np.float32)
-    if name in ("float16", "float32", "float64"):
-        return h.numpy().astype(np.float64 if name == "float64" else np.float32)
-    raise UnitError(f"{what} must be float32, bfloat16, float16 or float64, not {name}")
+    return h.numpy().astype(np.float64 if name == "float64" else np.float32)
 
 
 def fp8_codes(t: Any, what: str) -> tuple[npt.NDArray[np.uint8], str]:
     """An FP8 tensor's codes (as stored, any layout) and its mxsim format."""
     import torch
-    if not isinstance(t, torch.Tensor):
-        raise UnitError(f"{what} must be a torch.Tensor, not {type(t).__name__}")
-    fmt = FP8_DTYPES.get(_name(t.dtype))
-    if fmt is None:
-        raise UnitError(f"{what} must be {' or '.join('torch.' + k for k in FP8_DTYPES)}, not "
-                        f"{t.dtype}")
+    fmt = fp8_format(t, what)
     return np.ascontiguousarray(_host(t).view(torch.uint8).numpy()), fmt
 
 
@@ -95,6 +130,7 @@ def to_torch(bits: npt.NDArray[np.uint32], dtype: Any, device: Any) -> Any:
     float64 exactly, bfloat16 and float16 rounded once to nearest even (IEEE overflow)."""
     import torch
     name = _name(dtype)
+    shape = np.shape(bits)              # ascontiguousarray makes a 0-D result 1-D
     bits = np.ascontiguousarray(bits, np.uint32)
     if name == "float32":
         out = torch.from_numpy(bits.view(np.int32).copy()).view(torch.float32)
@@ -105,4 +141,4 @@ def to_torch(bits: npt.NDArray[np.uint32], dtype: Any, device: Any) -> Any:
         out = torch.from_numpy(codes.view(np.int16).copy()).view(getattr(torch, name))
     else:
         raise UnitError(f"Output dtype must be one of {', '.join(OUT_DTYPES)}, not {name}")
-    return out.to(device)
+    return out.reshape(shape).to(device)

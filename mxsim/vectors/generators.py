@@ -242,6 +242,7 @@ def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise VectorFileError(f"Seed must be a non-negative integer, not {seed!r}")
     block = _block(family, scale_format, block, scale_granularity)
+    ts = _tensor_scale(tensor_scale)
     batch = tuple(batch)
     rng = np.random.default_rng([seed, (FAMILIES + EXTRA_FAMILIES).index(family)])
     if family == "e-zero":
@@ -263,12 +264,26 @@ def generate(family: str, *, a_format: str = "e4m3", b_format: str | None = None
         c = cv.astype(np.float32).view(np.uint32)
         if c_format != "fp32":
             c = formats.get(c_format).encode(c.view(np.float32), "rne", saturate=False)
-    ts = None if tensor_scale is None else np.array(tensor_scale, np.float32)
     return VectorSet(a=np.ascontiguousarray(a, fa.code_dtype),
                      b=np.ascontiguousarray(b, fb.code_dtype),
                      a_format=fa.name, b_format=fb.name, c=c, a_scale=a_scale, b_scale=b_scale,
                      tensor_scale=ts, scale_format=scale_format, block=block,
                      c_format=c_format, extra={"family": family, "seed": int(seed)})
+
+
+def _tensor_scale(value: float | None) -> np.ndarray | None:
+    """The NVFP4 tensor scale as the float32 nearest to ``value``, which must be finite there."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise VectorFileError(f"Tensor scale must be a number, not {value!r}")
+    with np.errstate(over="ignore"):             # beyond FP32's range: refused just below
+        ts = np.array(value, np.float32)
+    if not np.isfinite(ts):
+        raise VectorFileError(f"Tensor scale must be finite in FP32 (at most "
+                              f"{float(np.finfo(np.float32).max):.8g} in magnitude), not "
+                              f"{value!r}")
+    return ts
 
 
 def _check_shape(m: int, n: int, k: int, batch: tuple[int, ...]) -> None:

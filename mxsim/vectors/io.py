@@ -12,18 +12,18 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import zipfile
 import zlib
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..errors import VectorFileError
+from ..errors import MxsimError, VectorFileError
 from ..output import open_output
 from .schema import SCHEMA, VectorSet, check_size, located
 
-__all__ = ["load", "save", "from_arrays", "to_arrays", "npy_header"]
+__all__ = ["load", "save", "from_arrays", "to_arrays", "npy_header", "open_input"]
 
 _ARRAYS = ("a", "b", "c", "d", "a_scale", "b_scale", "tensor_scale", "meta")
 _COMPRESS_LIMIT = 16 << 20    # bytes of arrays above which a set is written uncompressed
@@ -45,61 +45,111 @@ def npy_header(f: Any) -> tuple[tuple[int, ...], np.dtype] | None:
     return tuple(shape), dtype
 
 
-def _check_members(p: str, zf: zipfile.ZipFile, allow_large: bool) -> None:
-    """Names, dtypes and sizes of an .npz's members, from their headers, before any array is
-    read: a small file cannot declare a huge array and have it allocated."""
-    heads: dict[str, tuple[tuple[int, ...], np.dtype] | None] = {}
+def open_input(path: str | os.PathLike, error: type[MxsimError] = VectorFileError) -> BinaryIO:
+    """``path`` opened for reading in binary, or a one-line ``error`` naming it: ``no such
+    file`` for a missing path or one that is not a regular file (a FIFO would block, a device
+    never end), ``cannot read (Permission denied)`` and the like for one the user may not
+    read."""
+    p = os.fspath(path)
+    try:
+        st = os.stat(p)
+    except (FileNotFoundError, NotADirectoryError):
+        raise error(f"{p}: no such file") from None
+    except OSError as exc:                       # a folder the user may not search, a loop
+        raise error(f"{p}: cannot read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise error(f"{p}: no such file")
+    try:
+        return open(p, "rb")
+    except OSError as exc:
+        raise error(f"{p}: cannot read ({exc.strerror or exc})") from None
+
+
+def _members(p: str, zf: zipfile.ZipFile, allow_large: bool) -> dict[str, zipfile.ZipInfo]:
+    """The member that holds each array of an .npz, checked from its ``.npy`` header before
+    any array is read, so that a small file cannot declare a huge array and have it allocated.
+
+    Every member is its own array: two members that name one array (``a`` and ``a.npy``, or
+    ``meta.npy`` twice) are refused, since a reader would pick one of them and a check another;
+    the sizes counted are those of the very members :func:`load` reads.
+    """
+    members: dict[str, zipfile.ZipInfo] = {}
     for info in zf.infolist():
-        key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-        if key not in _ARRAYS:
-            heads[key] = None
-            continue
-        with zf.open(info) as f:
-            heads[key] = npy_header(f)
-    unknown = sorted(k for k in heads if k not in _ARRAYS)
+        key = info.filename.removesuffix(".npy")
+        if key in members:
+            first = members[key].filename
+            what = (f"member {first!r} is stored twice" if first == info.filename else
+                    f"members {first!r} and {info.filename!r} both hold array {key!r}")
+            raise located(p, f"{what}; each array must be stored once ({_HINT})")
+        members[key] = info
+    unknown = sorted(k for k in members if k not in _ARRAYS)
     if unknown:
         raise located(p, f"unknown array(s) {', '.join(map(repr, unknown))}; "
                          f"{SCHEMA} allows {', '.join(_ARRAYS)}")
+    heads, room = {}, {}
+    for key, info in members.items():
+        with zf.open(info) as f:
+            heads[key] = npy_header(f)
+            room[key] = info.file_size - f.tell()      # bytes of the member after its header
     raw = sorted(k for k, h in heads.items() if h is None)
     if raw:
         raise located(p, f"member(s) {', '.join(map(repr, raw))} are not .npy arrays; {_HINT}")
     if any(dtype.hasobject for _, dtype in heads.values()):
         raise located(p, f"unreadable npz (Object arrays cannot be loaded when "
                          f"allow_pickle=False); {_HINT}")
+    for key, (shape, _) in heads.items():
+        if any(d < 0 for d in shape):
+            raise located(p, f"array {key!r} declares shape {shape}, with a negative "
+                             f"dimension; {_HINT}")
     nbytes = sum(math.prod(shape) * dtype.itemsize for shape, dtype in heads.values())
     products = 0
     if "a" in heads and "b" in heads and min(len(heads["a"][0]), len(heads["b"][0])) >= 2:
         a, b = heads["a"][0], heads["b"][0]
         products = math.prod(a) * b[-1]             # batch x M x K x N
     check_size(nbytes, products, allow_large, p)
+    for key, (shape, dtype) in heads.items():
+        # A header may declare any shape (even with --allow-large): the data after it must
+        # hold that array before the array is allocated.
+        if math.prod(shape) * dtype.itemsize > room[key]:
+            raise located(p, f"array {key!r} declares shape {shape} of {dtype} "
+                             f"({math.prod(shape) * dtype.itemsize:,} bytes), but its member "
+                             f"holds {max(room[key], 0):,} bytes of data; {_HINT}")
+    return members
+
+
+#: The first bytes of a zip file (a local file header, or the end record of an empty zip), as
+#: numpy's loader tells an .npz from an .npy.
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 
 
 def load(path: str | os.PathLike, *, allow_large: bool = False) -> VectorSet:
     """Read a vector-set file and build its (checked) VectorSet.
 
-    The shapes and dtypes in the members' ``.npy`` headers are checked before any array is
-    read; a set over the size limits (:func:`check_size`) is refused unless ``allow_large``.
+    The members' names, and the shapes and dtypes in their ``.npy`` headers, are checked
+    before any array is read (see :func:`_members`); a set over the size limits
+    (:func:`check_size`) is refused unless ``allow_large``. Arrays are read with
+    ``allow_pickle=False``.
     """
     p = str(path)
-    if not Path(p).is_file():
-        raise located(p, "no such file")
-    try:
-        # Our own handle: np.load leaks the one it opens when the zip directory is unreadable.
-        with open(p, "rb") as fh:
-            z = np.load(fh, allow_pickle=False)
-            if not isinstance(z, np.lib.npyio.NpzFile):     # a bare .npy array
+    with open_input(p) as fh:
+        try:
+            if fh.read(4) not in _ZIP_MAGIC:
                 raise located(p, f"not an .npz file; {_HINT}")
-            with z:
-                _check_members(p, z.zip, allow_large)
-                arrays = {name: z[name] for name in z.files}
-    # zlib.error: a member whose compressed stream is corrupt; NotImplementedError and
-    # RuntimeError: zipfile's "compression method not supported" and "encrypted".
-    except (zipfile.BadZipFile, zlib.error, ValueError, OSError, EOFError, NotImplementedError,
-            RuntimeError) as exc:
-        if isinstance(exc, VectorFileError):
-            raise
-        kind = "not an .npz file" if not zipfile.is_zipfile(p) else f"unreadable npz ({exc})"
-        raise located(p, f"{kind}; {_HINT}") from None
+            fh.seek(0)
+            with zipfile.ZipFile(fh) as zf:
+                members = _members(p, zf, allow_large)
+                arrays = {}
+                for key, info in members.items():
+                    with zf.open(info) as f:
+                        arrays[key] = np.lib.format.read_array(f, allow_pickle=False)
+        # zlib.error: a member whose compressed stream is corrupt; NotImplementedError and
+        # RuntimeError: zipfile's "compression method not supported" and "encrypted".
+        except (zipfile.BadZipFile, zlib.error, ValueError, OSError, EOFError,
+                NotImplementedError, RuntimeError) as exc:
+            if isinstance(exc, VectorFileError):
+                raise
+            kind = "not an .npz file" if not zipfile.is_zipfile(p) else f"unreadable npz ({exc})"
+            raise located(p, f"{kind}; {_HINT}") from None
     return from_arrays(arrays, p)
 
 

@@ -20,6 +20,7 @@ neighbour they add. ``{t}`` in an argument, an output or ``says`` is the case's 
 from __future__ import annotations
 
 import os
+import pwd
 import signal
 import subprocess
 import sys
@@ -43,6 +44,8 @@ class Case:
     message: for exit 2, of the text after ``mxsim: error: ``; otherwise a text stderr or stdout
     must contain (empty: no check). ``outputs`` are paths (relative to ``t``) that must not exist
     after a failed command. ``after(t, proc)`` checks more (a store's counts, a file kept).
+    ``user`` runs the command as that user id, with its group and no other, through ``setpriv``
+    (the corpus must then run as root, and ``t`` be a folder that user may enter).
     """
 
     id: str
@@ -56,6 +59,7 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     timeout: float = 120.0
     marks: Sequence = ()
+    user: int | None = None
 
 
 def _expand(word: str, t: Path) -> str:
@@ -125,6 +129,11 @@ def run_case(case: Case, t: Path, *, signal_after: float | None = None,
     argv = [sys.executable, "-m", case.module, *(_expand(str(a), t) for a in case.argv)]
     env = dict(os.environ, PYTHONPATH=str(ROOT), MXSIM_PROGRESS="0", PYTHONUNBUFFERED="1")
     env.update({k: _expand(v, t) for k, v in case.env.items()})     # a row's own, PYTHONPATH too
+    if case.user is not None:
+        # setpriv, as DEFECTS.md's reproductions run it: Popen(user=) cannot start an
+        # interpreter that lies in a folder only root may enter (~/.pyenv here); setpriv can.
+        argv = ["setpriv", f"--reuid={case.user}", f"--regid={pwd.getpwuid(case.user).pw_gid}",
+                "--clear-groups", *argv]
     ctrl_c = sig == signal.SIGINT and (signal_after is not None or signal_when is not None)
     with subprocess.Popen(argv, cwd=t, env=env, stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
