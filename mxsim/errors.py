@@ -91,13 +91,28 @@ def stopped_by(exc: BaseException) -> str:
         f"terminated ({signal.Signals(signum).name})"
 
 
+def _after_stop(unraisable: object) -> None:
+    """``sys.unraisablehook`` once a command is being stopped: an object the signal cut short
+    may fail in its destructor as it is collected (a ``ZipFile`` interrupted in its
+    ``__init__``: "Exception ignored in ... Traceback"), which says nothing to the user."""
+
+
 def _raise_terminated(signum: int, frame: object) -> None:
+    sys.unraisablehook = _after_stop
     raise Terminated(signum)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    sys.unraisablehook = _after_stop
+    raise KeyboardInterrupt
 
 
 @contextmanager
 def _stop_signals() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise :class:`Terminated` in the main thread while the block runs.
+    """SIGTERM and SIGHUP raise :class:`Terminated` in the main thread while the block runs,
+    and SIGINT ``KeyboardInterrupt`` as Python's own handler does; from then on, the
+    destructors of what they cut short are quiet (:func:`_after_stop`, until
+    :func:`run_command` returns).
 
     A signal this process inherited ignored stays ignored (``nohup mxsim ...`` survives the
     terminal's hangup), and nothing is installed off the main thread, where Python cannot."""
@@ -108,6 +123,8 @@ def _stop_signals() -> Iterator[None]:
     for sig in STOP_SIGNALS:
         if signal.getsignal(sig) is not signal.SIG_IGN:
             saved[sig] = signal.signal(sig, _raise_terminated)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        saved[signal.SIGINT] = signal.signal(signal.SIGINT, _raise_interrupt)
     try:
         yield
     finally:
@@ -120,6 +137,14 @@ def run_command(body: Callable[[], int], *, debug: bool = False) -> int:
     an :class:`MxsimError` (bad input) 2, Ctrl-C 130, SIGTERM 143 and SIGHUP 129 (raised as
     :class:`Terminated` while ``body`` runs), a reader that went away (``... | head``) 0, out
     of memory 2, anything else 3 (a bug in mxsim; its traceback only with ``debug``)."""
+    hook = sys.unraisablehook
+    try:
+        return _run(body, debug)
+    finally:
+        sys.unraisablehook = hook          # set by a stop signal (_stop_signals)
+
+
+def _run(body: Callable[[], int], debug: bool) -> int:
     try:
         with _stop_signals():
             return body()

@@ -24,7 +24,7 @@ import os
 import secrets
 import stat
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
@@ -119,19 +119,20 @@ def open_output(path: str | os.PathLike, mode: str = "wb", *,
     # Not tempfile.mkstemp: it makes the file 0600, and outputs are shared (RTL host, GPU
     # host). O_EXCL with a random name: two writers of one path never share a temporary.
     tmp = real.parent / f".{real.name}.{secrets.token_hex(6)}.tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-                     | getattr(os, "O_NOFOLLOW", 0), 0o666)
-    except OSError as exc:
-        raise error(f"{name}: cannot write ({exc.strerror})") from None
     text = {"encoding": "utf-8", "newline": ""} if mode == "w" else {}
+    # One try from the temporary's creation on: Ctrl-C or SIGTERM (mxsim.errors.Terminated)
+    # may land between any two steps, and the random name is this call's alone to remove.
     try:
-        fh = os.fdopen(fd, mode, **text)
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    try:
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+                         | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        except OSError as exc:
+            raise error(f"{name}: cannot write ({exc.strerror})") from None
+        try:
+            fh = os.fdopen(fd, mode, **text)
+        except BaseException:
+            os.close(fd)
+            raise
         with fh:
             try:
                 old = os.stat(real)
@@ -144,7 +145,8 @@ def open_output(path: str | os.PathLike, mode: str = "wb", *,
         check_output(path, error)                # still a regular file (or absent)?
         os.replace(tmp, real)
     except BaseException as exc:
-        tmp.unlink(missing_ok=True)
+        with suppress(OSError):                  # never created (a folder we may not write)
+            tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):             # disk full, quota, I/O error
             raise error(f"{name}: cannot write ({exc.strerror or exc})") from None
         raise

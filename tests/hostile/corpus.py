@@ -89,13 +89,41 @@ def _reap(sid: int, grace: float) -> list[str]:
     return left
 
 
+def _terminal_sigint() -> None:
+    """SIGINT as a terminal's foreground process has it: a test run in the background of a
+    non-interactive shell (CI) has SIGINT ignored, which exec keeps, and the command would
+    never see the Ctrl-C a row sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _wait_for(p: subprocess.Popen, case: Case, t: Path,
+              signal_when: Callable[[Path, Callable[[], list[str]]], bool]) -> None:
+    """Poll until ``signal_when(t, ps)`` holds; fail the test if the command ends first or the
+    moment does not come within the case's timeout."""
+    deadline = time.monotonic() + case.timeout
+    while not signal_when(t, lambda: session_left(p.pid)):
+        if p.poll() is not None:
+            out, err = p.communicate()
+            pytest.fail(f"{case.id}: ended (exit {p.returncode}) before the moment to signal it"
+                        f"\n--- stderr\n{err[-2000:]}")
+        if time.monotonic() > deadline:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            pytest.fail(f"{case.id}: the moment to signal it did not come in "
+                        f"{case.timeout:.0f} s")
+        time.sleep(0.02)
+
+
 def run_case(case: Case, t: Path, *, signal_after: float | None = None,
              sig: int = signal.SIGINT, grace: float = 5.0,
+             signal_when: Callable[[Path, Callable[[], list[str]]], bool] | None = None,
              ) -> tuple[subprocess.CompletedProcess, list[str]]:
     """Run ``case`` in ``t`` in a session of its own; with ``signal_after``, send ``sig``
     after that many seconds (SIGINT to the whole group, as a terminal's Ctrl-C; anything else
-    to the command's process only, as ``kill``). Returns the finished process and what of its
-    session outlived it by ``grace`` seconds."""
+    to the command's process only, as ``kill``); with ``signal_when``, once
+    ``signal_when(t, ps)`` holds (polled every 20 ms: a file appears, a compiler runs), where
+    ``ps()`` lists the session's processes (:func:`session_left`). Returns the finished
+    process and what of its session outlived it by ``grace`` seconds."""
     if case.setup is not None:
         case.setup(t)
     argv = [sys.executable, "-m", case.module, *(_expand(str(a), t) for a in case.argv)]
@@ -106,10 +134,15 @@ def run_case(case: Case, t: Path, *, signal_after: float | None = None,
         # interpreter that lies in a folder only root may enter (~/.pyenv here); setpriv can.
         argv = ["setpriv", f"--reuid={case.user}", f"--regid={pwd.getpwuid(case.user).pw_gid}",
                 "--clear-groups", *argv]
+    ctrl_c = sig == signal.SIGINT and (signal_after is not None or signal_when is not None)
     with subprocess.Popen(argv, cwd=t, env=env, stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          errors="replace", start_new_session=True) as p:
+                          errors="replace", start_new_session=True,
+                          preexec_fn=_terminal_sigint if ctrl_c else None) as p:
         try:
+            if signal_when is not None:
+                _wait_for(p, case, t, signal_when)
+                signal_after = 0.0
             if signal_after is not None:
                 try:
                     p.wait(signal_after)
