@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import enum
 import json
-import operator
 import tomllib
 from collections import Counter
 from collections.abc import Mapping
@@ -74,6 +73,7 @@ from .. import formats
 from ..errors import MxsimError, printable
 from ..formats import ELEMENT_FORMATS, OPERAND_FORMATS, Overflow, Rounding
 from . import widths
+from .checks import ENUMS, LATE_ENUMS, LATER_FIELDS, SpecError, few, integer, short
 from .policies import Align, CMode, Epilogue, Product, Reduce, Specials, UpcastSpecials, ZeroSign
 from .widths import MAX_GROUP_BITS, MAX_STEP_SUM_BITS, group_sum_bits, step_sum_bits
 
@@ -98,47 +98,6 @@ NULLABLE = ("scale_format", "block", "k", "schedule", "frac_bits", "upcast", "gr
             "nan_code", "promote_every", "epilogue")
 #: Integer fields (bool is not an integer here; numpy integers are taken as ints).
 _INT_FIELDS = ("block", "k", "frac_bits", "group", "e_zero", "nan_code", "promote_every")
-
-
-class SpecError(MxsimError, ValueError):
-    """A unit spec that breaks a rule (raised when it is built or loaded)."""
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    """``repr(value)`` (``str`` for a string) cut to ``limit`` characters: a bad field may be
-    huge."""
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def _few(indices: list[int], limit: int = 8) -> str:
-    """A sorted list of indices as a message shows it: the first ``limit``, then how many."""
-    if len(indices) <= limit:
-        return str(indices)
-    return f"[{', '.join(map(str, indices[:limit]))}, ... ({len(indices)} in all)]"
-
-
-def _integer(value: Any, what: str) -> int:
-    """``value`` as a Python int (numpy integers too), or SpecError "<what>, not <value>";
-    booleans and floats are not integers."""
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise SpecError(f"{what}, not {_short(repr(value))}")
-    return operator.index(value)
-
-
-#: Policy fields whose bad values a rule below refuses in its own words, in its place among
-#: the rules: they become their enum only when the value names a member.
-_LATE_ENUMS: dict[str, type[enum.Enum]] = {"upcast_specials": UpcastSpecials,
-                                           "epilogue": Epilogue}
-
-_ENUMS: dict[str, type[enum.Enum]] = {
-    "align": Align, "product": Product, "c_mode": CMode, "zero_sign": ZeroSign,
-    "acc_rounding": Rounding, "c_rounding": Rounding, "promote_rounding": Rounding,
-    "overflow": Overflow, "specials": Specials, "reduce": Reduce,
-}
-#: Fields added after specs were first published: written (to_dict, dumps, digest) only when
-#: they differ from their default, so every earlier spec keeps its text and its digest.
-_LATER_FIELDS = {"specials": Specials.IEEE, "reduce": Reduce.CHAIN}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -197,16 +156,16 @@ class UnitSpec:
         schedule tuples; anything else of the wrong type is refused by name."""
         for name in ("name", "instruction", "provenance"):
             if not isinstance(getattr(self, name), str):
-                raise SpecError(f"Unit spec {_short(repr(self.name))}: {name} must be a "
-                                f"string, not {_short(repr(getattr(self, name)))}")
-        for name, kind in _ENUMS.items():
+                raise SpecError(f"Unit spec {short(repr(self.name))}: {name} must be a "
+                                f"string, not {short(repr(getattr(self, name)))}")
+        for name, kind in ENUMS.items():
             object.__setattr__(self, name, formats.choice(
                 kind, getattr(self, name), f"Unit spec {self.name!r}: {name}", SpecError))
         for name in _INT_FIELDS:
             value = getattr(self, name)
             if value is None and name in NULLABLE:
                 continue
-            object.__setattr__(self, name, _integer(
+            object.__setattr__(self, name, integer(
                 value, f"Unit spec {self.name!r}: {name} must be an integer"
                        f"{' or null' if name in NULLABLE else ''}"))
         for name in ("a_format", "b_format", "acc_format", "d_format", "upcast",
@@ -215,8 +174,8 @@ class UnitSpec:
             if not (isinstance(value, str) or (value is None and name in NULLABLE)):
                 raise SpecError(f"Unit spec {self.name!r}: {name} must be a string"
                                 f"{' or null' if name in NULLABLE else ''}, not "
-                                f"{_short(repr(value))}")
-        for name, kind in _LATE_ENUMS.items():
+                                f"{short(repr(value))}")
+        for name, kind in LATE_ENUMS.items():
             value = getattr(self, name)
             if value is not None and value in set(kind):
                 object.__setattr__(self, name, kind(value))
@@ -228,11 +187,11 @@ class UnitSpec:
                 if not ok:
                     raise TypeError
                 # A plain int is taken as it is: a schedule may hold MAX_K indices.
-                sched = tuple(tuple(i if type(i) is int else _integer(i, "") for i in step)
+                sched = tuple(tuple(i if type(i) is int else integer(i, "") for i in step)
                               for step in steps)
             except (TypeError, SpecError):
                 raise SpecError(f"Unit spec {self.name!r}: schedule must be a list of lists "
-                                f"of k indices, not {_short(repr(self.schedule))}") from None
+                                f"of k indices, not {short(repr(self.schedule))}") from None
             object.__setattr__(self, "schedule", sched)
 
     def _fail(self, msg: str) -> SpecError:
@@ -362,9 +321,9 @@ class UnitSpec:
             repeated = sorted(i for i, n in counts.items() if n > 1)
             outside = sorted(i for i in counts if not 0 <= i < self.k)
             if missing or repeated or outside or any(not s for s in self.schedule):
-                parts = [f"missing {_few(missing)}" if missing else "",
-                         f"repeated {_few(repeated)}" if repeated else "",
-                         f"outside 0..{self.k - 1}: {_few(outside)}" if outside else "",
+                parts = [f"missing {few(missing)}" if missing else "",
+                         f"repeated {few(repeated)}" if repeated else "",
+                         f"outside 0..{self.k - 1}: {few(outside)}" if outside else "",
                          "an empty step" if any(not s for s in self.schedule) else ""]
                 raise fail(f"schedule must cover k indices 0..{self.k - 1} exactly once "
                            f"({'; '.join(p for p in parts if p)})")
@@ -456,10 +415,10 @@ class UnitSpec:
             value = getattr(self, name)
             if not value.isprintable():
                 bad = next(ch for ch in value if not ch.isprintable())
-                whose = "" if name == "name" else f" {_short(repr(self.name))}"
+                whose = "" if name == "name" else f" {short(repr(self.name))}"
                 raise SpecError(f"Unit spec{whose}: {name} must be printable text on one line, "
                                 f"without control or format characters, not "
-                                f"{_short(repr(value))} (which holds {bad!r})")
+                                f"{short(repr(value))} (which holds {bad!r})")
 
     # -- derived --------------------------------------------------------------------------
 
@@ -532,7 +491,7 @@ class UnitSpec:
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in _LATER_FIELDS and value is _LATER_FIELDS[f.name]:
+            if f.name in LATER_FIELDS and value is LATER_FIELDS[f.name]:
                 continue
             if isinstance(value, enum.Enum):
                 value = value.value
@@ -588,7 +547,7 @@ def from_dict(data: Mapping[str, Any], *, source: str = "spec") -> UnitSpec:
     unknown = sorted(str(k) for k in set(data) - _FIELDS)
     if unknown:
         # printable: a TOML key may spell any character ("\u001b[2J" = 1).
-        raise SpecError(f"{source}: unknown key(s) {_short(printable(', '.join(unknown)))}; a "
+        raise SpecError(f"{source}: unknown key(s) {short(printable(', '.join(unknown)))}; a "
                         f"unit spec has {', '.join(sorted(_FIELDS))}")
     # TOML spells null "none" (see UnitSpec.dumps); only fields that may be null take it.
     data = {k: None if k in NULLABLE and isinstance(v, str) and v.lower() in ("none", "null")
