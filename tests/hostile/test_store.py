@@ -810,8 +810,13 @@ def test_the_build_cache_path_is_checked_and_made_absolute(tmp_path, monkeypatch
             build_cache.cache_dir(path)
     (tmp_path / "c").mkdir()
     os.mkfifo(tmp_path / "c" / "k.lock")             # would block an open for writing
+    (tmp_path / "c" / "k.tmp-1").mkdir()             # a stale build: the sweep opens the lock
+    (tmp_path / "c" / "j.lock").mkdir()
+    (tmp_path / "c" / "j.tmp-1").write_text("")
     with pytest.raises(build_cache.BuildCacheError, match="k.lock: cannot lock the build cache"):
         build_cache.ensure(tmp_path / "c", "k", _model)
+    with pytest.raises(build_cache.BuildCacheError, match="j.lock: cannot lock the build cache"):
+        build_cache.ensure(tmp_path / "c", "j", _model)
     pytest.importorskip("amaranth")
     from testbenches import campaign
     (task, *_) = campaign.tasks_for([("e2m1", "e2m1")], dots=300, chunk=20, lanes=8, stages=1,
