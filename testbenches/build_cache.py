@@ -34,6 +34,7 @@ import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from mxsim.campaign import DamagedFile, canonical_json, read_regular
 from mxsim.errors import MxsimError
@@ -85,21 +86,29 @@ def rtl_key(*parts: str) -> str:
     return h.hexdigest()[:24]
 
 
-@contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on ``path`` (created if need be) while the block runs; released by
-    the kernel if the process dies. A lock file that is not a regular file (a FIFO would block
-    the open) is a :class:`BuildCacheError` naming it."""
+def _lock_file(path: Path) -> IO[str]:
+    """The lock file ``path``, opened (created if need be) for ``flock``. One that is not a
+    regular file (a FIFO would block the open, a directory refuse it) is a
+    :class:`BuildCacheError` naming it."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW
                      | os.O_CLOEXEC, 0o666)
     except OSError as exc:
         raise BuildCacheError(f"{path}: cannot lock the build cache entry ({exc.strerror}); "
                               f"delete it") from None
-    with os.fdopen(fd, "w") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise BuildCacheError(f"{path}: cannot lock the build cache entry (not a regular "
-                                  f"file); delete it")
+    f = os.fdopen(fd, "w")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        f.close()
+        raise BuildCacheError(f"{path}: cannot lock the build cache entry (not a regular "
+                              f"file); delete it")
+    return f
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (created if need be) while the block runs; released by
+    the kernel if the process dies (see :func:`_lock_file` for a lock file that is not one)."""
+    with _lock_file(path) as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -114,7 +123,11 @@ def sweep(cache: Path) -> None:
     process killed holds none: the kernel releases its locks)."""
     for folder in (cache, cache / "designs"):
         for tmp in folder.glob("*.tmp-*"):
-            with open(folder / f"{tmp.name.partition('.tmp-')[0]}.lock", "a") as f:
+            try:
+                f = _lock_file(folder / f"{tmp.name.partition('.tmp-')[0]}.lock")
+            except BuildCacheError:                # said by locked() for the entry it is
+                continue
+            with f:
                 try:
                     fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:            # a build in progress

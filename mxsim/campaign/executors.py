@@ -268,14 +268,17 @@ def _reachable(address: str) -> None:
     answers at a ``tcp://HOST:PORT`` address (:func:`scheduler_address`'s form): nothing
     listens (a typo, a scheduler not started yet), or something else does (a web server),
     which Dask's own connect would wait on forever for its handshake."""
-    if not address.startswith("tcp://"):
+    scheme, _, rest = address.partition("://")
+    if scheme == "ucx":                          # not a TCP socket
         return
-    host, _, port = address[len("tcp://"):].rpartition(":")
+    host, _, port = rest.rpartition(":")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
     except OSError as exc:
         raise ClusterError(f"cannot reach the Dask scheduler at {address} "
                            f"({exc.strerror or exc})") from None
+    if scheme != "tcp":                          # TLS and websockets: Dask's own connect
+        return
     from distributed.comm import connect as dask_connect
 
     async def handshake() -> None:
@@ -296,6 +299,21 @@ def _reachable(address: str) -> None:
                                f"a Dask scheduler's address?") from None
 
 
+def _client(cls: Any, address: str) -> Any:
+    """A ``cls`` (Dask's Client) on ``address``, or a one-line ClusterError for any failure
+    to start one (no TLS certificates for tls://, a scheduler that went away...). The client
+    is made in two steps so that one whose start failed can be marked closed: its
+    ``__del__`` would wait 40 s on a connection that never was, then print a traceback."""
+    client = cls.__new__(cls)
+    try:
+        client.__init__(address, timeout="20s", set_as_default=False)
+    except Exception as exc:
+        client.status = "closed"
+        raise ClusterError(f"cannot reach the Dask scheduler at {address} "
+                           f"({_first_line(exc)})") from None
+    return client
+
+
 def _start(workers: int | None, scheduler: str | None,
            cluster_spec: str | os.PathLike | None) -> tuple[Any, Any, int, str]:
     """(cluster or None, client, workers, kind)."""
@@ -303,11 +321,7 @@ def _start(workers: int | None, scheduler: str | None,
     if scheduler is not None:
         address = scheduler_address(scheduler)
         _reachable(address)
-        try:
-            client = Client(address, timeout="20s", set_as_default=False)
-        except (OSError, TimeoutError, ValueError) as exc:
-            raise ClusterError(f"cannot reach the Dask scheduler at {address} "
-                               f"({_first_line(exc)})") from None
+        client = _client(Client, address)
         return None, client, len(client.scheduler_info().get("workers", {})), "scheduler"
     if cluster_spec is not None:
         spec = load_cluster_spec(cluster_spec)

@@ -437,6 +437,9 @@ CONNECT_CASES = [
           "'tcp://' is not a scheduler address (not HOST:PORT after tcp://)", timeout=20),
     _camp("D-CAMP-SCHEME-TB/port-too-large", _demo_on("--scheduler", "tcp://127.0.0.1:99999"),
           "'tcp://127.0.0.1:99999' is not a scheduler address", timeout=20),
+    _camp("D-CAMP-SCHEME-TB/tls-refused", _demo_on("--scheduler", "tls://127.0.0.1:1"),
+          "cannot reach the Dask scheduler at tls://127.0.0.1:1 (Connection refused)",
+          timeout=20),
     _camp("D-CAMP-SCHEME-TB/a-path", _demo_on("--scheduler", "tcp://127.0.0.1:8786/x"),
           "'tcp://127.0.0.1:8786/x' is not a scheduler address", timeout=20),
     Case("D-CAMP-SCHEME-TB/verify", ["verify", "--campaign", "--scheduler", "foo://x:1"], 2,
@@ -527,6 +530,10 @@ LISTENER_CASES = [
           UNREACHABLE + "it answered, but not with a Dask handshake)"),
     _camp("D-CAMP-HTTP-HANG/closes", _demo_on("--scheduler", "tcp://127.0.0.1:{port}"),
           UNREACHABLE + "the connection was closed without a Dask handshake)"),
+    _camp("D-CAMP-HTTP-HANG/tls-without-certificates",
+          _demo_on("--scheduler", "tls://127.0.0.1:{port}"),
+          "cannot reach the Dask scheduler at tls://127.0.0.1:{port} (TLS expects a "
+          "`ssl_context`", timeout=30),
 ]
 
 
@@ -534,7 +541,8 @@ LISTENER_CASES = [
 def test_something_else_listens(case, listeners, tmp_path):
     """Not a scheduler at the address: one line within seconds (Dask's own connect waits for
     its handshake forever)."""
-    port = str(listeners[case.id.partition("/")[2] or "http"])
+    kind = case.id.partition("/")[2]
+    port = str(listeners[{"": "http", "tls-without-certificates": "closes"}.get(kind, kind)])
     check(replace(case, argv=[a.replace("{port}", port) for a in case.argv],
                   says=case.says.replace("{port}", port)), tmp_path)
 
@@ -802,8 +810,13 @@ def test_the_build_cache_path_is_checked_and_made_absolute(tmp_path, monkeypatch
             build_cache.cache_dir(path)
     (tmp_path / "c").mkdir()
     os.mkfifo(tmp_path / "c" / "k.lock")             # would block an open for writing
+    (tmp_path / "c" / "k.tmp-1").mkdir()             # a stale build: the sweep opens the lock
+    (tmp_path / "c" / "j.lock").mkdir()
+    (tmp_path / "c" / "j.tmp-1").write_text("")
     with pytest.raises(build_cache.BuildCacheError, match="k.lock: cannot lock the build cache"):
         build_cache.ensure(tmp_path / "c", "k", _model)
+    with pytest.raises(build_cache.BuildCacheError, match="j.lock: cannot lock the build cache"):
+        build_cache.ensure(tmp_path / "c", "j", _model)
     pytest.importorskip("amaranth")
     from testbenches import campaign
     (task, *_) = campaign.tasks_for([("e2m1", "e2m1")], dots=300, chunk=20, lanes=8, stages=1,
