@@ -86,6 +86,12 @@ def _no_build_temporaries(t: Path, p) -> None:
     assert [q.name for q in (t / "bc").glob("**/*.tmp-*")] == []
 
 
+def _one_line(t: Path, p) -> None:
+    """Stopped by a signal it handles, the command says so in one line: no worker's
+    traceback, no warning of leaked semaphores (as a campaign killed by SIGTERM printed)."""
+    assert p.stderr.count("\n") == 1, p.stderr
+
+
 def _both(*checks):
     def run(t: Path, p) -> None:
         for c in checks:
@@ -113,11 +119,11 @@ SHAPE = ["--family", "normal,llm,uniform", "-m", "256", "-n", "256", "-k", "128"
 BIG = ["run", "big.npz", "--unit", "blackwell-mxf8f6f4", "-o", "out.npz"]
 WRITES = [
     Case("D-SIG-TERM", BIG, 143, "mxsim: terminated (SIGTERM)", setup=_old_target,
-         after=_target_kept),
+         after=_both(_target_kept, _one_line)),
     Case("D-SIG-TERM/hup", BIG, 129, "mxsim: terminated (SIGHUP)", setup=_old_target,
-         after=_target_kept),
+         after=_both(_target_kept, _one_line)),
     Case("D-SIG-TERM/vectors-gen", ["vectors", "gen", *SHAPE, "-o", "new.npz"], 143,
-         "mxsim: terminated (SIGTERM)", outputs=["new.npz"]),
+         "mxsim: terminated (SIGTERM)", outputs=["new.npz"], after=_one_line),
 ]
 WRITE_SIGNALS = {"D-SIG-TERM/hup": signal.SIGHUP}
 
@@ -182,9 +188,10 @@ EXPLORE = ["explore", "tiny.toml", "-o", "ex", "--workers", "2", "--no-progress"
 DASK_ENV = {"TMPDIR": "{t}/tmp"}
 EXPLORES = [
     Case("D-SIG-EXPLORE-ORPHANS", EXPLORE, 130, "mxsim: interrupted: ", setup=_setup(_sweep),
-         env=DASK_ENV, after=_dask_scratch_only),
+         env=DASK_ENV, after=_both(_dask_scratch_only, _one_line)),
     Case("D-SIG-EXPLORE-ORPHANS/pool-term", EXPLORE, 143, "mxsim: terminated (SIGTERM): ",
-         setup=_setup(_sweep, hide_dask), env=_pool_env(), after=_no_temporaries),
+         setup=_setup(_sweep, hide_dask), env=_pool_env(), after=_both(_no_temporaries,
+                                                                        _one_line)),
     Case("D-SIG-EXPLORE-ORPHANS/pool-kill", EXPLORE, -9, setup=_setup(_sweep, hide_dask),
          env=_pool_env(), after=_no_temporaries),
 ]
@@ -205,11 +212,12 @@ CAMPAIGN = ["verify", "--campaign", "e4m3xe4m3", "--lanes", "4", "--vectors", "2
             "1000", "--workers", "1", "--build-cache", "{t}/bc", "--out", "{t}/v"]
 BUILDS = [
     Case("D-SIG-BUILD-ORPHANS", ["verify", "--lanes", "4", "--stages", "3", "--vectors", "200",
-                                 "--out", "o"], 143, "mxsim: terminated (SIGTERM)"),
+                                 "--out", "o"], 143, "mxsim: terminated (SIGTERM)",
+         after=_one_line),
     Case("D-SIG-BUILD-ORPHANS/campaign-pool-kill", CAMPAIGN, -9, setup=_setup(hide_dask),
          env=_pool_env(), after=_both(_no_build_temporaries, _no_temporaries)),
     Case("D-SIG-BUILD-ORPHANS/campaign-dask-term", CAMPAIGN, 143, "mxsim: terminated (SIGTERM)",
-         setup=_setup(), env=DASK_ENV, after=_no_build_temporaries),
+         setup=_setup(), env=DASK_ENV, after=_both(_no_build_temporaries, _one_line)),
 ]
 BUILD_SIGNALS = {"D-SIG-BUILD-ORPHANS/campaign-pool-kill": signal.SIGKILL}
 
