@@ -314,6 +314,39 @@ def _slurm_spec(t: Path) -> None:
                                   'memory = "1GB"\n')
 
 
+def killed_worker(args: dict) -> dict:
+    """A campaign task whose worker is killed (the out-of-memory killer) the first ``times``
+    times it runs (counted in files of ``args["folder"]``)."""
+    folder = Path(args["folder"])
+    runs = len(list(folder.glob(f"{args['name']}-*")))
+    (folder / f"{args['name']}-{runs}").touch()
+    if runs < args["times"]:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"name": args["name"], "runs": runs + 1}
+
+
+def test_a_pool_that_loses_a_worker_reruns_its_tasks_three_times_at_most(tmp_path):
+    """As Dask's allowed-failures: a worker killed mid-task (the out-of-memory killer) costs a
+    rerun of what the pool had not finished, and a task that kills every worker it gets is
+    reported as failed after three broken pools, not rerun for ever."""
+    from mxsim import campaign
+
+    def tasks(*runs):
+        return [campaign.Task("test_signals:killed_worker", {"folder": str(tmp_path),
+                                                             "name": name, "times": times},
+                              label=name) for name, times in runs]
+
+    rep = campaign.run(tasks(("once", 1), ("never", 0)), tmp_path / "a", executor="pool",
+                       workers=2, progress=False)
+    assert (rep.executor, rep.done, rep.failed) == ("pool", 2, [])
+    assert {r["name"]: r["runs"] for r in rep.results.values()}["once"] == 2
+    rep = campaign.run(tasks(("always", 99)), tmp_path / "b", executor="pool", progress=False)
+    assert [(f.label, f.error) for f in rep.failed] == [
+        ("always", "BrokenProcessPool: worker processes died 3 times while it was pending "
+                   "(killed, or out of memory)")]
+    assert len(list(tmp_path.glob("always-*"))) == 3
+
+
 NO_DASK_ROWS = [
     Case("no-dask/scheduler", ["explore", "tiny.toml", "-o", "ex", "--scheduler",
                                "tcp://127.0.0.1:9"], 2,
