@@ -68,7 +68,7 @@ def _expand(word: str, t: Path) -> str:
 
 def session_left(sid: int) -> list[str]:
     """The processes of session ``sid`` still alive, as ``pid args`` lines."""
-    ps = subprocess.run(["ps", "-s", str(sid), "-o", "pid=,stat=,args="], capture_output=True,
+    ps = subprocess.run(["ps", "-ww", "-s", str(sid), "-o", "pid=,stat=,args="], capture_output=True,
                         text=True).stdout
     return [line.strip() for line in ps.splitlines()
             if line.strip() and line.split()[1][:1] != "Z"]
