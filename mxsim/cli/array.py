@@ -21,7 +21,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     sp = sub.add_parser("array", help="a GEMM on an array of units: timing and bits",
                         description=desc)
     sp.set_defaults(func=main)
-    sp.add_argument("shape", nargs=3, type=int_range(1), metavar=("M", "N", "K"))
+    # Three positionals, not one of nargs=3 with a tuple metavar: Python 3.11's argparse
+    # cannot format the help of that one (`mxsim array --help` was a traceback).
+    for dim, what in (("M", "rows of A and D"), ("N", "columns of B and D"),
+                      ("K", "reduction length")):
+        sp.add_argument(dim.lower(), type=int_range(1), metavar=dim, help=what)
     sp.add_argument("--array", default=None, metavar="ARRAY.toml",
                     help="an ArraySpec file (docs/array.md); the options below override it")
     sp.add_argument("--unit", default=None,
@@ -77,7 +81,7 @@ def main(args: argparse.Namespace) -> int:
     from ..array import gemm
 
     arr = _array(args)
-    m, n, k = args.shape
+    m, n, k = args.m, args.n, args.k
     gemm.analytic.check(arr, m, n, k)
     vs = None
     if args.operands:
