@@ -68,8 +68,9 @@ def _expand(word: str, t: Path) -> str:
 
 def session_left(sid: int) -> list[str]:
     """The processes of session ``sid`` still alive, as ``pid args`` lines."""
-    ps = subprocess.run(["ps", "-ww", "-s", str(sid), "-o", "pid=,stat=,args="], capture_output=True,
-                        text=True).stdout
+    # -ww: the whole command line, whatever COLUMNS says (CI sets it, and ps cut the line)
+    ps = subprocess.run(["ps", "-ww", "-s", str(sid), "-o", "pid=,stat=,args="],
+                        capture_output=True, text=True).stdout
     return [line.strip() for line in ps.splitlines()
             if line.strip() and line.split()[1][:1] != "Z"]
 
