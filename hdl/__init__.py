@@ -11,7 +11,9 @@
 - :mod:`hdl.verilog`: the Verilog text, its Verilator lint and its Yosys statistics.
 - :mod:`hdl.sim`: the unit in Amaranth's simulator, traced as ``mxsim.cycle`` traces the model.
 - :mod:`hdl.toolchain`: where the ``rtl`` extra's Verilator and Yosys are.
+- :mod:`hdl.cli`: the ``mxsim rtl`` and ``mxsim explore`` verbs, registered with the command
+  through the ``mxsim.verbs`` entry points.
 
-The package imports ``mxsim`` (never the testbenches or the GPU runners); ``mxsim`` imports it
-only from the CLI's verbs.
+The package imports ``mxsim`` (never the testbenches or the GPU runners); ``mxsim`` never
+imports it.
 """

@@ -8,4 +8,9 @@ coverage of :mod:`testbenches.coverage`; :mod:`testbenches.campaign` is the docu
 every format pair and :mod:`testbenches.mutants` the mutation test of the testbench itself.
 Every run's values are checked against the numerics engine and its cycles against
 ``mxsim.cycle``; nothing here re-implements arithmetic.
+
+:mod:`testbenches.cli` holds the ``mxsim verify`` and ``mxsim demo`` verbs, registered with the
+command through the ``mxsim.verbs`` entry points (``fit --rtl`` reaches the port map and
+:func:`~testbenches.characterise.characterise` through ``mxsim.hooks``): ``mxsim`` never
+imports this package.
 """

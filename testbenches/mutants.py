@@ -16,7 +16,7 @@ import json
 import time
 from pathlib import Path
 
-from mxsim.cli.rtl import parse_scale
+from hdl.cli import parse_scale
 from mxsim.design import resolve_design
 
 from .faults import FAULTS, unit, unit_class

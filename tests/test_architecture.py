@@ -17,7 +17,6 @@ MAX_MODULE_LINES = 600
 #: The named exceptions to the size limits (at most three), each justified in
 #: docs/architecture.md: "path" for a module, "path::function" for a function.
 EXCEPTIONS: dict[str, str] = {
-    "mxsim/cli/parser.py::build_parser": "the argument parser: one add_argument per option",
     "mxsim/engine/_kernels.py::_step_loop": "the fast engine's compiled inner loop (numba)",
 }
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hdl.cli import explore_synthesis, explore_verilog
 from mxsim import cli, explore, formats, presets
 from mxsim.array import analytic
 from mxsim.engine import fast, reference
@@ -59,8 +60,7 @@ fpga = "lut4"
 
 
 #: The area cost the CLI passes: hdl's generator and Yosys (the explore package never imports hdl).
-AREA = explore.AreaCost(cli.exploring.explore_verilog,
-                        cli.exploring.explore_synthesis)
+AREA = explore.AreaCost(explore_verilog, explore_synthesis)
 
 
 def _sweep(tmp_path: Path, text: str = TINY, name: str = "sweep.toml") -> Path:

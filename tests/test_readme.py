@@ -20,7 +20,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gpu.cli import cmd_gpu_run
+from hdl.cli import rtl_unit
 from mxsim import cli, spec, units, vectors
+from mxsim.cli.common import map_formats
+from testbenches.cli import cmd_verify, foreign_map
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -88,13 +92,13 @@ def _parse_only(command: str, cwd: Path) -> None:
     argv = shlex.split(command)[1:]
     args = cli.build_parser().parse_args(argv)
     if getattr(args, "rtl", None) is not None:              # a port map: checked, not run
-        pm = cli.rtl.foreign_map(str(cwd / args.rtl), cwd / "ports")
-        a, b = cli.rtl.map_formats(pm, args.a_format, args.b_format)
-        if args.func is cli.rtl.cmd_verify:
+        pm = foreign_map(str(cwd / args.rtl), cwd / "ports")
+        a, b = map_formats(pm, args.a_format, args.b_format)
+        if args.func is cmd_verify:
             pm.check_spec(units.get(str(cwd / args.unit)).spec_for_formats(a, b))
-    elif args.func is cli.rtl.cmd_verify:
-        cli.rtl.rtl_unit(args)
-    elif args.func is cli.gpus.cmd_gpu_run:
+    elif args.func is cmd_verify:
+        rtl_unit(args)
+    elif args.func is cmd_gpu_run:
         from gpu.paths import get as get_path
         get_path(args.path)
         vectors.load(cwd / args.input)

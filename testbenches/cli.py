@@ -1,5 +1,12 @@
-"""The ``rtl``, ``verify`` and ``demo`` verbs: RTL from a unit spec, checked against the
-model."""
+"""The ``verify`` and ``demo`` verbs of ``mxsim``: a unit's RTL (or yours, behind a port map)
+simulated and checked against the model; and the model's quick tour.
+
+Registered with the command through the ``mxsim.verbs`` entry points (pyproject.toml), which
+name :data:`VERIFY` and :data:`DEMO`; ``mxsim.hooks`` names :func:`foreign_map` for ``fit
+--rtl``. The module imports argparse, the mxsim core and :mod:`hdl.cli` (the unit options it
+shares with ``rtl``) only; Amaranth and cocotb are imported inside the verb, so its help builds
+where the ``rtl`` extra is missing.
+"""
 
 from __future__ import annotations
 
@@ -13,66 +20,39 @@ from typing import Any
 
 import numpy as np
 
-from .. import formats, units, vectors
-from ..campaign import scheduler_address
-from ..errors import MxsimError
-from ..output import check_output, write_text
-from .common import emit, engine_path, out_dir
+from hdl.cli import add_rtl_unit_args, rtl_unit
+from mxsim import formats, units, vectors
+from mxsim.campaign import scheduler_address
+from mxsim.cli.common import (
+    add_allow_large,
+    add_verb,
+    emit,
+    engine_path,
+    int_range,
+    map_formats,
+    out_dir,
+)
+from mxsim.cli.verbs import Verb
+from mxsim.errors import MxsimError
+from mxsim.output import write_text
 
-__all__ = ["rtl_unit", "foreign_map", "map_formats", "cmd_rtl", "cmd_verify", "cmd_demo"]
-
-
-def rtl_unit(args: argparse.Namespace):
-    """The unit, spec and micro-architecture that ``rtl`` and ``verify`` name, checked
-    before anything is elaborated."""
-    from ..design import resolve_design
-    unit = units.get(args.unit or "blackwell-mxf8f6f4")      # verify's default unit
-    spec, ua = resolve_design(unit, args.a_format, args.b_format, lanes=args.lanes,
-                              stages=args.stages, scale=parse_scale(getattr(args, "scale", None)))
-    return unit, spec, ua
-
-
-def parse_scale(text: str | None) -> tuple[str | None, int | None] | None:
-    """``--scale``'s ``FMT/BLOCK`` (``none``: no scales) as ``(scale_format, block)``;
-    MxsimError (one line) for anything else."""
-    if text is None:
-        return None
-    if text.strip().lower() == "none":
-        return (None, None)
-    fmt, _, block = text.strip().lower().partition("/")
-    if not block.isdigit():
-        raise MxsimError(f"--scale must be FMT/BLOCK (e.g. ue4m3/16) or none, not {text!r}")
-    return fmt, int(block)
+__all__ = ["VERIFY", "DEMO", "foreign_map", "numerics_line", "cmd_verify", "cmd_demo"]
 
 
 def foreign_map(path: str, work: str | Path):
     """The port map at ``path``, checked key by key and against the design's own ports (read
     by Verilator into ``work``) before anything is simulated."""
-    try:
-        from testbenches import portmap, ports
-    except ImportError:
-        raise MxsimError("foreign RTL needs the rtl extra (pip install -e '.[rtl]', or run "
-                         "`make demo`)") from None
+    from . import portmap, ports
+
     pm = portmap.load(path)
     pm.check_ports(ports.design_ports(pm, Path(work)))
     return pm
 
 
-def map_formats(pm, a_format: str | None, b_format: str | None) -> tuple[str, str]:
-    """The element formats a run of the design ``pm`` uses: the map's fixed ones, or the
-    ones ``--a-format``/``--b-format`` choose among the values of its format select."""
-    a = a_format or pm.a_format
-    if a is None:
-        raise MxsimError(f"{pm.path}: the design's element format is selected by "
-                         f"{pm.format_select.by} {pm.format_select.name!r}; choose one with "
-                         f"--a-format ({', '.join(pm.format_select.values)})")
-    return a, b_format or (pm.b_format if a_format is None and pm.b_format else a)
-
-
 def numerics_line(spec) -> str:
     """The arithmetic of ``spec`` in one line, as a foreign design's verify report states
     what it was held to (special values and overflow included)."""
-    from ..spec import Reduce, Specials
+    from mxsim.spec import Reduce, Specials
     steps = "one step" if spec.schedule is None else f"{len(spec.schedule)} steps"
     terms = ("exact terms" if spec.frac_bits is None
              else f"terms aligned to {spec.frac_bits} fraction bits ({spec.align.value})")
@@ -87,7 +67,7 @@ def numerics_line(spec) -> str:
 
 def _verify_foreign(args: argparse.Namespace) -> int:
     """``verify --rtl``: a design behind a port map, against the unit spec ``--unit`` names."""
-    from ..microarch import MicroArch
+    from mxsim.microarch import MicroArch
     if args.unit is None:
         raise MxsimError("verify --rtl needs --unit NAME or --unit SPEC.toml: the unit spec the "
                          "design must reproduce (mxsim units lists the presets)")
@@ -102,9 +82,9 @@ def _verify_foreign(args: argparse.Namespace) -> int:
     replay = vectors.load(args.replay, allow_large=args.allow_large) if args.replay else None
     if replay is not None:
         spec.check_vectors(replay)
-    from testbenches.foreign import ForeignBackend
-    from testbenches.foreign_bulk import ForeignBulkBackend
-    from testbenches.verify import verify
+    from .foreign import ForeignBackend
+    from .foreign_bulk import ForeignBulkBackend
+    from .verify import verify
     backend = ForeignBulkBackend(pm) if args.bulk else ForeignBackend(pm, sim=args.sim,
                                                                       waves=args.waves)
     # A line to paste into a shell: paths with spaces or quotes are quoted.
@@ -138,11 +118,7 @@ def _verify_campaign(args: argparse.Namespace) -> int:
         scheduler_address(args.scheduler)        # one line now, before the tasks are made
     if args.vectors < 1:
         raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
-    try:
-        from testbenches import campaign
-    except ImportError:
-        raise MxsimError("verification needs the rtl extra (pip install -e '.[rtl]', or run "
-                         "`make demo`)") from None
+    from . import campaign
     pairs = campaign.parse_pairs(args.campaign)
     out = out_dir(args.out)
     record, rep = campaign.run_campaign(
@@ -159,63 +135,44 @@ def _verify_campaign(args: argparse.Namespace) -> int:
     return 1 if bad or rep.failed else 0
 
 
-def cmd_rtl(args: argparse.Namespace) -> int:
-    """Verilog of a unit (and its lint and Yosys statistics)."""
-    if args.output is None and not args.stats:
-        raise MxsimError("rtl needs -o OUT.v (the Verilog) and/or --stats (Yosys statistics)")
-    if args.output is not None and not Path(args.output).resolve().parent.is_dir():
-        raise MxsimError(f"{Path(args.output).parent}: no such folder for -o; create it or "
-                         f"write elsewhere")
-    if args.output is not None:
-        check_output(args.output)
-    unit, spec, ua = rtl_unit(args)
-    try:
-        from hdl import verilog
-    except ImportError:
-        raise MxsimError("the RTL generator needs the rtl extra (pip install -e '.[rtl]', or "
-                         "run `make demo`)") from None
-    info: dict[str, Any] = {"unit": unit.name, "a_format": spec.a_format,
-                            "b_format": spec.b_format, "lanes": ua.lanes, "stages": ua.stages,
-                            "latency": ua.latency(spec), "passes": ua.passes(spec),
-                            "interval": ua.interval(spec, False),
-                            "interval_chained": ua.interval(spec, True),
-                            "digest": spec.digest()}
-    lines = [f"{unit.name} {spec.a_format} x {spec.b_format}: lanes {ua.lanes}, stages "
-             f"{ua.stages}; latency {info['latency']} cycles, a block every {info['interval']} "
-             f"cycles ({info['interval_chained']} chained); spec digest {info['digest']}"]
-    status = 0
-    if args.output is not None:
-        out = Path(args.output)
-        text = verilog.generate(spec, ua)
-        write_text(out, text)
-        lines.append(f"wrote {out} ({len(text.splitlines())} lines)")
-        info["output"] = str(out)
-        if args.lint:
-            warnings = verilog.lint(out)
-            info["lint"] = warnings
-            lines.append("verilator --lint-only -Wall: " + (
-                "clean (accepted: " + ", ".join(verilog.ACCEPTED_WARNINGS) + ")"
-                if not warnings else f"{len(warnings)} warnings\n  " + "\n  ".join(warnings)))
-            status = 1 if warnings else 0
-    if args.stats:
-        fpga = "none" if args.no_ice40 else args.fpga
-        st = verilog.stats(spec, ua, ice40=fpga == "ice40", lut4=fpga == "lut4",
-                           progress=False if args.json else None)
-        info.update(cells=st.cells, total_cells=st.total_cells, flip_flops=st.flip_flops,
-                    depth=st.depth, gate_equivalents=st.gate_equivalents, fpga=fpga,
-                    ice40=st.ice40, lut4=st.lut4)
-        lines.append(f"yosys synth: {st.total_cells} cells ({st.flip_flops} flip-flops), "
-                     f"longest path {st.depth} cells, ~{st.gate_equivalents:,.0f} gate "
-                     f"equivalents")
-        lines += [f"  {c:16} {n}" for c, n in sorted(st.cells.items())]
-        if st.ice40:
-            lines.append("yosys synth_ice40: " + ", ".join(f"{c} {n}"
-                                                           for c, n in sorted(st.ice40.items())))
-        if st.lut4 is not None:
-            lines.append(f"yosys abc -lut 4: {st.lut4} LUT4 (an estimate without carry chains; "
-                         f"--fpga ice40 for synth_ice40, {verilog.ICE40_TIME})")
-    emit(args, "\n".join(lines), info)
-    return status
+def _add_verify(sub: Any) -> argparse.ArgumentParser:
+    ve = add_verb(sub, "verify", cmd_verify, "simulate a unit's RTL and check it against the "
+                                              "model bit and cycle exactly, with coverage")
+    add_rtl_unit_args(ve, "blackwell-mxf8f6f4", ", MXFP8", stages=2, rtl_map=True)
+    ve.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
+                    help="simulator (default: %(default)s)")
+    ve.add_argument("--vectors", type=int, default=20000,
+                    help="dot products to check (default: %(default)s)")
+    ve.add_argument("--seed", type=int_range(0), default=0,
+                    help="stimulus seed (default: 0)")
+    ve.add_argument("--chunk", type=int_range(1, 1_000_000), default=4000,
+                    help="dot products per simulator run, at most 1,000,000 (default: "
+                         "%(default)s)")
+    ve.add_argument("--bulk", action="store_true",
+                    help="the C++ harness instead of cocotb (millions of vectors)")
+    ve.add_argument("--out", default="mxsim-verify", metavar="DIR",
+                    help="builds, reports and failing sets (default: %(default)s)")
+    ve.add_argument("--replay", default=None, metavar="FAILING.npz",
+                    help="run exactly this vector set (a failing set a run wrote)")
+    ve.add_argument("--waves", action="store_true", help="write a waveform (FST/VCD)")
+    add_allow_large(ve)
+    ve.add_argument("--campaign", nargs="?", const="all", default=None, metavar="PAIRS",
+                    help="every supported format pair (or a list: e4m3xe5m2,int8xint8) "
+                         "through the bulk harness as campaign tasks on a Dask cluster "
+                         "(docs/verification.md); --vectors per pair")
+    ve.add_argument("--workers", type=int_range(1), default=None, metavar="N",
+                    help="with --campaign: local workers, on Dask or (without Dask) a process "
+                         "pool (default: one per core)")
+    ve.add_argument("--scheduler", default=None, metavar="ADDR",
+                    help="with --campaign: a running Dask scheduler, tcp://HOST:PORT")
+    ve.add_argument("--cluster-spec", default=None, metavar="FILE",
+                    help="with --campaign: a dask-jobqueue cluster (docs/campaigns.md)")
+    ve.add_argument("--store", default=None, metavar="DIR",
+                    help="with --campaign: the result store (default: OUT/store)")
+    ve.add_argument("--build-cache", default=None, metavar="DIR",
+                    help="with --campaign: the Verilator build cache, shared by the workers "
+                         "(default: ~/.cache/mxsim/builds on each machine)")
+    return ve
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -240,11 +197,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             from None
     if replay is not None:
         spec.check_vectors(replay)
-    try:
-        from testbenches.verify import verify
-    except ImportError:
-        raise MxsimError("verification needs the rtl extra (pip install -e '.[rtl]', or run "
-                         "`make demo`)") from None
+    from .verify import verify
     rep = verify(spec, ua, unit_name=unit.name, sim=args.sim, dots=args.vectors,
                  seed=args.seed, chunk=args.chunk, out_dir=args.out, bulk=args.bulk,
                  replay=replay, waves=args.waves, progress=None if not args.json else False)
@@ -255,9 +208,21 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if rep.passed else 1
 
 
+def _add_demo(sub: Any) -> argparse.ArgumentParser:
+    d = add_verb(sub, "demo", cmd_demo,
+                 "the main job: generate vectors, run them, check and report", json_flag=False)
+    d.add_argument("--out", default="out/demo", metavar="DIR",
+                   help="directory for the files (default: %(default)s)")
+    d.add_argument("-k", type=int_range(32, 8192), default=256,
+                   help="reduction length, a multiple of 32 (default: %(default)s)")
+    d.add_argument("--seed", type=int_range(0), default=0,
+                   help="random seed (default: %(default)s)")
+    return d
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Generate an MXFP8 vector set of every family, run it through ``exact``, check, report."""
-    from ..compare import compare
+    from mxsim.compare import compare
 
     folder = out_dir(args.out)
     unit = units.get("exact")
@@ -296,3 +261,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(report.format())
         return 1
     return 0
+
+
+#: The verbs this package registers (pyproject.toml's ``mxsim.verbs`` entry points): the rank
+#: is the verb's place in ``mxsim --help``. verify needs Amaranth (the unit's RTL) and cocotb
+#: (its default simulation) from the ``rtl`` extra; demo runs the model only.
+VERIFY = Verb(name="verify", rank=40, add=_add_verify, extra="rtl",
+              modules=("amaranth", "cocotb", "cocotb_tools"))
+DEMO = Verb(name="demo", rank=150, add=_add_demo)
