@@ -9,7 +9,8 @@ floor.
 A *room* is a package (a folder with ``__init__.py``) of ``[tool.importlinter] root_packages``,
 at any depth, with the loose modules directly in it. A module that a layers contract names as a
 floor member is a room of its own, and so is every loose module of a contract's container
-(``mxsim.cycle``), which the contract must name. The *floors* are those of the layers contracts
+(``mxsim.microarch.cycle``), which the contract must name. The *floors* are those of the layers
+contracts
 of pyproject.toml, top first; a contract with ``containers = ["mxsim"]`` puts its floors right
 below the floor that holds ``mxsim``. A room stands on the floor of the longest member name that
 is it or holds it (``mxsim.engine.fast`` on ``mxsim.engine``'s floor). Its imports are every

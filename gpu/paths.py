@@ -11,12 +11,12 @@ from mxsim.errors import UnitError
 from mxsim.vectors import VectorSet
 
 from .blackwell import RUNNER_KINDS, MmaSyncBlockScaled, ScaledMmMx, Tcgen05BlockScaled
-from .cublas import Cublas16, ScaledMm, Wgmma
-from .mma_sync import MmaSync
-from .mma_sync16 import FORMATS as FORMATS16
-from .mma_sync16 import MmaSync16
+from .hopper.cublas import Cublas16, ScaledMm, Wgmma
+from .hopper.mma_sync import MmaSync
+from .hopper.mma_sync16 import FORMATS as FORMATS16
+from .hopper.mma_sync16 import MmaSync16
+from .hopper.triton_dot import TritonDot, TritonDot16, TritonDotScaled
 from .runner import Runner
-from .triton_runner import TritonDot, TritonDot16, TritonDotScaled
 
 __all__ = ["Runner", "PATHS", "get", "for_set"]
 

@@ -42,7 +42,8 @@ __all__ = ["VERIFY", "DEMO", "foreign_map", "numerics_line", "cmd_verify", "cmd_
 def foreign_map(path: str, work: str | Path):
     """The port map at ``path``, checked key by key and against the design's own ports (read
     by Verilator into ``work``) before anything is simulated."""
-    from . import portmap, ports
+    from .foreign import portmap
+    from .foreign.portmap import ports
 
     pm = portmap.load(path)
     pm.check_ports(ports.design_ports(pm, Path(work)))
@@ -82,9 +83,9 @@ def _verify_foreign(args: argparse.Namespace) -> int:
     replay = vectors.load(args.replay, allow_large=args.allow_large) if args.replay else None
     if replay is not None:
         spec.check_vectors(replay)
-    from .foreign import ForeignBackend
-    from .foreign_bulk import ForeignBulkBackend
-    from .verify import verify
+    from .foreign.backend import ForeignBackend
+    from .foreign.bulk import ForeignBulkBackend
+    from .unit.verify import verify
     backend = ForeignBulkBackend(pm) if args.bulk else ForeignBackend(pm, sim=args.sim,
                                                                       waves=args.waves)
     # A line to paste into a shell: paths with spaces or quotes are quoted.
@@ -105,7 +106,8 @@ def _verify_foreign(args: argparse.Namespace) -> int:
 
 
 def _verify_campaign(args: argparse.Namespace) -> int:
-    """``verify --campaign``: every pair's run as tasks of mxsim.campaign (testbenches.campaign)."""
+    """``verify --campaign``: every pair's run as tasks of mxsim.campaign
+    (testbenches.campaigns.pairs)."""
     given = [f"--{n.replace('_', '-')}" for n in ("unit", "a_format", "b_format", "rtl", "replay")
              if getattr(args, n) is not None] + (["--waves"] if args.waves else [])
     if given:
@@ -118,7 +120,7 @@ def _verify_campaign(args: argparse.Namespace) -> int:
         scheduler_address(args.scheduler)        # one line now, before the tasks are made
     if args.vectors < 1:
         raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
-    from . import campaign
+    from .campaigns import pairs as campaign
     pairs = campaign.parse_pairs(args.campaign)
     out = out_dir(args.out)
     record, rep = campaign.run_campaign(
@@ -197,7 +199,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             from None
     if replay is not None:
         spec.check_vectors(replay)
-    from .verify import verify
+    from .unit.verify import verify
     rep = verify(spec, ua, unit_name=unit.name, sim=args.sim, dots=args.vectors,
                  seed=args.seed, chunk=args.chunk, out_dir=args.out, bulk=args.bulk,
                  replay=replay, waves=args.waves, progress=None if not args.json else False)

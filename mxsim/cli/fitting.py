@@ -81,7 +81,7 @@ def _fit_campaign(args: argparse.Namespace) -> int:
     """``fit --campaign OBS.npz ...``: each observed set fitted as a task of mxsim.campaign;
     every exact fit written to ``-o``'s folder as ``<file stem>.toml``."""
     from .. import campaign
-    from ..fitsweep import fit_tasks, spec_of
+    from ..probe.sweep import fit_tasks, spec_of
 
     if args.inputs is not None or args.rtl is not None:
         raise MxsimError("fit --campaign takes the observed sets after --campaign; give no "
@@ -116,7 +116,7 @@ def _fit_campaign(args: argparse.Namespace) -> int:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    from ..fit import default_k, fit
+    from ..probe.fit import default_k, fit
 
     if args.campaign is not None:
         return _fit_campaign(args)
