@@ -15,7 +15,7 @@ cuBLAS splits K (:data:`SPLIT_K`, found on the first run) the preset is compared
 way (``gpu.runs.records.split_k``; the record says ``split_k``).
 
 ``DIR`` receives ``records.jsonl.gz`` (``gpu/runs/records.py``; the header carries the versions and
-the fragment-layout check of :func:`gpu.hopper.mma_sync16.layout_check`), ``samples.npz`` (a 16x8
+the fragment-layout check of :func:`gpu.hopper.mma_sync.layout_check`), ``samples.npz`` (a 16x8
 corner of every set, inputs and GPU output, for CI to replay) and, where a set disagreed with
 its preset, ``mismatches.npz`` (up to 512 disagreeing dots of each such set, whole: enough to
 ``mxsim fit``).
@@ -162,7 +162,7 @@ def _kernels(plan: Plan, runner: PlanRunner) -> list[str] | None:
 def _layout(runner: PlanRunner) -> list[dict[str, Any]] | None:
     if runner is not gpu_runner:
         return None
-    from ..hopper.mma_sync16 import layout_check
+    from ..hopper.mma_sync import layout_check
     try:
         rows = layout_check()
     except Exception as exc:             # recorded; the sets still run and show any fault

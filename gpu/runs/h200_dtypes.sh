@@ -14,7 +14,7 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
 {
     python3 -c "import json; from gpu.runs.validate import versions; print(json.dumps(versions()))"
-    python3 -c "from gpu import mma_sync16; print(mma_sync16.source())" > /tmp/mma16.cu
+    python3 -c "from gpu.hopper import mma_sync; print(mma_sync.float_source())" > /tmp/mma16.cu
     if nvcc -cubin -arch=sm_90 -o /tmp/mma16.cubin /tmp/mma16.cu; then
         echo "SASS tensor-core instructions per kernel (nvcc -cubin -arch=sm_90):"
         cuobjdump --dump-sass /tmp/mma16.cubin | grep -oE "Function : [A-Za-z0-9_]+|HMMA[.A-Z0-9]*" \

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpu.hopper import mma_sync16
+from gpu.hopper import mma_sync
 from gpu.paths import PATHS
 from gpu.runs import dtype_figures as figures16
 from gpu.runs import dtypes as hopper16
@@ -34,17 +34,17 @@ def test_gpu_hopper16_mma_sync_sources_assemble_for_sm90(tmp_path):
     if nvcc is None:
         pytest.skip("nvcc is not installed here")
     src = tmp_path / "mma16.cu"
-    src.write_text(mma_sync16.source())
+    src.write_text(mma_sync.float_source())
     p = subprocess.run([nvcc, "-cubin", "-arch=sm_90", "-o", str(tmp_path / "m.cubin"), str(src)],
                        capture_output=True, text=True, check=False)
     assert p.returncode == 0, p.stderr
-    text = mma_sync16.source()
+    text = mma_sync.float_source()
     for instr in ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
                   "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16",
                   "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
                   "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"):
         assert text.count(instr) == 1, instr
-    assert [mma_sync16.instruction(f, c) in text for f, c in mma_sync16.KERNELS] == [True] * 4
+    assert [mma_sync.instruction(f, c) in text for f, c in mma_sync.FLOAT_KERNELS] == [True] * 4
 
 
 def test_gpu_hopper16_paths_are_registered_with_their_presets():
@@ -132,7 +132,7 @@ def test_gpu_hopper16_h200_run_is_fresh_complete_and_bit_exact():
     assert h["versions"]["device"]["gpu"] == "NVIDIA H200" and h["salt"] not in USED_SALTS
     assert h["layout_check"] and all(r["equal"] == r["outputs"] for r in h["layout_check"])
     assert {r["kernel"] for r in h["layout_check"]} == {
-        mma_sync16.instruction(f, c) for f, c in mma_sync16.KERNELS}
+        mma_sync.instruction(f, c) for f, c in mma_sync.FLOAT_KERNELS}
     assert not run.errors and run.footer["ran"] == len(run.sets)
     for fmt in hopper16.FORMATS:
         mine = [s for s in run.sets if s["a_format"] == fmt]
@@ -211,7 +211,7 @@ def test_gpu_hopper16_triton_ran_wgmma_and_mma_sync_its_instruction():
             assert vs.extra["ptx_mma"] == [f"wgmma.mma_async.sync.aligned.m64n64k{k}.{acc}."
                                            f"{ptx}"], key
         elif rec["path"].startswith("mma-sync-"):
-            assert vs.extra["instruction"] == mma_sync16.instruction(fmt, rec["c_format"])
+            assert vs.extra["instruction"] == mma_sync.instruction(fmt, rec["c_format"])
 
 
 def test_gpu_hopper16_h200_e_zero_ladders_separate_e_zero():

@@ -120,8 +120,8 @@ def test_gpu_paths_live_16bit_match_their_presets(name, fmt, c_format):
 
 
 @pytest.mark.gpu
-def test_gpu_paths_live_mma_sync16_fragment_layouts():
-    from gpu.hopper import mma_sync16
+def test_gpu_paths_live_mma_sync_float_fragment_layouts():
+    from gpu.hopper import mma_sync
     _live("mma-sync-fp16")
-    rows = mma_sync16.layout_check()
+    rows = mma_sync.layout_check()
     assert rows and all(r["equal"] == r["outputs"] for r in rows)
