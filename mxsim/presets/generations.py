@@ -142,7 +142,7 @@ _TABLE = [
 
 _KM = ("Khattak & Mikaitis' outputs (north-numerical-computing/MATLAB-tensor-core @ b12b5a7, "
        "model_validation; wmma::mma_sync m16n16k16, tf32 m16n16k8, the row's elements and +0 "
-       "in the rest of the fragment, imported by gpu/peers/km_import.py)")
+       "in the rest of the fragment, imported by gpu/km_import.py)")
 
 
 def _km(gpus: str, sets: str, dots: str, other: str) -> str:

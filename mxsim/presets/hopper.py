@@ -112,7 +112,7 @@ PROVENANCE = {
         "a chain of hopper-wgmma k32 instructions, D of one the C of the next (what cuBLASLt's "
         "fast-accumulation FP8 kernels do), measured on our H200 (docs/gpu.md)",
     "hopper-mma-sync":
-        "fitted by `mxsim fit` to H200 outputs of gpu/hopper/mma_sync.py (the samples in "
+        "fitted by `mxsim fit` to H200 outputs of gpu/mma_sync.py (the samples in "
         "tests/data/h200/h200_paths.npz) and read off its SASS (F2FP unpack + HMMA.16816): "
         "operands upcast to FP16, two fused steps (k mod 4 in {0,1}, then {2,3}), F=25, RZ FP32 "
         "(RNE FP16), C added after with RNE; the FP16 upcast found from the few outputs an "
@@ -123,10 +123,10 @@ PROVENANCE = {
         "of 4 hopper-wgmma k32 steps (128 of K), each started from +0 and added into an FP32 "
         "total (which starts as C) with RNE, the DeepGEMM-style promotion",
     "triton-dot-scaled-hopper":
-        "fitted by `mxsim fit` to H200 outputs of gpu/hopper/triton_dot.py (tl.dot_scaled, Triton "
+        "fitted by `mxsim fit` to H200 outputs of gpu/triton_runner.py (tl.dot_scaled, Triton "
         "3.6; the samples in tests/data/h200/h200_paths.npz): two bf16 wgmma k16 steps per 32 "
         "of K, F=25, RZ FP32, C in the first step; the operand upcast read from Triton's "
-        "DecomposeScaledBlocked pass and confirmed code by code on the H200 (gpu.runs.collect "
+        "DecomposeScaledBlocked pass and confirmed code by code on the H200 (gpu.collect "
         "--what operand-map): each operand is fl_bf16(x * scale) with E8M0 0x00 as 0 and 0xFF "
         "as NaN, and E5M2 Inf/NaN codes become the numbers 2**16 * (1 + m/4) (Triton's "
         "bit-shift E5M2-to-BF16)",
@@ -146,7 +146,7 @@ PRESETS = [
            PROVENANCE["hopper-wgmma"],
            "H200 (tests/data/h200/2026-12-01: torch._scaled_mm with K = 32, and Triton's tl.dot "
            "at K = 32), e4m3xe4m3/e4m3xe5m2/e5m2xe4m3, FP32 out, every generator family, 0 "
-           "mismatches; counts in docs/gpu.md (python -m gpu.runs.figures); e5m2xe5m2 and FP16 out "
+           "mismatches; counts in docs/gpu.md (python -m gpu.figures); e5m2xe5m2 and FP16 out "
            "checked against MMA-Sim only",
            tuple(product(FP8, FP8)),
            ((None, None),), ("fp32", "fp16"), hopper_wgmma),
@@ -154,7 +154,7 @@ PRESETS = [
                                  "k32 steps", PROVENANCE["hopper-cublas-fast"],
            "H200 (tests/data/h200/2026-12-01: torch._scaled_mm use_fast_accum=True, K = 64, 256, "
            "1024, 4096, and Triton's tl.dot chain at K = 256), three operand pairs, every "
-           "generator family, 0 mismatches; counts in docs/gpu.md (python -m gpu.runs.figures)",
+           "generator family, 0 mismatches; counts in docs/gpu.md (python -m gpu.figures)",
            _THREE, ((None, None),), ("fp32",), _cublas_fast),
     Preset("hopper-cublas", "cuBLASLt FP8 GEMM without fast accumulation: wgmma k32 chains "
                             "promoted to FP32 every 128 of K (RNE)",
@@ -162,14 +162,14 @@ PRESETS = [
            "H200 (tests/data/h200/2026-12-01: torch._scaled_mm use_fast_accum=False), three "
            "pairs, K = 256, 1024, 4096, every generator family, and 7 M x N x K shapes from "
            "16x16x4096 to 2048x2048x384, 0 mismatches; counts in docs/gpu.md "
-           "(python -m gpu.runs.figures)",
+           "(python -m gpu.figures)",
            _THREE, ((None, None),), ("fp32",), _hopper_cublas),
     Preset("hopper-cublas-rowwise", "cuBLASLt FP8 without fast accumulation, per-tensor or "
                                     "row-wise FP32 scales applied in the epilogue",
            PROVENANCE["hopper-cublas-rowwise"],
            "H200 (tests/data/h200/2026-12-01): e4m3 x e4m3, e4m3 x e5m2 and e5m2 x e4m3, K = 256, "
            "per-tensor and row-wise scales, every generator family incl. scale extremes, no C, "
-           "0 mismatches; counts in docs/gpu.md (python -m gpu.runs.figures)",
+           "0 mismatches; counts in docs/gpu.md (python -m gpu.figures)",
            _THREE, (("fp32", None),), ("fp32",), _hopper_cublas_rowwise, granular=True,
            no_c=_NO_C),
     Preset("hopper-cublas-blockwise", "cuBLASLt FP8 without fast accumulation, DeepSeek-style "
@@ -177,14 +177,14 @@ PRESETS = [
            PROVENANCE["hopper-cublas-blockwise"],
            "H200 (tests/data/h200/2026-12-01): e4m3 x e4m3, e4m3 x e5m2 and e5m2 x e4m3, "
            "K = 512 and 2048, every generator family incl. scale extremes, no C, 0 mismatches; "
-           "counts in docs/gpu.md (python -m gpu.runs.figures)",
+           "counts in docs/gpu.md (python -m gpu.figures)",
            _THREE, (("fp32", 128),), ("fp32",), _hopper_cublas_blockwise, no_c=_NO_C),
     Preset("hopper-mma-sync", "Hopper FP8 mma.sync m16n8k32 (emulated on FP16 tensor cores): "
                               "two interleaved steps, F=25, C added after (RNE)",
            PROVENANCE["hopper-mma-sync"],
-           "H200 (tests/data/h200/2026-12-01: gpu/hopper/mma_sync.py), all four e4m3/e5m2 pairs, "
-           "FP32 and FP16 accumulate, K = 32 and 256, every generator family, 0 mismatches; counts "
-           "in docs/gpu.md (python -m gpu.runs.figures)",
+           "H200 (tests/data/h200/2026-12-01: gpu/mma_sync.py), all four e4m3/e5m2 pairs, FP32 "
+           "and FP16 accumulate, K = 32 and 256, every generator family, 0 mismatches; counts "
+           "in docs/gpu.md (python -m gpu.figures)",
            tuple(product(FP8, FP8)), ((None, None),), ("fp32", "fp16"), hopper_mma_sync),
     Preset("triton-dot-scaled-hopper", "Triton tl.dot_scaled on Hopper (emulated): bf16 "
                                        "upcast, steps of 16, F=25, RZ FP32",
@@ -192,7 +192,7 @@ PRESETS = [
            "H200 (tests/data/h200/2026-12-01, Triton 3.6): all 9 pairs of e4m3/e5m2/e2m1, "
            "K = 128 and 1024, every generator family incl. scale extremes, NaN scales and "
            "Inf/NaN, and the operand map (every element code under every E8M0 scale, on A and "
-           "B), 0 mismatches; counts in docs/gpu.md (python -m gpu.runs.figures)",
+           "B), 0 mismatches; counts in docs/gpu.md (python -m gpu.figures)",
            tuple(product(("e4m3", "e5m2", "e2m1"), ("e4m3", "e5m2", "e2m1"))),
            (("e8m0", 32),), ("fp32",), _triton_dot_scaled_hopper),
 ]
