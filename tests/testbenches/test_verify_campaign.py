@@ -125,7 +125,7 @@ def test_a_worker_with_other_sources_refuses_the_task():
 _ASK = """
 import sys, time
 from pathlib import Path
-from testbenches import build_cache
+from testbenches.sim import build_cache
 def build(folder):
     with open(sys.argv[2], "a") as f:
         f.write("build\\n")
