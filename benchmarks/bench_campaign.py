@@ -13,7 +13,8 @@ Workloads (CPU-bound; spin and engine need no RTL toolchain, only mxsim, numpy a
   with E8M0 block scales through ``blackwell-mxf8f6f4`` on the fast engine, the model half of a
   verification chunk (the RTL half needs Verilator), digest of the outputs returned.
 * ``verify``: the real thing, the first ``--tasks`` format pairs of the 36-pair campaign
-  (:mod:`testbenches.campaign`), ``--dots`` vectors per pair through the RTL's bulk harness in
+  (:mod:`testbenches.campaigns.pairs`), ``--dots`` vectors per pair through the RTL's bulk harness
+  in
   tasks of one 100,000-vector chunk (needs the ``rtl`` extra and g++). The warm-up builds every
   design's Verilated model into the build cache, so the timed runs simulate and check only.
   Results are compared without their timings.
@@ -61,9 +62,10 @@ def engine_chunk(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _verify_tasks(pairs: int, dots: int) -> list[Task]:
-    """The first ``pairs`` format pairs of the 36-pair campaign (testbenches.campaign), ``dots``
+    """The first ``pairs`` format pairs of the 36-pair campaign (testbenches.campaigns.pairs),
+    ``dots``
     vectors each through the bulk harness, in tasks of one 100,000-vector chunk."""
-    from testbenches import campaign
+    from testbenches.campaigns import pairs as campaign
     chosen = campaign.parse_pairs(None)[:pairs]
     return campaign.tasks_for(chosen, dots=dots, chunk=100_000, lanes=32, stages=1,
                               sim="verilator", bulk=True, seed=campaign.SEED)

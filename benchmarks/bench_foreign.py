@@ -38,7 +38,7 @@ COPROC = ROOT / "examples" / "rtl" / "mxfp8_coproc"
 def _rate(backend, spec, ua, vs, work: Path) -> float:
     """Dot products per second of ``backend``'s clocked loop on ``vs`` (every output checked
     and equal to the model's)."""
-    from testbenches.backend import Stimulus
+    from testbenches.sim.backend import Stimulus
 
     ones = np.ones(64, bool)
     backend.build(spec, ua, work)
@@ -49,10 +49,10 @@ def _rate(backend, spec, ua, vs, work: Path) -> float:
 
 
 def _paths(spec, pm, tmp: Path, cocotb_vs, bulk_vs, ua) -> dict[str, float]:
-    from testbenches.bulk import BulkBackend
-    from testbenches.foreign import ForeignBackend
-    from testbenches.foreign_bulk import ForeignBulkBackend
-    from testbenches.runner import CocotbBackend
+    from testbenches.foreign.backend import ForeignBackend
+    from testbenches.foreign.bulk import ForeignBulkBackend
+    from testbenches.unit.bulk import BulkBackend
+    from testbenches.unit.runner import CocotbBackend
 
     out = {}
     if pm is None or pm.design.top == "mx_dot":
@@ -77,7 +77,7 @@ def main() -> None:
     ap.add_argument("--coproc", action="store_true", help="also example 1 at K = 32")
     args = ap.parse_args()
     from hdl import verilog
-    from testbenches import portmap
+    from testbenches.foreign import portmap
 
     spec = presets.get("blackwell-mxf8f6f4").spec("e4m3", scale_format="e8m0", block=32)
     ua = MicroArch(lanes=32, stages=1)

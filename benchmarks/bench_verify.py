@@ -28,8 +28,8 @@ def main() -> None:
     args = ap.parse_args()
     from hdl.sim import simulate
     from hdl.unit import DotProductUnit
-    from testbenches import bulk, runner
-    from testbenches.backend import Stimulus
+    from testbenches.sim.backend import Stimulus
+    from testbenches.unit import bulk, runner
 
     spec = presets.get("blackwell-mxf8f6f4").spec("e4m3", scale_format="e8m0", block=32)
     ua = MicroArch(lanes=32, stages=1)

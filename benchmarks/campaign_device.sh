@@ -32,16 +32,16 @@ bench-verify)
         --dots 300000 --json > "$OUT/bench_campaign_verify.json" || exit 1
     ;;
 verify)
-    python3 -m testbenches.campaign --dots 1000000 --lanes 32 --stages 1 \
+    python3 -m testbenches.campaigns.pairs --dots 1000000 --lanes 32 --stages 1 \
         --workers 16 --out build/campaign16 --json "$OUT/campaign.json" \
         2>&1 | tail -n 60
     ;;
 fitsweep)
-    python3 -m mxsim.fitsweep drawn --specs 192 --rows 16 --workers 16 --store build/fitsweep \
+    python3 -m mxsim.probe.sweep drawn --specs 192 --rows 16 --workers 16 --store build/fitsweep \
         --json "$OUT/fitsweep_drawn.json" 2>&1 | tail -n 8
     ;;
 smoke)
-    python3 -m testbenches.campaign --pairs e4m3xe2m1 --dots 200000 --workers 2 \
+    python3 -m testbenches.campaigns.pairs --pairs e4m3xe2m1 --dots 200000 --workers 2 \
         --out build/campaign-smoke --json "$OUT/campaign_smoke.json" 2>&1 | tail -n 20
     ;;
 esac

@@ -5,11 +5,12 @@
 On a machine with CuPy and an NVIDIA GPU: (1) every preset x operand pair x scale pattern x
 C format x generator family (small sets), the GPU engine with its CUDA step kernel and with
 the numpy-style step against the fast engine (numba) on the host, bit for bit; (2) specs
-drawn by the random-spec strategy of tests/test_engine.py; (3) long K (up to 65,536); (4)
+drawn by the random-spec strategy of tests/mxsim/engine/test_engine.py; (3) long K (up to 65,536);
+(4)
 speed: hopper-wgmma K = 32 dots per second on the GPU and on the host (same run), and a
 4096 x 4096 x 4096 hopper-cublas GEMM. Each part stops at its share of ``--budget``; the
 summary (JSON, ``probe.json`` in ``--out``) says how much ran. The final device check of the
-project is gpu/engine_check.py; this is the engine's first look at the device.
+project is gpu/engine/check.py; this is the engine's first look at the device.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ def part_drawn(budget: float, examples: int) -> dict:
 
 
 def part_tree(budget: float, examples: int) -> dict:
-    """Reduction-tree units drawn by tests/test_tree.py's strategy."""
+    """Reduction-tree units drawn by tests/mxsim/test_tree.py's strategy."""
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
     from test_tree import _tree_specs
@@ -193,7 +194,7 @@ def part_long_k(budget: float) -> dict:
 
 def part_round() -> dict:
     """round_to on the GPU (the CUDA twin) against the numpy path on the same CuPy arrays,
-    every format, mode and policy (tests/test_gpu_round.py's inputs)."""
+    every format, mode and policy (tests/mxsim/formats/test_gpu_round.py's inputs)."""
     import cupy
     from test_gpu_round import _MODES, _inputs
 

@@ -11,7 +11,7 @@
   ``tests/data/h200/probe_fp8_mma-sync.npz``), for ``mxsim fit`` on a machine without a GPU.
 
 ``--check`` writes nothing and exits 1 when a committed file differs from what this script
-makes (tests/test_readme.py runs the same comparison).
+makes (tests/project/test_readme.py runs the same comparison).
 """
 
 from __future__ import annotations

@@ -11,20 +11,19 @@ from mxsim.errors import UnitError
 from mxsim.vectors import VectorSet
 
 from .blackwell import RUNNER_KINDS, MmaSyncBlockScaled, ScaledMmMx, Tcgen05BlockScaled
-from .cublas import Cublas16, ScaledMm, Wgmma
-from .mma_sync import MmaSync
-from .mma_sync16 import FORMATS as FORMATS16
-from .mma_sync16 import MmaSync16
+from .hopper.cublas import Cublas16, ScaledMm, Wgmma
+from .hopper.mma_sync import FLOAT_FORMATS, MmaSync, MmaSyncFloat
+from .hopper.triton_dot import TritonDot, TritonDot16, TritonDotScaled
 from .runner import Runner
-from .triton_runner import TritonDot, TritonDot16, TritonDotScaled
 
 __all__ = ["Runner", "PATHS", "get", "for_set"]
 
 #: Every path, Hopper's first, then Blackwell's (which need sm_100a/sm_120a to run).
 PATHS: dict[str, Runner] = {r.name: r for r in (
     MmaSync(), Wgmma(), ScaledMm(fast_accum=True), ScaledMm(fast_accum=False), TritonDot(),
-    TritonDotScaled(), *(MmaSync16(f) for f in FORMATS16), *(TritonDot16(f) for f in FORMATS16),
-    *(Cublas16(f) for f in FORMATS16), *(MmaSyncBlockScaled(k) for k in RUNNER_KINDS),
+    TritonDotScaled(), *(MmaSyncFloat(f) for f in FLOAT_FORMATS),
+    *(TritonDot16(f) for f in FLOAT_FORMATS), *(Cublas16(f) for f in FLOAT_FORMATS),
+    *(MmaSyncBlockScaled(k) for k in RUNNER_KINDS),
     *(Tcgen05BlockScaled(k) for k in RUNNER_KINDS), ScaledMmMx())}
 
 

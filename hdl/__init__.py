@@ -9,9 +9,12 @@
 - :mod:`hdl.group`: GST-FDPA (grouped specs): the scale product, exact group sum and group
   term blocks, and the two grouped stages that replace the exponent maximum and accumulation.
 - :mod:`hdl.verilog`: the Verilog text, its Verilator lint and its Yosys statistics.
-- :mod:`hdl.sim`: the unit in Amaranth's simulator, traced as ``mxsim.cycle`` traces the model.
+- :mod:`hdl.sim`: the unit in Amaranth's simulator, traced as ``mxsim.microarch.cycle`` traces the
+model.
 - :mod:`hdl.toolchain`: where the ``rtl`` extra's Verilator and Yosys are.
+- :mod:`hdl.cli`: the ``mxsim rtl`` and ``mxsim explore`` verbs, registered with the command
+  through the ``mxsim.verbs`` entry points.
 
-The package imports ``mxsim`` (never the testbenches or the GPU runners); ``mxsim`` imports it
-only from the CLI's verbs.
+The package imports ``mxsim`` (never the testbenches or the GPU runners); ``mxsim`` never
+imports it.
 """

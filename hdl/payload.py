@@ -29,7 +29,7 @@ WORD = 32                        #: bits per word of a packed payload (Verilator
 def beat_fields(spec: UnitSpec, vs: VectorSet) -> dict[str, npt.NDArray]:
     """The value of every ``block_layout(spec)`` field of every beat of ``vs``.
 
-    Beats are in the order of :func:`mxsim.cycle.beats_of` (batch, row, column, then the
+    Beats are in the order of :func:`mxsim.microarch.cycle.beats_of` (batch, row, column, then the
     dot product's ``K / k`` blocks). ``a`` and ``b`` are ``(beats, k)`` codes; ``a_scale`` and
     ``b_scale`` (scaled specs; ``(beats, k / block)`` when a beat holds several scale blocks),
     ``c`` (FP32 bits, 0 without C), ``first`` and ``last`` are
@@ -111,7 +111,7 @@ def _put(words: npt.NDArray[np.uint32], values: npt.NDArray, offset: int, width:
 
 def payload_words(spec: UnitSpec, vs: VectorSet) -> npt.NDArray[np.uint32]:
     """Every beat's ``i.payload`` of the unit of ``spec`` as 32-bit words, least significant
-    first, in the order of :func:`mxsim.cycle.beats_of`."""
+    first, in the order of :func:`mxsim.microarch.cycle.beats_of`."""
     return pack(block_layout(spec), beat_fields(spec, vs))
 
 

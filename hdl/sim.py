@@ -1,8 +1,9 @@
 """Run a ``DotProductUnit`` in Amaranth's simulator with the cycle model's driver.
 
 :func:`simulate` offers a vector set's blocks under a valid-gap pattern and drives ``o.ready``
-from a ready pattern through the :class:`mxsim.cycle.TraceRecorder` that :func:`mxsim.cycle.run`
-drives the model with, so the two :class:`mxsim.cycle.Trace` compare cycle for cycle.
+from a ready pattern through the :class:`mxsim.microarch.cycle.TraceRecorder` that
+:func:`mxsim.microarch.cycle.run`
+drives the model with, so the two :class:`mxsim.microarch.cycle.Trace` compare cycle for cycle.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 from amaranth.sim import Simulator
 
-from mxsim.cycle import Trace, TraceRecorder
+from mxsim.microarch.cycle import Trace, TraceRecorder
 from mxsim.vectors import VectorSet
 
 from .payload import payload_ints, payload_words

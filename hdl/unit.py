@@ -1,6 +1,7 @@
 """``DotProductUnit``: the MX multiply-accumulate datapath of a ``UnitSpec``, as a stream.
 
-Timing contract (``mxsim.cycle.UnitModel`` steps the same machine; docs/rtl.md has the port
+Timing contract (``mxsim.microarch.cycle.UnitModel`` steps the same machine; docs/rtl.md has the
+port
 map). One input beat is one K-block of a dot product: K codes of A's row and B's column, their
 E8M0 or UE4M3 scale codes (scaled specs: ``k / block`` per operand), C (FP32 code) and
 ``first``/``last`` markers. A chain of

@@ -1,3 +1,5 @@
+"""`python -m mxsim`: the mxsim command line (mxsim.cli.main)."""
+
 import sys
 
 from .cli import main

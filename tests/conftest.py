@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+# The helpers beside this file, and every test folder: a test may import another's
+# fixtures by module name (from test_engine import CONFIGS), wherever each lives.
+for _folder in sorted({p.parent for p in Path(__file__).parent.rglob("test_*.py")},
+                      reverse=True) + [Path(__file__).parent]:
+    sys.path.insert(0, str(_folder))
 
 from mxsim import versions  # noqa: E402
 

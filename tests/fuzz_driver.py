@@ -1,6 +1,6 @@
 """Run many ``mxsim`` command lines in one process and record what each did.
 
-Used by ``tests/test_fuzz_cli.py``, which starts this script under an address-space limit
+Used by ``tests/project/test_fuzz_cli.py``, which starts this script under an address-space limit
 (``ulimit -v``) and a timeout: ``python tests/fuzz_driver.py CASES.json RESULTS.json``.
 
 Each case is ``{"id", "argv", "cwd", "fifos"}``: the driver makes the folder ``cwd`` with a

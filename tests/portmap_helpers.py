@@ -4,7 +4,7 @@ import shutil
 from pathlib import Path
 
 from mxsim.spec import UnitSpec
-from testbenches.portmap import PortMap, load
+from testbenches.foreign.portmap import PortMap, load
 
 MAPS = Path(__file__).parent / "data" / "maps"
 #: Valid maps of dut.sv: valid/ready with packed operands, and a pipelined block dot with

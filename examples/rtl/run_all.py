@@ -15,7 +15,7 @@ commands a user runs, with ``--json``, and keeps what they printed:
    is replayed alone and must fail again;
 4. ``mxsim fit --rtl MAP``: the spec the design's outputs on the probe suite give.
 
-``--table`` prints the Markdown table docs/foreign-rtl.md shows (tests/test_docs_foreign.py
+``--table`` prints the Markdown table docs/foreign-rtl.md shows (tests/project/test_docs_foreign.py
 holds the two equal).
 """
 

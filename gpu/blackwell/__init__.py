@@ -4,7 +4,7 @@ These paths cannot run on Hopper (our H200), but everything short of the launch 
 checked here: the PTX of each kernel assembles with ``ptxas`` for its architecture, and the
 numpy packers that put vector-set codes into the registers, shared memory and tensor memory
 the instructions read are tested against the PTX ISA's fragment tables
-(``tests/test_gpu_blackwell.py``).
+(``tests/gpu/test_gpu_blackwell.py``).
 
 Paths (runner names)
 --------------------

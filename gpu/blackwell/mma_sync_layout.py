@@ -3,7 +3,7 @@
 The numpy packers put vector-set codes into the per-lane registers the instruction reads
 (PTX ISA §9.7.14.5.10 "Matrix Fragments for mma.m16n8k32", §9.7.14.5.11 "... mma.m16n8k64",
 §9.7.14.5.14 for the 8-bit containers of FP4/FP6) and the scale words with their selectors
-(§9.7.14.3 "Block Scaling", Tables 35-37). ``tests/test_gpu_blackwell.py`` checks them against
+(§9.7.14.3 "Block Scaling", Tables 35-37). ``tests/gpu/test_gpu_blackwell.py`` checks them against
 the ISA's tables written out independently.
 """
 

@@ -243,7 +243,8 @@ class ScaledMmMx:
     32); MXFP4 as ``float4_e2m1fn_x2`` (two per byte, first in the low nibble, which is
     ``formats.pack_fp4``) with E8M0 scales (block 32); NVFP4 as ``float4_e2m1fn_x2`` with UE4M3
     scales passed as ``float8_e4m3fn`` (block 16). A is row-major, B column-major, scales in the
-    blocked layout of ``gpu.blocked.to_blocked`` (cuBLASLt ``VEC32_UE8M0``/``VEC16_UE4M3``).
+    blocked layout of ``gpu.blackwell.blocked.to_blocked`` (cuBLASLt
+    ``VEC32_UE8M0``/``VEC16_UE4M3``).
     The output is requested as float32; if torch refuses that, the run fails with its message
     rather than rounding through bf16. Sets with C or an NVFP4 ``tensor_scale`` are refused
     (``_scaled_mm`` takes neither bit-exactly).
@@ -292,7 +293,7 @@ class ScaledMmMx:
         self.check(vs)
         import torch
 
-        from ..blocked import to_blocked
+        from .blocked import to_blocked
         fp4 = vs.a_format == "e2m1"
         elem = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2,
                 "e2m1": torch.float4_e2m1fn_x2}

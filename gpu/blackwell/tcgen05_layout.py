@@ -116,7 +116,8 @@ def pack_tcgen05_scales(scales: Any) -> npt.NDArray[np.uint8]:
     """Scales (..., R, blocks) into 512-byte stage chunks (..., ceil(R/128), stages, 512).
 
     Each chunk is 128 rows x 4 blocks with scale (r, c) at byte ``(r % 32)·16 + (r // 32)·4 +
-    c`` (cuBLAS's blocked layout, ``gpu.blocked.to_blocked``). The kernel copies a chunk with
+    c`` (cuBLAS's blocked layout, ``gpu.blackwell.blocked.to_blocked``). The kernel copies a chunk
+    with
     ``tcgen05.cp.cta_group::1.32x128b.warpx4``: smem row ``l`` (16 bytes) goes to tensor-memory
     lane ``l`` of all four warps' lane quarters, so column ``j`` byte ``c`` of lane ``l`` holds
     scale (32·j + l, c). That scale A/B occupy 32 lanes x (rows/32) columns, duplicated in the

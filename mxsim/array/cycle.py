@@ -8,7 +8,8 @@ Timing contract, output-stationary (``hdl.array.DotProductArray`` is the same ma
 register accumulators; docs/array.md shows it cycle by cycle). The waves of
 :func:`mxsim.array.plan.os_waves` issue in order, one per cycle at most, all active units
 taking their beat (``first`` = ``last`` = 1) in the same cycle; the units are
-``mxsim.cycle.UnitModel``s (``hdl.unit.DotProductUnit``), and since they move in lockstep one
+``mxsim.microarch.cycle.UnitModel``s (``hdl.unit.DotProductUnit``), and since they move in lockstep
+one
 model stands for all. Wave ``w`` issues in cycle ``s`` when all of these hold:
 
 1. the units take a beat (``i.ready``: a unit accepts a beat every ``P`` cycles);
@@ -46,7 +47,7 @@ from collections import deque
 
 import numpy as np
 
-from ..cycle import Beat, UnitModel
+from ..microarch.cycle import Beat, UnitModel
 from . import plan, values
 from .run import STALL_CAUSES, ArrayRun, OsTrace
 from .spec import AccKind, ArraySpec, Dataflow, Scales

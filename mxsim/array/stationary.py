@@ -1,7 +1,8 @@
 """The cycle model of weight- and input-stationary arrays (dataflow "ws" and "is").
 
 The tiles of :func:`mxsim.array.plan.stationary_tiles` run in order. Each array row is a
-``mxsim.cycle.UnitModel`` (the row's units move in lockstep) that issues its beats in order:
+``mxsim.microarch.cycle.UnitModel`` (the row's units move in lockstep) that issues its beats in
+order:
 for each tile where the row holds a K-block (``r < rows_on``), one beat per streamed vector
 ``s`` (``s = 0 .. S-1``: A's rows for "ws", B's columns for "is"). Row ``r``'s beat
 ``(tile j, s)`` issues in cycle ``x`` when all of these hold (the first unmet one is the
@@ -38,7 +39,7 @@ from collections import deque
 
 import numpy as np
 
-from ..cycle import Beat, UnitModel
+from ..microarch.cycle import Beat, UnitModel
 from . import plan
 from .run import STALL_CAUSES, ArrayRun
 from .spec import AccKind, ArraySpec, Dataflow, Scales

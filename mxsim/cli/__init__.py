@@ -5,9 +5,12 @@ Exit codes: 0 success or agreement, 1 mismatches found, 2 bad input (one line, n
 interrupted (Ctrl-C); SIGTERM and SIGHUP are handled as Ctrl-C is and exit 143 and 129
 (:func:`mxsim.errors.run_command`).
 
-One module a group of verbs (``listing``, ``running``, ``quantizing``, ``gpus``, ``fitting``,
-``rtl``, ``exploring``, ``torch_eval``), the parser in ``parser``, what they share in
-``common``. Only these verbs import ``hdl``, ``testbenches`` and ``gpu`` (lazily, inside the verb).
+The core's verbs, one module a group (``listing``, ``running``, ``quantizing``, ``fitting``,
+``torch_eval``, ``array``); the parser in ``parser``; what every verb shares in ``common``;
+the registry in ``verbs``. The verbs that need RTL or a GPU are defined by the packages that
+own that work (``hdl.cli``: rtl, explore; ``testbenches.cli``: verify, demo; ``gpu.cli``: gpu)
+and registered through the ``mxsim.verbs`` entry points; ``fit --rtl`` reaches the testbenches
+through ``mxsim.hooks``. This package never imports ``hdl``, ``testbenches`` or ``gpu``.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ from typing import Any
 from .. import vectors
 from ..errors import MxsimError, Parser, printable
 
-__all__ = ["Parser", "int_range", "add_allow_large", "out_dir", "emit", "engine_path",
-           "refuse_unread"]
+__all__ = ["Parser", "int_range", "add_verb", "add_allow_large", "out_dir", "emit",
+           "engine_path", "refuse_unread", "map_formats"]
 
 
 def int_range(lo: int, hi: int | None = None):
@@ -42,6 +42,17 @@ def refuse_unread(*options: tuple[str, Any, bool, str]) -> None:
     for flag, value, read, why in options:
         if value is not None and value is not False and not read:
             raise MxsimError(f"{flag} {why}; leave it out")
+
+
+def add_verb(sub: Any, name: str, func, help: str,
+             json_flag: bool = True) -> argparse.ArgumentParser:
+    """The sub-parser of a verb whose help line is its description, running ``func``, with
+    ``--json`` first unless ``json_flag`` is False."""
+    sp = sub.add_parser(name, help=help, description=help)
+    sp.set_defaults(func=func)
+    if json_flag:
+        sp.add_argument("--json", action="store_true", help="print JSON instead of text")
+    return sp
 
 
 def add_allow_large(sp: argparse.ArgumentParser) -> None:
@@ -93,3 +104,15 @@ def engine_path(spec) -> dict:
     """Which of the fast engine's paths computes ``spec`` (what run, verify and explore say)."""
     from ..engine import fast
     return fast.path(spec)
+
+
+def map_formats(pm, a_format: str | None, b_format: str | None) -> tuple[str, str]:
+    """The element formats a run of the design behind the port map ``pm`` uses (``verify
+    --rtl``, ``fit --rtl``): the map's fixed ones, or the ones ``--a-format``/``--b-format``
+    choose among the values of its format select."""
+    a = a_format or pm.a_format
+    if a is None:
+        raise MxsimError(f"{pm.path}: the design's element format is selected by "
+                         f"{pm.format_select.by} {pm.format_select.name!r}; choose one with "
+                         f"--a-format ({', '.join(pm.format_select.values)})")
+    return a, b_format or (pm.b_format if a_format is None and pm.b_format else a)

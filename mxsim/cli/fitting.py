@@ -8,7 +8,8 @@ from pathlib import Path
 from .. import vectors
 from ..errors import MxsimError
 from ..output import check_output, write_text
-from .common import emit, out_dir
+from .common import emit, map_formats, out_dir
+from .verbs import hook, install_hint
 
 __all__ = ["cmd_probe", "cmd_fit"]
 
@@ -54,13 +55,17 @@ def cmd_probe(args: argparse.Namespace) -> int:
 def _fit_rtl(args: argparse.Namespace):
     """The probe suite through the design behind ``--rtl`` and the fit of its outputs (the
     observed set is written to ``--out``)."""
-    from testbenches.characterise import characterise
-
-    from .rtl import foreign_map, map_formats
-
     if args.inputs is not None:
         raise MxsimError("fit --rtl runs its own probe suite through the design: give no "
                          "IN.npz / GPU_OUT.npz with it")
+    # The testbenches own the port maps and the simulations: named by the mxsim.hooks entry
+    # points, never imported by the core.
+    try:
+        foreign_map, characterise = hook("foreign_map"), hook("characterise")
+    except ImportError as exc:
+        gone = f" ({exc.name} is not installed)" if exc.name else ""
+        raise MxsimError(f"fit --rtl needs the rtl extra{gone}: {install_hint('rtl')}") \
+            from None
     pm = foreign_map(args.rtl, Path(args.out) / "ports")     # written only for a bad design
     if args.k is not None and args.k != pm.k:
         raise MxsimError(f"-k {args.k} differs from the port map's k = {pm.k}; leave -k out")
@@ -76,7 +81,7 @@ def _fit_campaign(args: argparse.Namespace) -> int:
     """``fit --campaign OBS.npz ...``: each observed set fitted as a task of mxsim.campaign;
     every exact fit written to ``-o``'s folder as ``<file stem>.toml``."""
     from .. import campaign
-    from ..fitsweep import fit_tasks, spec_of
+    from ..probe.sweep import fit_tasks, spec_of
 
     if args.inputs is not None or args.rtl is not None:
         raise MxsimError("fit --campaign takes the observed sets after --campaign; give no "
@@ -111,7 +116,7 @@ def _fit_campaign(args: argparse.Namespace) -> int:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    from ..fit import default_k, fit
+    from ..probe.fit import default_k, fit
 
     if args.campaign is not None:
         return _fit_campaign(args)

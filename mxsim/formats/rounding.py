@@ -2,7 +2,7 @@
 
 Every arithmetic path in mxsim ends here: an integer significand, the exponent of its LSB and
 a sticky bit go in, codes of the format come out, rounded once in integers. Large arrays go
-through a compiled twin of the numpy path (``mxsim/_round_kernel.py``) when numba is
+through a compiled twin of the numpy path (``mxsim/formats/_round_kernel.py``) when numba is
 installed; the tests hold the two bit-equal.
 """
 
@@ -109,7 +109,7 @@ def round_to(fmt: FormatLayout, sign: Any, lsb_exp: Any, sig: Any, sticky: Any =
     ``kernel`` chooses the code that rounds, never the result: None uses the compiled twin
     for arrays of 4096 elements or more when numba is installed, True uses it for any size
     (when numba is installed), False keeps to numpy. CuPy arrays (on a GPU) are rounded by
-    the CUDA twin (``mxsim/_round_kernel.cu``) unless ``kernel`` is False or the rounding is
+    the CUDA twin (``mxsim/formats/_round_kernel.cu``) unless ``kernel`` is False or the rounding is
     stochastic; other array modules take the numpy path's code.
     """
     mode = Rounding.of(rounding)
@@ -120,7 +120,7 @@ def round_to(fmt: FormatLayout, sign: Any, lsb_exp: Any, sig: Any, sticky: Any =
     xp = _xp_of(sig, sign, lsb_exp, sticky)
     if xp is not np and kernel is not False and mode is not Rounding.STOCHASTIC \
             and xp.__name__ == "cupy":
-        from .. import _round_kernel  # the same algorithm in CUDA, one thread an element
+        from . import _round_kernel  # the same algorithm in CUDA, one thread an element
         return _round_kernel.gpu_round_codes(fmt, sign, lsb_exp, sig, sticky, mode.value,
                                              overflow.value)
     sign, lsb_exp, sig, sticky = xp.broadcast_arrays(
@@ -130,7 +130,7 @@ def round_to(fmt: FormatLayout, sign: Any, lsb_exp: Any, sig: Any, sticky: Any =
         raise ValueError("Stochastic rounding needs random_bits")
     wanted = sig.size >= _KERNEL_MIN_SIZE if kernel is None else kernel
     if wanted and xp is np and _numba_installed():
-        from .. import _round_kernel
+        from . import _round_kernel
         rb = None if random_bits is None else np.broadcast_to(
             np.asarray(random_bits, np.uint64), sig.shape).reshape(-1)
         codes = _round_kernel.round_codes(fmt, sign.reshape(-1), lsb_exp.reshape(-1),

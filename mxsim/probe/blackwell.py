@@ -13,7 +13,8 @@ at a time (:func:`hypotheses`): F in {13, 23, 24, 25, 26, 35, exact}, GST group 
 or 32 products against scales folded into each product, the zero-term exponent, RZ against
 RNE and RD, alignment rounding, C in the fused step or added after, NaN scales as numbers.
 The vectors are built so that every two hypotheses give different outputs on at least one dot
-(``tests/test_probe_blackwell.py`` checks it with the fast engine), so the returned outputs
+(``tests/mxsim/probe/test_probe_blackwell.py`` checks it with the fast engine), so the returned
+outputs
 pick one of them, or none (then ``mxsim fit`` searches the whole spec space).
 
 Families (``meta['families']``, one batch entry of 64 x 64 dots each): the MX probe families

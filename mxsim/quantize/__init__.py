@@ -4,7 +4,7 @@
 turns them back into exact values. :func:`to_nvfp4`/:func:`from_nvfp4` do the same for NVFP4
 (E2M1 elements, UE4M3 scales of 16 elements, one FP32 per-tensor scale).
 :func:`quantise_operands` quantises a GEMM's two float operands by a named recipe. (The cuBLAS
-128x4 "blocked" scale layout lives with its GPU users, in ``gpu/blocked.py``.)
+128x4 "blocked" scale layout lives with its GPU users, in ``gpu/blackwell/blocked.py``.)
 
 Each scale rule is the exact definition of one peer, so a user can see which recipe produced
 which codes (``docs/quantize.md`` gives every definition and every documented difference):

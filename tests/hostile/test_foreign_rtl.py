@@ -31,7 +31,7 @@ pytestmark = pytest.mark.rtl
 pytest.importorskip("cocotb")
 pytest.importorskip("amaranth")
 
-from testbenches.backend import HANDSHAKE_LIMIT, VALUE_LIMIT  # noqa: E402
+from testbenches.sim.backend import HANDSHAKE_LIMIT, VALUE_LIMIT  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "foreign"
 RTL = ROOT / "tests" / "data" / "rtl"
@@ -299,8 +299,8 @@ def test_characterise_saves_the_designs_outputs_before_the_fit(tmp_path, monkeyp
     """The observed outputs are the costly part (a simulation of the design): characterise
     saves them where fit --rtl asks (``keep``, the CLI's ``--out``/observed.npz, which the
     fit-rtl-nan rows read) before the fit starts, so they outlast whatever the fit does."""
-    import mxsim.fit
-    from testbenches import characterise
+    import mxsim.probe.fit
+    from testbenches.foreign import characterise
 
     observed = units.get("hopper-wgmma").run(vectors.generate("normal", k=32, seed=0))
 
@@ -309,7 +309,7 @@ def test_characterise_saves_the_designs_outputs_before_the_fit(tmp_path, monkeyp
         raise RuntimeError("a bug in the fit")
 
     monkeypatch.setattr(characterise, "probe_design", lambda *args, **kwargs: observed)
-    monkeypatch.setattr(mxsim.fit, "fit", broken)
+    monkeypatch.setattr(mxsim.probe.fit, "fit", broken)
     with pytest.raises(RuntimeError, match="a bug in the fit"):
         characterise.characterise(SimpleNamespace(k=32), "e4m3", "e4m3", tmp_path,
                                   keep=tmp_path / "observed.npz")

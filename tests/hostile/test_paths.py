@@ -311,7 +311,7 @@ def test_run_tool_replaces_bytes_that_are_not_utf8():
 
 def test_verilate_failure_is_one_line_and_leaves_the_folder(tmp_path):
     from mxsim.errors import MxsimError
-    from testbenches.toolchain import verilate
+    from testbenches.sim.toolchain import verilate
     out = tmp_path / "sp ace"
     (out / "obj").mkdir(parents=True)
     (out / "broken.v").write_text("module broken(; endmodule\n")
@@ -328,7 +328,7 @@ def test_replay_line_quotes_paths(tmp_path):
     """The replay line of a failing run pastes into a shell as it is printed."""
     from mxsim import units, vectors
     from mxsim.microarch import MicroArch
-    from testbenches.verify import Report, _keep
+    from testbenches.unit.verify import Report, _keep
 
     class NoWaves:
         def with_waves(self):

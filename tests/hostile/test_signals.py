@@ -461,7 +461,7 @@ def test_what_a_stop_signal_cut_short_is_collected_quietly(capsys):
 
 
 def test_the_build_cache_sweeps_only_abandoned_temporaries(tmp_path):
-    from testbenches import build_cache
+    from testbenches.sim import build_cache
     stale, live = tmp_path / "bulk-a.tmp-123", tmp_path / "bulk-b.tmp-456"
     stale.mkdir()
     live.mkdir()

@@ -48,7 +48,7 @@ from mxsim.campaign import (
 )
 from mxsim.campaign.demo import demo_tasks, spin
 from mxsim.campaign.store import DamagedFile, digest
-from testbenches import build_cache
+from testbenches.sim import build_cache
 
 # --- the demo campaign, undisturbed -----------------------------------------------------------
 
@@ -561,8 +561,8 @@ ARGPARSE_CASES = [
          "python -m mxsim.campaign: error: unrecognized arguments: --bogus",
          module="mxsim.campaign"),
     Case("D-CAMP-ARGPARSE/fitsweep", ["drawn", "--specs", "x"], 2,
-         "python -m mxsim.fitsweep drawn: error: argument --specs: invalid int value: 'x'",
-         module="mxsim.fitsweep"),
+         "python -m mxsim.probe.sweep drawn: error: argument --specs: invalid int value: 'x'",
+         module="mxsim.probe.sweep"),
 ]
 
 
@@ -818,7 +818,7 @@ def test_the_build_cache_path_is_checked_and_made_absolute(tmp_path, monkeypatch
     with pytest.raises(build_cache.BuildCacheError, match="j.lock: cannot lock the build cache"):
         build_cache.ensure(tmp_path / "c", "j", _model)
     pytest.importorskip("amaranth")
-    from testbenches import campaign
+    from testbenches.campaigns import pairs as campaign
     (task, *_) = campaign.tasks_for([("e2m1", "e2m1")], dots=300, chunk=20, lanes=8, stages=1,
                                     sim="amaranth", bulk=False, seed=7, cache="rel/cache",
                                     out="out")

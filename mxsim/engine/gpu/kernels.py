@@ -3,7 +3,8 @@
 :func:`prepare_b` and :func:`step_sums` have the contract of ``mxsim.engine._kernels`` (the
 numba kernel): the same arguments, meanings and results, with the operand records holding CuPy
 arrays and the results CuPy int64 arrays (sum, lsb, flags). The arithmetic is integer-only and
-bit-equal to the numba kernel; tests/test_gpu_kernel.py holds the same source, built for the
+bit-equal to the numba kernel; tests/mxsim/engine/test_gpu_kernel.py holds the same source, built
+for the
 host with g++, equal to it. CuPy is imported only when a kernel is prepared or run.
 """
 

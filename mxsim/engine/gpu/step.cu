@@ -11,7 +11,7 @@
 //   4. flags: 1 NaN, 2 +Inf, 4 -Inf, 8 every term is a -0 (an exact zero sum is then -0).
 //
 // The same source compiles twice: by NVRTC (cupy, mxsim/engine/gpu/kernels.py) for the GPU, and
-// by g++ (`-x c++ -DMXSIM_HOST`) into a host library that tests/test_gpu_kernel.py holds
+// by g++ (`-x c++ -DMXSIM_HOST`) into a host library that tests/mxsim/engine/test_gpu_kernel.py holds
 // bit-equal to the numba kernel. The host build runs the very block code the GPU runs: a CUDA
 // block's threads become loops over (ty, tx) between the barriers, so the tiling and the
 // indexing are tested on the CPU too.

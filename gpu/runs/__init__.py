@@ -1,0 +1,1 @@
+"""Runs on the GPU machine: sets from seeds, collection, validation, records, figures."""

@@ -1,0 +1,1 @@
+"""The documented verification runs as campaign tasks: every format pair, GST-FDPA."""

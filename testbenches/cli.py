@@ -1,0 +1,273 @@
+"""The ``verify`` and ``demo`` verbs of ``mxsim``: a unit's RTL (or yours, behind a port map)
+simulated and checked against the model; and the model's quick tour.
+
+Registered with the command through the ``mxsim.verbs`` entry points (pyproject.toml), which
+name :data:`VERIFY` and :data:`DEMO`; ``mxsim.hooks`` names :func:`foreign_map` for ``fit
+--rtl``. The module imports argparse, the mxsim core and :mod:`hdl.cli` (the unit options it
+shares with ``rtl``) only; Amaranth and cocotb are imported inside the verb, so its help builds
+where the ``rtl`` extra is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hdl.cli import add_rtl_unit_args, rtl_unit
+from mxsim import formats, units, vectors
+from mxsim.campaign import scheduler_address
+from mxsim.cli.common import (
+    add_allow_large,
+    add_verb,
+    emit,
+    engine_path,
+    int_range,
+    map_formats,
+    out_dir,
+)
+from mxsim.cli.verbs import Verb
+from mxsim.errors import MxsimError
+from mxsim.output import write_text
+
+__all__ = ["VERIFY", "DEMO", "foreign_map", "numerics_line", "cmd_verify", "cmd_demo"]
+
+
+def foreign_map(path: str, work: str | Path):
+    """The port map at ``path``, checked key by key and against the design's own ports (read
+    by Verilator into ``work``) before anything is simulated."""
+    from .foreign import portmap
+    from .foreign.portmap import ports
+
+    pm = portmap.load(path)
+    pm.check_ports(ports.design_ports(pm, Path(work)))
+    return pm
+
+
+def numerics_line(spec) -> str:
+    """The arithmetic of ``spec`` in one line, as a foreign design's verify report states
+    what it was held to (special values and overflow included)."""
+    from mxsim.spec import Reduce, Specials
+    steps = "one step" if spec.schedule is None else f"{len(spec.schedule)} steps"
+    terms = ("exact terms" if spec.frac_bits is None
+             else f"terms aligned to {spec.frac_bits} fraction bits ({spec.align.value})")
+    if spec.group is not None:
+        terms += f", groups of {spec.group}" + (" added in a tree of rounding adders"
+                                                if spec.reduce is Reduce.TREE else "")
+    specials = ("no NaN/Inf (every code reads as the number its bits spell)"
+                if spec.specials is Specials.NONE else "IEEE NaN/Inf")
+    return (f"{steps}, {terms}, rounded to {spec.acc_format} {spec.acc_rounding.value}; "
+            f"{specials}; overflow {spec.overflow.value}")
+
+
+def _verify_foreign(args: argparse.Namespace) -> int:
+    """``verify --rtl``: a design behind a port map, against the unit spec ``--unit`` names."""
+    from mxsim.microarch import MicroArch
+    if args.unit is None:
+        raise MxsimError("verify --rtl needs --unit NAME or --unit SPEC.toml: the unit spec the "
+                         "design must reproduce (mxsim units lists the presets)")
+    if args.vectors < 1:
+        raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
+    pm = foreign_map(args.rtl, Path(args.out) / "ports")     # written only for a bad design
+    a, b = map_formats(pm, args.a_format, args.b_format)
+    unit_name = args.unit
+    spec = units.get(unit_name).spec_for_formats(a, b)
+    pm.check_spec(spec)
+    out = out_dir(args.out)
+    replay = vectors.load(args.replay, allow_large=args.allow_large) if args.replay else None
+    if replay is not None:
+        spec.check_vectors(replay)
+    from .foreign.backend import ForeignBackend
+    from .foreign.bulk import ForeignBulkBackend
+    from .unit.verify import verify
+    backend = ForeignBulkBackend(pm) if args.bulk else ForeignBackend(pm, sim=args.sim,
+                                                                      waves=args.waves)
+    # A line to paste into a shell: paths with spaces or quotes are quoted.
+    command = (f"mxsim verify --rtl {shlex.quote(args.rtl)} --unit {shlex.quote(unit_name)} "
+               f"--a-format {spec.a_format} --b-format {spec.b_format} --sim {args.sim}")
+    rep = verify(spec, MicroArch(lanes=spec.k, stages=1), unit_name=unit_name, sim=args.sim,
+                 dots=args.vectors, seed=args.seed, chunk=args.chunk, out_dir=out,
+                 replay=replay, progress=None if not args.json else False, backend=backend,
+                 replay_command=command)
+    path = engine_path(spec)
+    lines = [rep.format(), f"  design      {pm.path} (top {pm.design.top})",
+             f"  numerics    {numerics_line(spec)}",
+             f"  model       fast engine: {path['note']}"]
+    emit(args, "\n".join(lines),
+         {**rep.to_dict(), "engine_path": path, "map": str(pm.path),
+          "numerics": numerics_line(spec)})
+    return 0 if rep.passed else 1
+
+
+def _verify_campaign(args: argparse.Namespace) -> int:
+    """``verify --campaign``: every pair's run as tasks of mxsim.campaign
+    (testbenches.campaigns.pairs)."""
+    given = [f"--{n.replace('_', '-')}" for n in ("unit", "a_format", "b_format", "rtl", "replay")
+             if getattr(args, n) is not None] + (["--waves"] if args.waves else [])
+    if given:
+        raise MxsimError(f"--campaign runs the documented unit of every pair; it takes no "
+                         f"{', '.join(given)}")
+    if args.sim != "verilator":
+        raise MxsimError(f"--campaign runs the bulk C++ harness on Verilator, not --sim "
+                         f"{args.sim}")
+    if args.scheduler is not None:
+        scheduler_address(args.scheduler)        # one line now, before the tasks are made
+    if args.vectors < 1:
+        raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
+    from .campaigns import pairs as campaign
+    pairs = campaign.parse_pairs(args.campaign)
+    out = out_dir(args.out)
+    record, rep = campaign.run_campaign(
+        pairs, dots=args.vectors, chunk=args.chunk, lanes=args.lanes, stages=args.stages,
+        sim="verilator", bulk=True, seed=args.seed,
+        store=out / "store" if args.store is None else args.store,
+        workers=args.workers, scheduler=args.scheduler, cluster_spec=args.cluster_spec,
+        cache=args.build_cache, out=str(out), progress=None if not args.json else False,
+        command="mxsim " + " ".join(sys.argv[1:]))
+    write_text(out / "campaign.json", json.dumps(record, indent=1))
+    emit(args, campaign.summary(record, rep) + f"\n  record      {out / 'campaign.json'}",
+         record)
+    bad = sum(r["value_mismatches"] + r["cycle_mismatches"] for r in record["pairs"])
+    return 1 if bad or rep.failed else 0
+
+
+def _add_verify(sub: Any) -> argparse.ArgumentParser:
+    ve = add_verb(sub, "verify", cmd_verify, "simulate a unit's RTL and check it against the "
+                                              "model bit and cycle exactly, with coverage")
+    add_rtl_unit_args(ve, "blackwell-mxf8f6f4", ", MXFP8", stages=2, rtl_map=True)
+    ve.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
+                    help="simulator (default: %(default)s)")
+    ve.add_argument("--vectors", type=int, default=20000,
+                    help="dot products to check (default: %(default)s)")
+    ve.add_argument("--seed", type=int_range(0), default=0,
+                    help="stimulus seed (default: 0)")
+    ve.add_argument("--chunk", type=int_range(1, 1_000_000), default=4000,
+                    help="dot products per simulator run, at most 1,000,000 (default: "
+                         "%(default)s)")
+    ve.add_argument("--bulk", action="store_true",
+                    help="the C++ harness instead of cocotb (millions of vectors)")
+    ve.add_argument("--out", default="mxsim-verify", metavar="DIR",
+                    help="builds, reports and failing sets (default: %(default)s)")
+    ve.add_argument("--replay", default=None, metavar="FAILING.npz",
+                    help="run exactly this vector set (a failing set a run wrote)")
+    ve.add_argument("--waves", action="store_true", help="write a waveform (FST/VCD)")
+    add_allow_large(ve)
+    ve.add_argument("--campaign", nargs="?", const="all", default=None, metavar="PAIRS",
+                    help="every supported format pair (or a list: e4m3xe5m2,int8xint8) "
+                         "through the bulk harness as campaign tasks on a Dask cluster "
+                         "(docs/verification.md); --vectors per pair")
+    ve.add_argument("--workers", type=int_range(1), default=None, metavar="N",
+                    help="with --campaign: local workers, on Dask or (without Dask) a process "
+                         "pool (default: one per core)")
+    ve.add_argument("--scheduler", default=None, metavar="ADDR",
+                    help="with --campaign: a running Dask scheduler, tcp://HOST:PORT")
+    ve.add_argument("--cluster-spec", default=None, metavar="FILE",
+                    help="with --campaign: a dask-jobqueue cluster (docs/campaigns.md)")
+    ve.add_argument("--store", default=None, metavar="DIR",
+                    help="with --campaign: the result store (default: OUT/store)")
+    ve.add_argument("--build-cache", default=None, metavar="DIR",
+                    help="with --campaign: the Verilator build cache, shared by the workers "
+                         "(default: ~/.cache/mxsim/builds on each machine)")
+    return ve
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """RTL against the model through cocotb (or the bulk harness): exit 0 only on zero
+    mismatches."""
+    if args.campaign is not None:
+        return _verify_campaign(args)
+    if any(getattr(args, n) is not None
+           for n in ("workers", "scheduler", "cluster_spec", "store", "build_cache")):
+        raise MxsimError("--workers, --scheduler, --cluster-spec, --store and --build-cache "
+                         "go with --campaign")
+    if args.rtl is not None:
+        return _verify_foreign(args)
+    unit, spec, ua = rtl_unit(args)
+    if args.vectors < 1:
+        raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
+    replay = vectors.load(args.replay, allow_large=args.allow_large) if args.replay else None
+    try:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MxsimError(f"{args.out}: cannot create the output folder ({exc.strerror})") \
+            from None
+    if replay is not None:
+        spec.check_vectors(replay)
+    from .unit.verify import verify
+    rep = verify(spec, ua, unit_name=unit.name, sim=args.sim, dots=args.vectors,
+                 seed=args.seed, chunk=args.chunk, out_dir=args.out, bulk=args.bulk,
+                 replay=replay, waves=args.waves, progress=None if not args.json else False)
+    # The expected values come from the fast engine: say which of its paths computed them.
+    path = engine_path(spec)
+    emit(args, rep.format() + f"\n  model       fast engine: {path['note']}",
+         {**rep.to_dict(), "engine_path": path})
+    return 0 if rep.passed else 1
+
+
+def _add_demo(sub: Any) -> argparse.ArgumentParser:
+    d = add_verb(sub, "demo", cmd_demo,
+                 "the main job: generate vectors, run them, check and report", json_flag=False)
+    d.add_argument("--out", default="out/demo", metavar="DIR",
+                   help="directory for the files (default: %(default)s)")
+    d.add_argument("-k", type=int_range(32, 8192), default=256,
+                   help="reduction length, a multiple of 32 (default: %(default)s)")
+    d.add_argument("--seed", type=int_range(0), default=0,
+                   help="random seed (default: %(default)s)")
+    return d
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Generate an MXFP8 vector set of every family, run it through ``exact``, check, report."""
+    from mxsim.compare import compare
+
+    folder = out_dir(args.out)
+    unit = units.get("exact")
+    kwargs = dict(a_format="e4m3", b_format="e4m3", m=16, n=16, k=args.k,
+                  scale_format="e8m0", block=32, seed=args.seed)
+    t0 = time.perf_counter()
+    vs = vectors.generate_suite(vectors.FAMILIES, count=2, **kwargs)
+    vectors.save(vs, folder / "demo_in.npz")
+    t1 = time.perf_counter()
+    res = unit.run(vs)
+    t2 = time.perf_counter()
+    vectors.save(res, folder / "demo_exact.npz")
+    # Cross-check the fast engine against the fraction reference on a slice of every family.
+    sub = res.subset(slice(0, 2), slice(0, 2))
+    report = compare(sub, unit.compute(sub, engine="reference"), actual_name="fast engine",
+                     expected_name="fraction reference")
+    t3 = time.perf_counter()
+    d = res.d.view(np.float32)
+    cls = formats.get("fp32").classify(res.d)
+    counts = {c.name.lower(): int((cls == c).sum()) for c in formats.Class}
+    lines = [
+        "mxsim demo: MXFP8 (e4m3 x e4m3, E8M0 scales, block 32) through the `exact` unit",
+        f"  vector set   {folder / 'demo_in.npz'}: {vs.num_dots} dot products, K={vs.k}, "
+        f"{len(set(vs.extra['families']))} generator families ({t1 - t0:.2f} s)",
+        f"  exact unit   {folder / 'demo_exact.npz'}: {vs.num_dots / (t2 - t1):,.0f} dots/s",
+        "  result class " + ", ".join(f"{k} {v}" for k, v in counts.items()),
+        f"  |d| range    {np.nanmin(np.abs(d[np.isfinite(d) & (d != 0)])):.3g} .. "
+        f"{np.nanmax(np.abs(d[np.isfinite(d)])):.3g}",
+        f"  check        fast engine vs fraction reference on {report.total} dots: "
+        f"{report.equal} bit-equal ({t3 - t2:.2f} s)",
+        "  next         mxsim compare " + shlex.quote(str(folder / "demo_exact.npz"))
+        + " --unit exact",
+    ]
+    print("\n".join(lines))
+    if not report.agree:
+        print(report.format())
+        return 1
+    return 0
+
+
+#: The verbs this package registers (pyproject.toml's ``mxsim.verbs`` entry points): the rank
+#: is the verb's place in ``mxsim --help``. verify needs Amaranth (the unit's RTL) and cocotb
+#: (its default simulation) from the ``rtl`` extra; demo runs the model only.
+VERIFY = Verb(name="verify", rank=40, add=_add_verify, extra="rtl",
+              modules=("amaranth", "cocotb", "cocotb_tools"))
+DEMO = Verb(name="demo", rank=150, add=_add_demo)

@@ -1,0 +1,1 @@
+"""Running RTL under test: the backend protocol, the simulators, the build cache."""

@@ -1,0 +1,1 @@
+"""The generated unit's benches: stimulus, coverage, harnesses, mutants, mxsim verify."""
