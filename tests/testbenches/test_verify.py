@@ -140,7 +140,8 @@ def test_mutants_are_at_least_twenty_and_each_is_a_subclass_outside_the_rtl():
     from hdl.unit import DotProductUnit
     from testbenches.unit import faults
     source = "".join(p.read_text() for p in (Path(__file__).parents[2] / "hdl").glob("*.py"))
-    assert len(FAULTS) >= 20 and "fault" not in source.lower()
+    # a word that starts with "fault" (hdl/cli.py's argparse "default"s do not)
+    assert len(FAULTS) >= 20 and re.search(r"\bfault", source.lower()) is None
     classes = [faults.unit_class(f) for f in FAULTS]
     assert all(issubclass(c, DotProductUnit) and c is not DotProductUnit for c in classes)
     assert len(set(classes)) == len(FAULTS)

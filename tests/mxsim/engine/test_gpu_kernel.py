@@ -255,7 +255,9 @@ def test_host_kernel_reads_and_computes_only_in_bounds_under_asan_and_ubsan():
     lib = _library("asan", ["-O1", "-g", "-fsanitize=address,undefined",
                             "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"])
     env = dict(os.environ, LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0",
-               PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[2]),
+               # this folder (the module and test_engine, which it imports) and tests/
+               PYTHONPATH=os.pathsep.join([str(Path(__file__).parent),
+                                           str(Path(__file__).parents[2]),
                                            os.environ.get("PYTHONPATH", "")]))
     run = subprocess.run([sys.executable, "-c", _SANITIZED_RUN, str(lib)], env=env,
                          capture_output=True, text=True, timeout=120)
