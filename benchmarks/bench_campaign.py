@@ -14,8 +14,7 @@ Workloads (CPU-bound; spin and engine need no RTL toolchain, only mxsim, numpy a
   verification chunk (the RTL half needs Verilator), digest of the outputs returned.
 * ``verify``: the real thing, the first ``--tasks`` format pairs of the 36-pair campaign
   (:mod:`testbenches.campaigns.pairs`), ``--dots`` vectors per pair through the RTL's bulk harness
-  in
-  tasks of one 100,000-vector chunk (needs the ``rtl`` extra and g++). The warm-up builds every
+  in tasks of one 100,000-vector chunk (needs the ``rtl`` extra and g++). The warm-up builds every
   design's Verilated model into the build cache, so the timed runs simulate and check only.
   Results are compared without their timings.
 

@@ -9,8 +9,7 @@ register accumulators; docs/array.md shows it cycle by cycle). The waves of
 :func:`mxsim.array.plan.os_waves` issue in order, one per cycle at most, all active units
 taking their beat (``first`` = ``last`` = 1) in the same cycle; the units are
 ``mxsim.microarch.cycle.UnitModel``s (``hdl.unit.DotProductUnit``), and since they move in lockstep
-one
-model stands for all. Wave ``w`` issues in cycle ``s`` when all of these hold:
+one model stands for all. Wave ``w`` issues in cycle ``s`` when all of these hold:
 
 1. the units take a beat (``i.ready``: a unit accepts a beat every ``P`` cycles);
 2. *operands*: each operand buffer fetches ``bandwidth`` bytes per cycle for the pending

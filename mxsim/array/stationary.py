@@ -2,8 +2,7 @@
 
 The tiles of :func:`mxsim.array.plan.stationary_tiles` run in order. Each array row is a
 ``mxsim.microarch.cycle.UnitModel`` (the row's units move in lockstep) that issues its beats in
-order:
-for each tile where the row holds a K-block (``r < rows_on``), one beat per streamed vector
+order: for each tile where the row holds a K-block (``r < rows_on``), one beat per streamed vector
 ``s`` (``s = 0 .. S-1``: A's rows for "ws", B's columns for "is"). Row ``r``'s beat
 ``(tile j, s)`` issues in cycle ``x`` when all of these hold (the first unmet one is the
 stall's cause, in this order):

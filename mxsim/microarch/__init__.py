@@ -2,8 +2,7 @@
 
 A micro-architecture never changes numerics: the RTL (``hdl``) and the cycle model
 (:mod:`mxsim.microarch.cycle`) built from the same ``(spec, microarch)`` give the engine's outputs,
-and
-differ from other micro-architectures only in timing and area.
+and differ from other micro-architectures only in timing and area.
 
 ``lanes``
     Products multiplied, aligned and added per cycle. A K-block takes ``K / lanes`` cycles

@@ -14,8 +14,7 @@ or 32 products against scales folded into each product, the zero-term exponent, 
 RNE and RD, alignment rounding, C in the fused step or added after, NaN scales as numbers.
 The vectors are built so that every two hypotheses give different outputs on at least one dot
 (``tests/mxsim/probe/test_probe_blackwell.py`` checks it with the fast engine), so the returned
-outputs
-pick one of them, or none (then ``mxsim fit`` searches the whole spec space).
+outputs pick one of them, or none (then ``mxsim fit`` searches the whole spec space).
 
 Families (``meta['families']``, one batch entry of 64 x 64 dots each): the MX probe families
 of :mod:`mxsim.probe` (``pair-cancel``, ``c-gap``, ``tie``, ``one-large``, ``random``,

@@ -27,8 +27,7 @@ Only instructions that end a dot product give results. It writes the trace
 of
 the first result port), the results file (``MXSIM_FTB_RESULTS``, see
 :mod:`testbenches.foreign.backend`) and a JSON summary (``MXSIM_FTB_OUT``). Python per cycle is a
-few
-handle reads and list appends; an instruction's ports are written once, whole words at a time,
+few handle reads and list appends; an instruction's ports are written once, whole words at a time,
 and ports whose value never changes are written once before the clock starts. Checking is done
 afterwards, outside the simulator.
 """

@@ -7,8 +7,7 @@ output values are the numerics engine's.
 
 The shape is cocotb's matrix-multiplier example: a :class:`Driver` (through
 ``mxsim.microarch.cycle.TraceRecorder``, the stimulus protocol and trace record of the cycle model:
-a beat
-is offered from the first cycle whose gap bit is 1 and held until taken), a :class:`Monitor`
+a beat is offered from the first cycle whose gap bit is 1 and held until taken), a :class:`Monitor`
 (samples the handshakes in ``ReadOnly``) and an in-order :class:`Scoreboard` (every cycle's
 ``i.ready``/``o.valid``/``o.payload`` against the model, so an output must carry the engine's
 value on the very cycle the model predicts). One clocked loop calls them, which keeps Python per
@@ -37,8 +36,7 @@ from ..sim.backend import Mismatch, MismatchKind
 class Driver:
     """Drives ``i__valid``/``i__payload`` and ``o__ready`` as a
     :class:`mxsim.microarch.cycle.TraceRecorder` says (the protocol and record the cycle model and
-    the
-    Amaranth runs use), and records what the :class:`Monitor` samples."""
+    the Amaranth runs use), and records what the :class:`Monitor` samples."""
 
     def __init__(self, dut, payloads: list[int], gaps: list[int], ready: list[int]):
         self.valid, self.payload, self.o_ready = dut.i__valid, dut.i__payload, dut.o__ready

@@ -1,6 +1,5 @@
 """mxsim.microarch.cycle without the RTL: its timing contract, its driver, and the GEMM throughput
-view.
-(Cycle-for-cycle agreement with the RTL is tests/hdl/test_hdl_unit.py and
+view. (Cycle-for-cycle agreement with the RTL is tests/hdl/test_hdl_unit.py and
 tests/testbenches/test_rtl_sim.py.)"""
 
 import subprocess

@@ -4,8 +4,7 @@ A port map is a TOML file the user writes for their design (the schema, table by
 "Port map reference" in ``docs/foreign-rtl.md``). :func:`load` reads it and checks every key;
 :meth:`PortMap.check_ports` checks it against the design's ports (read by
 :func:`testbenches.foreign.portmap.ports.design_ports`) and :meth:`PortMap.check_spec` against a
-unit spec.
-Then :meth:`PortMap.pack` turns every instruction of a vector set into port values,
+unit spec. Then :meth:`PortMap.pack` turns every instruction of a vector set into port values,
 :meth:`PortMap.decode` reads the design's result ports back into exact values, and
 :meth:`PortMap.compare` checks them against the model's D codes: bit for bit for FP32/FP16/
 BF16 results, exactly in value for a fixed-point result (with the difference in ulps of the
