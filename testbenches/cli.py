@@ -25,6 +25,7 @@ from mxsim import formats, units, vectors
 from mxsim.campaign import scheduler_address
 from mxsim.cli.common import (
     add_allow_large,
+    add_campaign_executor,
     add_verb,
     emit,
     engine_path,
@@ -162,15 +163,7 @@ def _add_verify(sub: Any) -> argparse.ArgumentParser:
                     help="every supported format pair (or a list: e4m3xe5m2,int8xint8) "
                          "through the bulk harness as campaign tasks on a Dask cluster "
                          "(docs/verification.md); --vectors per pair")
-    ve.add_argument("--workers", type=int_range(1), default=None, metavar="N",
-                    help="with --campaign: local workers, on Dask or (without Dask) a process "
-                         "pool (default: one per core)")
-    ve.add_argument("--scheduler", default=None, metavar="ADDR",
-                    help="with --campaign: a running Dask scheduler, tcp://HOST:PORT")
-    ve.add_argument("--cluster-spec", default=None, metavar="FILE",
-                    help="with --campaign: a dask-jobqueue cluster (docs/campaigns.md)")
-    ve.add_argument("--store", default=None, metavar="DIR",
-                    help="with --campaign: the result store (default: OUT/store)")
+    add_campaign_executor(ve)
     ve.add_argument("--build-cache", default=None, metavar="DIR",
                     help="with --campaign: the Verilator build cache, shared by the workers "
                          "(default: ~/.cache/mxsim/builds on each machine)")

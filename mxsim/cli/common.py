@@ -12,8 +12,8 @@ from typing import Any
 from .. import vectors
 from ..errors import MxsimError, Parser, printable
 
-__all__ = ["Parser", "int_range", "add_verb", "add_allow_large", "out_dir", "emit",
-           "engine_path", "refuse_unread", "map_formats"]
+__all__ = ["Parser", "int_range", "add_verb", "add_allow_large", "add_campaign_executor",
+           "out_dir", "emit", "engine_path", "refuse_unread", "map_formats"]
 
 
 def int_range(lo: int, hi: int | None = None):
@@ -60,6 +60,20 @@ def add_allow_large(sp: argparse.ArgumentParser) -> None:
                     help=f"accept vector sets over {vectors.LARGE_BYTES >> 20} MiB of arrays or "
                          f"2^{vectors.LARGE_PRODUCTS.bit_length() - 1} products (dots x K) "
                          f"(default: refuse them, see docs/vectors.md)")
+
+
+def add_campaign_executor(sp: argparse.ArgumentParser) -> None:
+    """Where a ``--campaign``'s tasks run and are stored: the options of ``verify`` and
+    ``fit`` (mxsim.campaign's executors)."""
+    sp.add_argument("--workers", type=int_range(1), default=None, metavar="N",
+                    help="with --campaign: local workers, on Dask or (without Dask) a process "
+                         "pool (default: one per core)")
+    sp.add_argument("--scheduler", default=None, metavar="ADDR",
+                    help="with --campaign: a running Dask scheduler, tcp://HOST:PORT")
+    sp.add_argument("--cluster-spec", default=None, metavar="FILE",
+                    help="with --campaign: a dask-jobqueue cluster (docs/campaigns.md)")
+    sp.add_argument("--store", default=None, metavar="DIR",
+                    help="with --campaign: the result store (default: OUT/store)")
 
 
 def out_dir(path: str | os.PathLike) -> Path:

@@ -8,7 +8,7 @@ from typing import Any
 from .. import __version__, units, vectors
 from ..vectors.importers import KM_REPOSITORY, LAYOUTS
 from . import array, fitting, listing, quantizing, running, torch_eval
-from .common import add_allow_large, add_verb, int_range
+from .common import add_allow_large, add_campaign_executor, add_verb, int_range
 from .verbs import Verb, VerbParser, add_verbs, plugin_verbs
 
 __all__ = ["CORE_VERBS", "build_parser"]
@@ -239,15 +239,7 @@ def _add_fit(sub: Any) -> argparse.ArgumentParser:
                     help="fit each of these observed sets (inputs and outputs in one file) as "
                          "a task of a campaign (docs/campaigns.md); exact fits are written to "
                          "-o's folder as NAME.toml")
-    fi.add_argument("--workers", type=int_range(1), default=None, metavar="N",
-                    help="with --campaign: local workers, on Dask or (without Dask) a process "
-                         "pool (default: one per core)")
-    fi.add_argument("--scheduler", default=None, metavar="ADDR",
-                    help="with --campaign: a running Dask scheduler, tcp://HOST:PORT")
-    fi.add_argument("--cluster-spec", default=None, metavar="FILE",
-                    help="with --campaign: a dask-jobqueue cluster (docs/campaigns.md)")
-    fi.add_argument("--store", default=None, metavar="DIR",
-                    help="with --campaign: the result store (default: OUT/store)")
+    add_campaign_executor(fi)
     add_allow_large(fi)
     return fi
 
