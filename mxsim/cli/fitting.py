@@ -8,7 +8,7 @@ from pathlib import Path
 from .. import vectors
 from ..errors import MxsimError
 from ..output import check_output, write_text
-from .common import emit, map_formats, out_dir
+from .common import emit, map_formats, out_dir, refuse_unread
 from .verbs import hook, install_hint
 
 __all__ = ["cmd_probe", "cmd_fit"]
@@ -40,6 +40,10 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
     if args.kind == "blackwell":
         return _probe_blackwell(args)
+    if args.kind == "plan":
+        return _probe_plan(args)
+    if args.format is not None:
+        raise MxsimError("--format is for --kind plan")
     if args.instruction:
         raise MxsimError("--instruction is for --kind blackwell")
     check_output(args.output)
@@ -50,6 +54,60 @@ def cmd_probe(args: argparse.Namespace) -> int:
                f"(families {', '.join(vs.extra['families'])})",
          {"output": str(args.output), "dots": vs.num_dots, "families": vs.extra["families"]})
     return 0
+
+
+def _probe_plan(args: argparse.Namespace) -> int:
+    """The order probe of a library GEMM (mxsim.probe.planfit.order_probe)."""
+    from ..probe.planfit import order_probe
+
+    if args.format is None:
+        raise MxsimError("probe --kind plan needs --format (the operands' format, e.g. bf16)")
+    if args.block is not None or args.scale_format is not None or args.instruction:
+        raise MxsimError("probe --kind plan takes --format, -k and --seed only")
+    check_output(args.output)
+    vs = order_probe(args.format, k=args.k, seed=args.seed)
+    vectors.save(vs, args.output)
+    emit(args, f"wrote {args.output}: plan order probe, {vs.m} x {vs.n} outputs of K = {vs.k} "
+               f"({args.format}); run it with `mxsim gpu run {args.output} --path P`, then "
+               f"`mxsim fit --plan RESULT.npz -o plan.toml`",
+         {"output": str(args.output), "m": vs.m, "n": vs.n, "k": vs.k})
+    return 0
+
+
+def _fit_plan(args: argparse.Namespace) -> int:
+    """``fit --plan RESULT.npz``: the GEMM plan behind a library call's outputs."""
+    from ..probe.planfit import fit_plan
+
+    if args.rtl is not None or args.campaign is not None or args.observed is not None:
+        raise MxsimError("fit --plan takes one result file (inputs and the library's outputs "
+                         "together, as `mxsim gpu run` writes it)")
+    if args.inputs is None:
+        raise MxsimError("fit --plan needs RESULT.npz, the file `mxsim gpu run` wrote")
+    check_output(args.output)
+    observed = vectors.load(args.inputs, allow_large=args.allow_large)
+    result = fit_plan(observed, units=args.plan_unit, max_split=args.max_split,
+                      exhaustive=args.exhaustive)
+    text = result.report()
+    if result.exact:
+        plan = result.plan.replace(
+            name=Path(args.inputs).name.removesuffix(".npz").removesuffix(".out"),
+            provenance=f"fitted by `mxsim fit --plan` to {Path(args.inputs).name} alone "
+                       f"({_device(observed)})",
+            verified=f"{result.equal:,} of {result.total:,} outputs of "
+                     f"{Path(args.inputs).name} ({observed.m}x{observed.n}x{observed.k})")
+        write_text(args.output, plan.dumps("toml"))
+        text += f"\nwrote {args.output}"
+    else:
+        text += "\nnothing written"
+    emit(args, text, result.to_dict())
+    return 0 if result.exact else 1
+
+
+def _device(vs) -> str:
+    dev = vs.extra.get("device")
+    if not isinstance(dev, dict):
+        return "no device recorded"
+    return ", ".join(str(dev[k]) for k in ("gpu", "torch", "cublas") if k in dev)
 
 
 def _fit_rtl(args: argparse.Namespace):
@@ -118,6 +176,10 @@ def _fit_campaign(args: argparse.Namespace) -> int:
 def cmd_fit(args: argparse.Namespace) -> int:
     from ..probe.fit import default_k, fit
 
+    if args.plan:
+        return _fit_plan(args)
+    refuse_unread(("--plan-unit", args.plan_unit, False, "is for --plan"),
+                  ("--exhaustive", args.exhaustive, False, "is for --plan"))
     if args.campaign is not None:
         return _fit_campaign(args)
     check_output(args.output)

@@ -191,9 +191,12 @@ def _add_probe(sub: Any) -> argparse.ArgumentParser:
     pr = add_verb(sub, "probe", fitting.cmd_probe,
                   "write a probe suite: vectors that separate a unit's hypotheses")
     pr.add_argument("--kind", default="fp8",
-                    help="probe kind: fp8 (e5m2 x e4m3), mxfp8 or mxint8 (block-scaled), or "
+                    help="probe kind: fp8 (e5m2 x e4m3), mxfp8 or mxint8 (block-scaled), "
                          "blackwell (one set per Blackwell instruction, -o a folder; "
-                         "docs/blackwell.md) (default: %(default)s)")
+                         "docs/blackwell.md), or plan (a library GEMM's K chunks and "
+                         "reduction, docs/plans.md; --format, -k) (default: %(default)s)")
+    pr.add_argument("--format", default=None, metavar="FMT",
+                    help="plan: the operands' format (bf16, fp16, tf32, e4m3, e5m2, ...)")
     pr.add_argument("--instruction", action="append", default=None, metavar="NAME",
                     help="blackwell: probe this instruction only (repeatable; e.g. "
                          "tcgen05-mxf8f6f4, sm120-mxf4nvf4; default: all)")
@@ -232,6 +235,16 @@ def _add_fit(sub: Any) -> argparse.ArgumentParser:
                     help="with --rtl: builds and the observed outputs (default: %(default)s)")
     fi.add_argument("-k", type=int_range(1), default=None,
                     help="instruction K (default: 32, or the port map's)")
+    fi.add_argument("--plan", action="store_true",
+                    help="fit a GEMM plan (K chunks, unit, reduction; docs/plans.md) to a "
+                         "library call's result, GPU_OUT.npz alone")
+    fi.add_argument("--plan-unit", action="append", default=None, metavar="NAME",
+                    help="with --plan: search only this unit (repeatable; default: every "
+                         "preset that takes the formats, the GPU's own first)")
+    fi.add_argument("--max-split", type=int_range(1, 512), default=64, metavar="S",
+                    help="with --plan: the largest split count tried (default: %(default)s)")
+    fi.add_argument("--exhaustive", action="store_true",
+                    help="with --plan: search every unit, not only up to the first exact one")
     fi.add_argument("-o", "--output", required=True, metavar="FITTED.toml",
                     help="where to write the spec (only when it explains every output); "
                          "with --campaign, a folder")
