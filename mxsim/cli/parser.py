@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import __version__, units, vectors
 from ..vectors.importers import KM_REPOSITORY, LAYOUTS
-from . import array, fitting, listing, quantizing, running, torch_eval
+from . import array, fitting, listing, planning, quantizing, running, torch_eval
 from .common import add_allow_large, add_campaign_executor, add_verb, int_range
 from .verbs import Verb, VerbParser, add_verbs, plugin_verbs
 
@@ -128,8 +128,11 @@ def _add_compare(sub: Any) -> argparse.ArgumentParser:
                  "compare a result with another result or with a unit, bit for bit")
     c.add_argument("result", metavar="RESULT.npz")
     c.add_argument("other", nargs="?", metavar="OTHER.npz", help="a result on the same inputs")
-    c.add_argument("--unit", metavar="NAME|SPEC",
-                   help="compare with this unit's output instead (a name or a spec file)")
+    c.add_argument("--unit", metavar="NAME|SPEC|PATH|PLAN",
+                   help="compare with this unit's output instead (a name or a spec file), or "
+                        "with a library call's plan at the result's shape: a GPU path of the "
+                        "plan table (cublas-bf16, cublas-fast, ...; docs/plans.md) or a plan "
+                        "file; without OTHER.npz and --unit, the path the result records")
     c.add_argument("--engine", default=None, choices=units.ENGINES,
                    help="engine for --unit (default: fast)")
     c.add_argument("--show", type=int_range(0), default=5, metavar="N",
@@ -270,6 +273,7 @@ CORE_VERBS = (
     Verb(name="array", rank=110, add=array.add_parser),
     Verb(name="probe", rank=120, add=_add_probe),
     Verb(name="fit", rank=130, add=_add_fit),
+    *planning.VERBS,
 )
 
 

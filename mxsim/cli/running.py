@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 from typing import Any
 
 from .. import units, vectors
@@ -103,6 +104,37 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plan_for(name: str | None, vs: vectors.VectorSet):
+    """(plan, note) when ``name`` is a GPU library path of the plan table, a plan file, or
+    (None) the path ``vs`` records; (None, None) for a unit name or spec file."""
+    from .. import plans
+    from ..plans import table
+
+    if name is None:
+        path = vs.extra.get("path")
+        if not isinstance(path, str):
+            raise MxsimError("compare needs OTHER.npz or --unit NAME; this result records no "
+                             "GPU path to model (mxsim gpu run writes one)")
+        name = path
+        if name not in table.paths():
+            raise MxsimError(f"the result records GPU path {name!r}, which no plan models; "
+                             f"{table.covered()}; give --unit NAME for an instruction path")
+    if name in table.paths():
+        found = table.lookup(name, vs.m, vs.n, vs.k)
+        return found.plan, found.note
+    if str(name).endswith((".toml", ".json")) and Path(name).is_file():
+        import tomllib
+        try:
+            data = tomllib.loads(Path(name).read_text(encoding="utf-8")) if \
+                name.endswith(".toml") else None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+            data = None
+        if isinstance(data, dict) and "unit" in data:
+            plan = plans.load(name)
+            return plan, f"plan file {name}"
+    return None, None
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from ..compare import compare
 
@@ -112,8 +144,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.plot is not None:
         check_output(args.plot)
     result = vectors.load(args.result, allow_large=args.allow_large)
-    if (args.other is None) == (args.unit is None):
+    if args.other is not None and args.unit is not None:
         raise MxsimError("compare needs either OTHER.npz or --unit NAME (not both)")
+    note = None
+    if args.other is None:
+        plan, note = _plan_for(args.unit, result)
+        if plan is not None:
+            from ..plans.run import run as run_plan
+            d = run_plan(plan, result, engine=args.engine or "fast")
+            report = compare(result, d, expected_format=plan.out_format,
+                             actual_name=str(args.result),
+                             expected_name=f"plan {plan.name} ({plan.describe()})",
+                             show=args.show)
+            text = report.format() + f"\n  plan       {note}"
+            emit(args, text, report.to_json() | {"plan": plan.to_dict(), "plan_note": note})
+            return 0 if report.agree else 1
     if args.other is not None:
         other = vectors.load(args.other, allow_large=args.allow_large)
         if not result.inputs_equal(other):

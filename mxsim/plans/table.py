@@ -4,8 +4,8 @@ A table (``mxsim/plans/data/<gpu>.json``, written by ``python -m gpu.runs.plan_t
 the committed H200 records) holds, per GPU, library version, path (``mxsim gpu info``'s names:
 ``cublas-bf16``, ``cublas-fast``, ...) and shape, the plan that reproduced every output there
 and the record that says so. For a shape the table lacks, :func:`lookup` applies the table's
-rule, the plan of the nearest recorded shape of the same path (distance in log M, log N,
-log K), and says how often that rule was right on the recorded shapes held out one at a time.
+rule, the plan of the nearest recorded shape of the same path (distance in log2(M x N) and
+log2(K)), and says how often that rule was right on the recorded shapes held out one at a time.
 A path the table has no record of is an error that names what is covered.
 """
 
@@ -18,10 +18,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from .. import presets
 from . import Plan, PlanError, from_dict
 
-__all__ = ["Entry", "Lookup", "entries", "lookup", "paths", "covered", "TABLES", "DEFAULT_GPU",
-           "held_out"]
+__all__ = ["Entry", "Lookup", "entries", "entries_of", "lookup", "paths", "covered", "TABLES",
+           "DEFAULT_GPU", "held_out", "held_out_of", "same_chunking"]
 
 _DATA = Path(__file__).with_name("data")
 #: The tables shipped, by name.
@@ -38,6 +39,8 @@ class Entry:
     k: int
     plan: Plan
     evidence: str            #: the record(s) and the count of equal outputs
+    a_format: str = ""
+    b_format: str = ""
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -61,10 +64,15 @@ def _table(gpu: str) -> dict[str, Any]:
 
 
 def entries(gpu: str = DEFAULT_GPU) -> list[Entry]:
-    t = _table(gpu)
+    return entries_of(_table(gpu))
+
+
+def entries_of(table: dict[str, Any]) -> list[Entry]:
+    """The entries of a table given as its JSON data."""
     return [Entry(path=e["path"], m=e["m"], n=e["n"], k=e["k"],
-                  plan=from_dict(e["plan"], source=f"plan table {gpu}"), evidence=e["evidence"])
-            for e in t["entries"]]
+                  plan=from_dict(e["plan"], source="plan table"), evidence=e["evidence"],
+                  a_format=e["a_format"], b_format=e["b_format"])
+            for e in table["entries"]]
 
 
 def paths(gpu: str = DEFAULT_GPU) -> list[str]:
@@ -83,7 +91,9 @@ def covered(gpu: str = DEFAULT_GPU) -> str:
 
 
 def _distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
-    return math.sqrt(sum(math.log2(x / y) ** 2 for x, y in zip(a, b, strict=True)))
+    """Shapes apart in log2(M x N) (how many output tiles there are to spread over the SMs)
+    and log2(K) (how deep each one is): what a split-K heuristic weighs."""
+    return math.hypot(math.log2(a[0] * a[1] / (b[0] * b[1])), math.log2(a[2] / b[2]))
 
 
 def _nearest(pool: list[Entry], shape: tuple[int, int, int]) -> Entry:
@@ -91,27 +101,37 @@ def _nearest(pool: list[Entry], shape: tuple[int, int, int]) -> Entry:
 
 
 def held_out(gpu: str = DEFAULT_GPU) -> dict[str, tuple[int, int]]:
+    """Per path: (right, of), as the table records it (:func:`held_out_of`)."""
+    return {p: (v[0], v[1]) for p, v in _table(gpu)["held_out"].items()}
+
+
+def held_out_of(table: dict[str, Any]) -> dict[str, tuple[int, int]]:
     """Per path: (right, of) for the nearest-shape rule on each recorded shape held out in turn
     (right: the nearest other shape's plan computes alike, see :func:`same_chunking`)."""
     out: dict[str, tuple[int, int]] = {}
-    es = entries(gpu)
+    es = entries_of(table)
     for path in sorted({e.path for e in es}):
         pool = [e for e in es if e.path == path]
         right = 0
         for e in pool:
             others = [o for o in pool if o is not e]
-            if others and same_chunking(_nearest(others, e.shape).plan, e.plan, e.k):
+            if others and same_chunking(_nearest(others, e.shape).plan, e.plan, e.k,
+                                        e.a_format, e.b_format):
                 right += 1
         out[path] = (right, len(pool) if len(pool) > 1 else 0)
     return out
 
 
-def same_chunking(x: Plan, y: Plan, k: int) -> bool:
-    """Plans that cut a K of ``k`` alike and reduce alike, with the same unit."""
+def same_chunking(x: Plan, y: Plan, k: int, a_format: str, b_format: str) -> bool:
+    """Plans that cut a K of ``k`` alike and reduce alike, with units that compute alike on
+    ``a_format`` x ``b_format`` (presets of other names but the same arithmetic)."""
     def key(p: Plan):
-        bounds = p.bounds(k)
+        spec = presets.get(p.unit).spec_for_formats(a_format, b_format)
+        bounds = p.bounds(k, spec.k)
         red = (p.partial_format, p.merge, p.sum_format) if len(bounds) > 1 else ()
-        return p.unit, tuple(bounds), red, p.out_format, p.alpha, p.beta
+        arith = sorted((f, v) for f, v in spec.to_dict().items()
+                       if f not in ("name", "instruction", "provenance"))
+        return repr(arith), tuple(bounds), red, p.out_format, p.alpha, p.beta
     return key(x) == key(y)
 
 

@@ -213,20 +213,28 @@ def fit_plan(vs: VectorSet, *, units: list[str] | None = None, max_split: int = 
     exact: list[Plan] = []
     tried, searched = 0, []
     full = np.asarray(vs.d)
+    checked: dict[str, bool] = {}
+
+    def accept(plan: Plan) -> bool:
+        """Exact on every output; True stops the screen (not exhaustive: the first will do)."""
+        key = plan.digest()
+        if key not in checked:
+            checked[key] = small is vs or np.array_equal(np.asarray(run(plan, vs)), full)
+            if checked[key]:
+                exact.append(plan)
+            else:
+                scores.append((int(full.size) - 1, plan))      # exact on the sample only
+        return checked[key] and (not exhaustive or len(exact) >= verify)
+
     for name, spec in cands:
         if exact and not exhaustive:
             break
         searched.append(name)
-        unit_hits, unit_tried = _screen_unit(name, spec, vs, small, want, c, base, max_split,
-                                             scores)
+        _, unit_tried = _screen_unit(name, spec, vs, small, want, c, base, max_split, scores,
+                                     accept)
         tried += unit_tried
-        for plan in unit_hits:
-            if len(exact) >= verify:
-                hits.append(plan)
-            elif small is vs or np.array_equal(np.asarray(run(plan, vs)), full):
-                exact.append(plan)
-            else:
-                scores.append((int(full.size), plan))      # exact on the sample only
+        if exhaustive and len(exact) >= verify:
+            break
     skipped = [n for n, _ in cands if n not in searched]
     if exact:
         return PlanFit(plan=exact[0], equal=full.size, total=full.size,
@@ -240,38 +248,52 @@ def fit_plan(vs: VectorSet, *, units: list[str] | None = None, max_split: int = 
                    tried=tried, units=searched, skipped=skipped)
 
 
+def _chunkings(spec: UnitSpec, vs: VectorSet, max_split: int
+               ) -> list[tuple[int, int, list[tuple[int, int]]]]:
+    """Every distinct way (split, granule, bounds) to cut K, fewest chunks first (the
+    library's granule first among equals)."""
+    seen: dict[tuple, tuple[int, int, list[tuple[int, int]]]] = {}
+    for rank, g in enumerate(_granules(spec, vs)):
+        for s in range(1, max_split + 1):
+            bounds = chunk_bounds(vs.k, s, g)
+            if s > 1 and len(bounds) == 1:
+                continue
+            seen.setdefault(tuple(bounds), (s, g, bounds, rank))
+    order = sorted(seen.values(), key=lambda t: (len(t[2]), t[3]))
+    return [(s, g, b) for s, g, b, _ in order]
+
+
 def _screen_unit(name: str, spec: UnitSpec, vs: VectorSet, small: VectorSet, want, c, base,
-                 max_split: int, scores: list) -> tuple[list[Plan], int]:
-    """Every chunking and reduction of unit ``name`` on the sample: the plans exact there
-    (simplest first), and how many were tried; the others go to ``scores``."""
+                 max_split: int, scores: list, accept) -> tuple[list[Plan], int]:
+    """The chunkings and reductions of unit ``name`` on the sample, simplest first: the plans
+    exact there, and how many were tried (the others go to ``scores``). ``accept(plan)``
+    checks a plan on every output; the screen stops at the first it accepts."""
     hits: list[Plan] = []
     tried = 0
     out_format = base["out_format"]
-    seen: set[tuple] = set()
-    for g in _granules(spec, vs):
-        for s in range(1, max_split + 1):
-            bounds = chunk_bounds(vs.k, s, g)
-            key = tuple(bounds)
-            if key in seen or (s > 1 and len(bounds) == 1):
+    for s, g, bounds in _chunkings(spec, vs, max_split):
+        plan0 = Plan(unit=name, split=s, granule=g if s > 1 else None, **base)
+        try:
+            parts = _batched_partials(spec, small, bounds) if vs.scale_format is None \
+                else _direct(plan0, small)
+        except (PlanError, UnitError):
+            continue
+        plans = [plan0.replace(**v) for v in
+                 ([{}] if len(bounds) == 1 else _reductions(out_format, len(bounds)))]
+        serial = out_format in ("bf16", "fp16") and len(bounds) > 1
+        if serial:
+            plans.append(plan0.replace(merge=Merge.SERIAL, sum_format=out_format))
+        for plan in plans:
+            tried += 1
+            got = run(plan, small) if plan.merge is Merge.SERIAL else reduce_fast(
+                parts, plan, c, None)
+            eq = int((np.asarray(got) == want).sum())
+            if eq != want.size:
+                scores.append((eq, plan))
                 continue
-            seen.add(key)
-            plan0 = Plan(unit=name, split=s, granule=g if s > 1 else None, **base)
-            try:
-                parts = _batched_partials(spec, small, bounds) if vs.scale_format is None \
-                    else _direct(plan0, small)
-            except (PlanError, UnitError):
-                continue
-            variants = [{}] if len(bounds) == 1 else _reductions(out_format, len(bounds))
-            for v in variants:
-                plan = plan0.replace(**v)
-                tried += 1
-                eq = int((np.asarray(reduce_fast(parts, plan, c, None)) == want).sum())
-                (hits.append(plan) if eq == want.size else scores.append((eq, plan)))
-            if out_format in ("bf16", "fp16") and len(bounds) > 1:
-                plan = plan0.replace(merge=Merge.SERIAL, sum_format=out_format)
-                tried += 1
-                eq = int((np.asarray(run(plan, small)) == want).sum())
-                (hits.append(plan) if eq == want.size else scores.append((eq, plan)))
+            hits.append(plan)
+            if accept(plan):
+                return hits, tried
     return hits, tried
 
 
@@ -410,15 +432,20 @@ def same_plan(x: Plan, y: Plan, vs: VectorSet) -> bool:
     return key(x) == key(y)
 
 
+#: The study's split range: draws take 1..12, the fit searches up to this.
+STUDY_MAX_SPLIT = 16
+
+
 def recovery_trial(index: int, seed: int) -> dict[str, Any]:
-    """Trial ``index`` of the study seeded ``seed``: draw, probe, fit, check on fresh
-    inputs (an ``llm`` set seeded apart from the probe)."""
+    """Trial ``index`` of the study seeded ``seed``: draw, probe, fit (splits up to
+    :data:`STUDY_MAX_SPLIT`), check on fresh inputs (an ``llm`` set seeded apart from the
+    probe)."""
     rng = np.random.default_rng([seed, index])
     fmt, k, plan = draw_plan(rng)
     probe = order_probe(fmt, k=k, seed=index)
     observed = probe.with_result(run(plan, probe), d_format=plan.out_format,
                                  producer="mxsim plan model")
-    fit = fit_plan(observed)
+    fit = fit_plan(observed, max_split=STUDY_MAX_SPLIT)
     fresh = vectors.generate("llm", a_format=fmt, m=16, n=16, k=k, seed=10_000 + index,
                              with_c=False)
     equal = fit.plan is not None and np.array_equal(run(fit.plan, fresh), run(plan, fresh))
