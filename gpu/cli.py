@@ -34,6 +34,18 @@ def _add_gpu(sub: Any) -> argparse.ArgumentParser:
     gr.add_argument("--path", default=None, metavar="PATH",
                     help="GPU path (see `mxsim gpu info`; default: the one a probe set names)")
     gr.add_argument("-o", "--output", required=True, metavar="OUT.npz", help="file to write")
+    lib = gr.add_argument_group("library calls (paths cublas, cublas-fast, cublas-{fp16,bf16,"
+                                "tf32}; docs/plans.md)")
+    lib.add_argument("--call", default=None, choices=("mm", "matmul", "linear", "bmm",
+                                                      "scaled_mm"),
+                     help="the torch call (default: mm; scaled_mm for the FP8 paths)")
+    lib.add_argument("--out", default=None, choices=("own", "fp32", "bf16"),
+                     help="output dtype: the operands' own, FP32 (out_dtype=torch.float32), "
+                          "or BF16 (scaled_mm) (default: fp32)")
+    lib.add_argument("--bias", action="store_true",
+                     help="linear: the set's C (one row repeated) as F.linear's bias")
+    lib.add_argument("--no-tf32", action="store_true",
+                     help="tf32 sets: run them with TF32 off (an FP32 GEMM)")
     add_allow_large(gr)
     gr.add_argument("--json", action="store_true", help="print JSON instead of text")
     return gp
@@ -68,14 +80,31 @@ def cmd_gpu_run(args: argparse.Namespace) -> int:
     check_output(args.output)
     vs = vectors.load(args.input, allow_large=args.allow_large)
     path = for_set(vs, args.path)
+    call = _library_call(args, path)
     t0 = time.perf_counter()
-    res = path.run(vs)
+    res = path.run(vs) if call is None else path.run(vs, call=call)
     dt = time.perf_counter() - t0
     vectors.save(res, args.output)
     info = {"path": path.name, "dots": vs.num_dots, "seconds": dt, "output": str(args.output)}
     emit(args, f"wrote {args.output}: {vs.num_dots} dot products through GPU path {path.name} "
                f"in {dt:.3f} s", info)
     return 0
+
+
+def _library_call(args: argparse.Namespace, path):
+    """The :class:`gpu.hopper.library.Call` the options ask for, or None for none."""
+    if args.call is None and args.out is None and not args.bias and not args.no_tf32:
+        return None
+    from mxsim.errors import MxsimError
+
+    from .hopper.library import Call
+    if path.name not in ("cublas", "cublas-fast", "cublas-fp16", "cublas-bf16", "cublas-tf32"):
+        raise MxsimError(f"--call, --out, --bias and --no-tf32 are for the library paths "
+                         f"(cublas, cublas-fast, cublas-fp16, cublas-bf16, cublas-tf32), not "
+                         f"{path.name}")
+    fp8 = path.name in ("cublas", "cublas-fast")
+    return Call(fn=args.call or ("scaled_mm" if fp8 else "mm"), out=args.out or "fp32",
+                tf32=not args.no_tf32, fast_accum=path.name == "cublas-fast", bias=args.bias)
 
 
 #: The verb this package registers (pyproject.toml's ``mxsim.verbs`` entry points), at its

@@ -196,9 +196,12 @@ class Cublas16:
     def unavailable_reason(self) -> str | None:
         return torch_unavailable_reason()
 
-    def run(self, vs: VectorSet) -> VectorSet:
+    def run(self, vs: VectorSet, call=None) -> VectorSet:
+        """``torch.mm`` with FP32 output at any shape torch accepts (or ``call``, a
+        :class:`gpu.hopper.library.Call`), with the record of what ran."""
+        from .library import Call, run_call
         require_operands(self, vs, self.fmt)
-        return matmul16(vs)
+        return run_call(vs, self.name, call or Call("mm", out="fp32"))
 
 
 class ScaledMm:
@@ -220,9 +223,21 @@ class ScaledMm:
     def unavailable_reason(self) -> str | None:
         return unavailable_reason()
 
-    def run(self, vs: VectorSet) -> VectorSet:
+    def run(self, vs: VectorSet, call=None) -> VectorSet:
+        """``torch._scaled_mm`` at any shape torch accepts (or ``call``), with the record of
+        what ran; block-wise scales go through :func:`scaled_mm`."""
+        from .library import Call, run_call
         require(self)
-        return scaled_mm(vs, fast_accum=self.fast_accum)
+        if vs.scale_format == "fp32" and vs.block == 128:
+            if call is not None:
+                raise UnitError("block-wise scaled sets run as the plain cublas call only")
+            return scaled_mm(vs, fast_accum=self.fast_accum)
+        call = call or Call("scaled_mm", out="fp32", fast_accum=self.fast_accum)
+        if call.fn != "scaled_mm" or call.fast_accum != self.fast_accum:
+            raise UnitError(f"GPU path {self.name} is torch._scaled_mm with use_fast_accum="
+                            f"{self.fast_accum}; give --call scaled_mm and "
+                            f"{'--fast-accum' if self.fast_accum else 'no --fast-accum'}")
+        return run_call(vs, self.name, call)
 
 
 class Wgmma:

@@ -356,6 +356,9 @@ def order_probe(a_format: str, b_format: str | None = None, *, k: int, seed: int
       constant while p stays in one chunk, a step at every chunk boundary;
     - *pair* rows, one per j: a large product at K = j and one 2^-16 of it at K = j + step;
       a unit's chain drops the small one where an FP32 add between chunks keeps it;
+    - *merge* rows: the large product at one end and products 2^-23..2^-25 of it every
+      ``step`` or ``4 * step``: where each chunk's small ones meet the large one (forward,
+      pairwise) decides how many are lost;
     - ``random_rows`` rows of ``llm`` values, for the rounding of partials and sums.
     """
     b_format = b_format or a_format
@@ -382,6 +385,13 @@ def order_probe(a_format: str, b_format: str | None = None, *, k: int, seed: int
         row = np.zeros(k, fa.code_dtype)
         row[j], row[j + step] = big, _code(fa, 2.0 ** pair_e)
         rows.append(row)
+    for shift in (23, 24, 25):              # merge rows: one large, then small ones
+        for stride_m in (step, 4 * step):
+            row = np.zeros(k, fa.code_dtype)
+            row[::stride_m] = _code(fa, 2.0 ** max(e_lo, e_hi - shift))
+            row[0] = big
+            rows.append(row)
+            rows.append(row[::-1].copy())
     rnd = vectors.generate("llm", a_format=a_format, b_format=b_format, m=random_rows,
                            n=cols, k=k, seed=seed, with_c=False)
     a = np.concatenate([np.stack(rows), rnd.a], axis=0)
