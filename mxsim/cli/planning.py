@@ -38,7 +38,8 @@ def cmd_invariance(args: argparse.Namespace) -> int:
             lines.append(f"{path}, layer {name} (N = {n}, K = {k}); M = 1: {note}")
             for r in rows:
                 what = "same bits as M = 1" if r.differ == 0 else \
-                    f"{r.differ} of {r.outputs} outputs differ, up to {r.max_ulp} ulp"
+                    f"{r.differ} of {r.outputs} outputs differ, median {r.median_ulp:g} ulp, " \
+                    f"up to {r.max_ulp}"
                 lines.append(f"  M = {r.m:<5} {r.source:<6} {r.plan}: {what}")
             data.append({"path": path, "layer": name, "n": n, "k": k,
                          "rows": [r.to_dict() for r in rows]})

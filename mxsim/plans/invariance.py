@@ -22,11 +22,15 @@ from . import PlanError
 from .run import run
 from .table import DEFAULT_GPU, lookup, same_chunking
 
-__all__ = ["Row", "batch_invariance", "LLAMA3_8B", "OPERAND_FORMAT", "markdown"]
+__all__ = ["Row", "batch_invariance", "LLAMA3_8B", "OPERAND_FORMAT", "markdown",
+           "INVARIANCE_MS_DOC"]
 
 #: Llama-3-8B's linear layers as (N, K) = (out_features, in_features).
 LLAMA3_8B = {"q_proj, o_proj": (4096, 4096), "k_proj, v_proj": (1024, 4096),
              "gate_proj, up_proj": (14336, 4096), "down_proj": (4096, 14336)}
+
+#: The batch sizes docs/plans.md's table asks (issue 33).
+INVARIANCE_MS_DOC = (1, 2, 3, 8, 17, 33, 128, 257, 1024)
 
 #: The operand format each library path takes.
 OPERAND_FORMAT = {"cublas": "e4m3", "cublas-fast": "e4m3", "cublas-fp16": "fp16",
@@ -43,6 +47,7 @@ class Row:
     differ: int               #: outputs of the sample rows whose bits differ from M = 1's
     outputs: int
     max_ulp: int
+    median_ulp: float         #: of the outputs that differ (0 when none does)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -75,9 +80,11 @@ def batch_invariance(path: str, n: int, k: int, ms: list[int], *, gpu: str = DEF
             raise PlanError(f"{path}'s plans at M = 1 and M = {m} write different formats")
         differ = d != d1
         ulp = ulp_distance(d, d1, out_fmt)
+        far = np.abs(ulp)[differ]
         out.append(Row(m=m, plan=found.plan.describe(), source=found.source, same_plan=same,
                        differ=int(differ.sum()), outputs=int(d.size),
-                       max_ulp=int(np.abs(ulp).max()) if d.size else 0))
+                       max_ulp=int(far.max()) if far.size else 0,
+                       median_ulp=float(np.median(far)) if far.size else 0.0))
     return out
 
 
@@ -90,7 +97,8 @@ def markdown(path: str, layers: dict[str, tuple[int, int]], ms: list[int],
         cells = []
         for r in batch_invariance(path, n, k, ms, **kwargs):
             mark = "" if r.source == "record" else "*"
-            cells.append("=" if r.differ == 0 else f"{r.differ}/{r.outputs}, ≤{r.max_ulp} ulp")
+            cells.append("=" if r.differ == 0 else
+                         f"{r.differ}/{r.outputs}, median {r.median_ulp:g} ulp")
             cells[-1] += mark
         lines.append(f"| {name} ({n}×{k}) | " + " | ".join(cells) + " |")
     return "\n".join(lines)

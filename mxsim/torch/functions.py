@@ -30,7 +30,8 @@ from . import fp32
 from .tensors import float_dtype, on_meta, to_torch, values
 
 __all__ = ["matmul", "linear", "mm", "bmm", "addmm", "gemm_bits", "compute", "pick_engine",
-           "check_grad", "check_fits", "fp32_unit"]
+           "check_grad", "check_fits", "fp32_unit", "library_plan", "library_paths",
+           "ASSUMED_FLAGS"]
 
 #: Operand formats ``none`` prefers, in order, when the inputs' dtype is not one the unit takes.
 _PLAIN = ("bf16", "fp16", "e4m3", "tf32")
@@ -158,6 +159,8 @@ def gemm_bits(x: npt.NDArray, w: npt.NDArray, unit: Any, recipe_name: Any, engin
               opts: dict[str, Any], dtype: Any = None) -> npt.NDArray[np.uint32]:
     """FP32 bits of ``x @ w`` (x (..., M, K), w (..., K, N), float values) under a recipe;
     ``dtype`` (the inputs' torch dtype) picks the operand format of ``none``."""
+    if isinstance(unit, str) and unit in library_paths():
+        return _plan_bits(x, w, unit, recipe(recipe_name), engine, opts)
     u = units.get(unit)
     rec = recipe(recipe_name)
     opts = dict(opts)
@@ -168,6 +171,60 @@ def gemm_bits(x: npt.NDArray, w: npt.NDArray, unit: Any, recipe_name: Any, engin
     qa = rec.quantise(x, "a", fa, **opts)
     qb = rec.quantise(w, "b", fb or fa, **opts)
     return compute(u, qa, qb, engine)
+
+
+def library_paths() -> list[str]:
+    """The library paths (``cublas-bf16``, ...) that name a GEMM plan by shape
+    (:mod:`mxsim.plans.table`)."""
+    from ..plans import table
+    return table.paths()
+
+
+#: The torch switches a library path's plans were recorded under (the H200 table: torch's
+#: defaults there); mxsim.torch assumes them, and :func:`library_plan` says so.
+ASSUMED_FLAGS = {"allow_tf32": "True for cublas-tf32 (FP32 operands as TF32), else unused",
+                 "allow_bf16_reduced_precision_reduction": True,
+                 "allow_fp16_reduced_precision_reduction": True,
+                 "deterministic_algorithms": False, "CUBLAS_WORKSPACE_CONFIG": None}
+
+
+def library_plan(unit: str, m: int, n: int, k: int) -> tuple[Any, str]:
+    """(plan, note) that library path ``unit`` runs at M x N x K, and the torch flags assumed,
+    in the note."""
+    from ..plans import table
+    found = table.lookup(unit, m, n, k)
+    flags = ", ".join(f"{k}={v}" for k, v in ASSUMED_FLAGS.items())
+    return found.plan, f"{found.note}; torch flags assumed: {flags}"
+
+
+def _plan_bits(x: npt.NDArray, w: npt.NDArray, path: str, rec: Any, engine: str,
+               opts: dict[str, Any]) -> npt.NDArray[np.uint32]:
+    """FP32 bits of ``x @ w`` as library path ``path`` computes it at this shape: the
+    operands rounded to the path's format (recipe ``none`` only), then the plan the table
+    gives for (M, N, K) (M counts every row of a batched x times a matrix w, as torch
+    flattens them)."""
+    from ..plans.invariance import OPERAND_FORMAT
+    from ..plans.run import run as run_plan
+
+    if rec.elements is not None or rec.scales is not None:
+        raise UnitError(f"unit {path!r} is a library call on {OPERAND_FORMAT[path]} operands; "
+                        f"use recipe 'none' (the library takes the tensors as they are)")
+    if opts:
+        raise UnitError(f"unit {path!r} takes no options ({', '.join(sorted(opts))})")
+    fmt = OPERAND_FORMAT[path]
+    qa = rec.quantise(x, "a", fmt)
+    qb = rec.quantise(w, "b", fmt)
+    m = int(np.prod(x.shape[:-1])) if w.ndim == 2 else x.shape[-2]
+    k, n = w.shape[-2], w.shape[-1]
+    if qa.codes.size == 0 or qb.codes.size == 0:
+        return np.zeros(np.broadcast_shapes(x.shape[:-1] + (1,), w.shape[:-2] + (1, n))[:-1]
+                        + (n,), np.uint32)
+    plan, _ = library_plan(path, m, n, k)
+    if plan.out_format != "fp32":
+        raise UnitError(f"the {path} plan writes {plan.out_format}; mxsim.torch takes FP32 "
+                        f"results")
+    vs = VectorSet(a=qa.codes, b=qb.codes, a_format=fmt, b_format=fmt)
+    return np.asarray(run_plan(plan, vs, engine), np.uint32)
 
 
 def _product_shape(op: str, xs: tuple[int, ...], ws: tuple[int, ...]) -> tuple[int, ...]:

@@ -119,3 +119,23 @@ def test_fit_plan_and_probe_verbs(tmp_path):
         assert out.returncode == 2, (bad, out.stderr)
         assert words in out.stderr and out.stderr.count("\n") == 1, out.stderr
     assert not (tmp_path / "q.toml").exists() and not (tmp_path / "r.npz").exists()
+
+
+def test_mxsim_torch_takes_library_paths():
+    torch = pytest.importorskip("torch")
+    import mxsim.torch as mt
+    from mxsim import formats
+    from mxsim.errors import MxsimError
+
+    vs = vectors.load(LIB / "cublas-bf16.128.128.8192.out.npz")
+    f = formats.get("bf16")
+    x = torch.from_numpy(f.decode(vs.a).astype(np.float32)).to(torch.bfloat16)
+    w = torch.from_numpy(f.decode(vs.b).astype(np.float32)).to(torch.bfloat16)
+    y = mt.matmul(x.float(), w.float(), unit="cublas-bf16")
+    assert np.array_equal(y.numpy().view(np.uint32), vs.d)
+    y16 = mt.matmul(x, w, unit="cublas-bf16")             # torch.mm's own dtype: RNE of D
+    assert y16.dtype == torch.bfloat16
+    plan, note = mt.library_plan("cublas-bf16", 128, 128, 8192)
+    assert plan.split == 6 and "torch flags assumed" in note and "recorded" in note
+    with pytest.raises(MxsimError, match="use recipe 'none'"):
+        mt.matmul(x, w, unit="cublas-bf16", recipe="mxfp8")
