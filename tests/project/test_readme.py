@@ -57,7 +57,7 @@ REDUCED = {
 RTL_VERBS = ("rtl", "verify")
 
 #: Repository folders the commands read, copied into the temporary folder.
-INPUTS = ("examples", "docs/sweeps")
+INPUTS = ("examples", "docs/sweeps", "tests/data/h200_library_gemms")
 
 
 def readme_commands() -> list[str]:
@@ -130,10 +130,11 @@ def test_readme_lists_only_commands_it_has():
 
 
 def test_readme_names_only_shipped_files():
-    """Every repository path a README command reads is committed (examples/, docs/)."""
+    """Every repository path a README command reads is committed (examples/, docs/,
+    tests/data/)."""
     for command in readme_commands():
         for word in shlex.split(command):
-            if word.startswith(("examples/", "docs/")) and "results" not in word:
+            if word.startswith(("examples/", "docs/", "tests/data/")) and "results" not in word:
                 assert (ROOT / word).is_file(), (command, word)
 
 

@@ -139,3 +139,23 @@ def test_mxsim_torch_takes_library_paths():
     assert plan.split == 6 and "torch flags assumed" in note and "recorded" in note
     with pytest.raises(MxsimError, match="use recipe 'none'"):
         mt.matmul(x, w, unit="cublas-bf16", recipe="mxfp8")
+
+
+def test_bad_plan_files_and_sets_are_one_line(tmp_path):
+    res = LIB / "cublas-tf32.64.64.64.out.npz"
+    bad = tmp_path / "bad.toml"
+    for text, words in (('unit = "hopper-mma-tf32"\nsplit = 0\n', "split must be a positive"),
+                        ('unit = "no-such-unit"\n', "no-such-unit"),
+                        ('unit = "hopper-mma-tf32"\nmerge = "sideways"\n', "merge must be"),
+                        ('unit = "hopper-mma-tf32"\nsplitk = 2\n', "unknown key(s) splitk")):
+        bad.write_text(text)
+        out = mxsim("compare", res, "--unit", bad)
+        assert out.returncode == 2, (text, out.stderr)
+        assert words in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    scaled = vectors.generate("llm", a_format="e4m3", m=2, n=2, k=256, scale_format="fp32",
+                              scale_granularity="row", seed=1, with_c=False)
+    f = tmp_path / "scaled.npz"
+    vectors.save(scaled.with_result(np.zeros((2, 2), np.uint32), producer="t"), f)
+    out = mxsim("fit", "--plan", f, "-o", tmp_path / "p.toml")
+    assert out.returncode == 2 and "FP32 scales" in out.stderr
+    assert out.stderr.count("\n") == 1 and not (tmp_path / "p.toml").exists()
