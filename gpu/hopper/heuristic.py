@@ -87,32 +87,35 @@ def _query(vs, call) -> dict[str, Any]:
     desc, pref = ctypes.c_void_p(), ctypes.c_void_p()
     layouts = [ctypes.c_void_p() for _ in range(4)]
     try:
-        _check(lt.cublasLtMatmulDescCreate(ctypes.byref(desc), compute, 0),
+        _check(lt.cublasLtMatmulDescCreate(ctypes.byref(desc), ctypes.c_int(compute),
+                                           ctypes.c_int(0)),
                "cublasLtMatmulDescCreate")
         # torch: D^T (N x M, col-major) = B^T (N x K) . A^T (K x M); FP8 wants "TN"
         op_t, op_n = ctypes.c_int(1), ctypes.c_int(0)
         trans_a = op_t if fp8 else op_n
-        _check(lt.cublasLtMatmulDescSetAttribute(desc, _DESC_TRANSA, ctypes.byref(trans_a), 4),
-               "set TRANSA")
-        _check(lt.cublasLtMatmulDescSetAttribute(desc, _DESC_TRANSB, ctypes.byref(op_n), 4),
+        four, eight = ctypes.c_size_t(4), ctypes.c_size_t(8)     # size_t, never a bare int
+        _check(lt.cublasLtMatmulDescSetAttribute(desc, _DESC_TRANSA, ctypes.byref(trans_a),
+                                                 four), "set TRANSA")
+        _check(lt.cublasLtMatmulDescSetAttribute(desc, _DESC_TRANSB, ctypes.byref(op_n), four),
                "set TRANSB")
         shapes = [((k, n, k) if fp8 else (n, k, n), _CUDA_R[vs.b_format]),   # A = B^T
                   ((k, m, k), _CUDA_R[fmt]),                                 # B = A^T
                   ((n, m, n), _CUDA_R[out_fmt]), ((n, m, n), _CUDA_R[out_fmt])]
         for lay, ((rows, cols, ld), dtype) in zip(layouts, shapes, strict=True):
-            _check(lt.cublasLtMatrixLayoutCreate(ctypes.byref(lay), dtype, ctypes.c_uint64(rows),
+            _check(lt.cublasLtMatrixLayoutCreate(ctypes.byref(lay), ctypes.c_int(dtype),
+                                                 ctypes.c_uint64(rows),
                                                  ctypes.c_uint64(cols), ctypes.c_int64(ld)),
                    "cublasLtMatrixLayoutCreate")
         _check(lt.cublasLtMatmulPreferenceCreate(ctypes.byref(pref)),
                "cublasLtMatmulPreferenceCreate")
         ws = ctypes.c_uint64(workspace)
         _check(lt.cublasLtMatmulPreferenceSetAttribute(pref, _PREF_MAX_WORKSPACE,
-                                                       ctypes.byref(ws), 8),
+                                                       ctypes.byref(ws), eight),
                "set MAX_WORKSPACE_BYTES")
         results = (_Result * 1)()
         count = ctypes.c_int(0)
-        _check(lt.cublasLtMatmulAlgoGetHeuristic(handle, desc, *layouts, pref, 1, results,
-                                                 ctypes.byref(count)),
+        _check(lt.cublasLtMatmulAlgoGetHeuristic(handle, desc, *layouts, pref, ctypes.c_int(1),
+                                                 results, ctypes.byref(count)),
                "cublasLtMatmulAlgoGetHeuristic")
         if count.value < 1:
             return {"error": "the heuristic returned no algorithm"}
@@ -121,7 +124,7 @@ def _query(vs, call) -> dict[str, Any]:
         for name, attr in ATTRIBUTES.items():
             value, written = ctypes.c_int32(0), ctypes.c_size_t(0)
             _check(lt.cublasLtMatmulAlgoConfigGetAttribute(ctypes.byref(best.algo), attr,
-                                                           ctypes.byref(value), 4,
+                                                           ctypes.byref(value), four,
                                                            ctypes.byref(written)),
                    f"read {name}")
             out[name] = int(value.value)
@@ -130,7 +133,8 @@ def _query(vs, call) -> dict[str, Any]:
         out["workspace_needed"] = int(best.workspaceSize)
         out["waves"] = float(best.wavesCount)
         out["assumed"] = {"workspace_bytes": workspace, "compute_type": compute,
-                          "layout": "TN" if fp8 else "NN", "out": out_fmt}
+                          "layout": "TN" if fp8 else "NN", "out": out_fmt,
+                          "not_set": "fast accumulation, scale pointers, epilogue (bias)"}
         return out
     finally:
         if pref.value:

@@ -95,3 +95,11 @@ def test_switches_name_every_numerics_flag():
                 "allow_fp16_reduced_precision_reduction", "deterministic_algorithms",
                 "CUBLAS_WORKSPACE_CONFIG", "float32_matmul_precision"):
         assert key in s
+
+
+def test_heuristic_query_records_rather_than_raises():
+    from gpu.hopper.heuristic import query
+    vs = _set("bf16", 2, 2, 16)
+    got = query(torch, vs, Call("mm", out="fp32"))
+    assert isinstance(got, dict)
+    assert "error" in got or {"splitk_num", "reduction_scheme", "tile_id"} <= set(got)
