@@ -66,8 +66,10 @@ def batch_invariance(path: str, n: int, k: int, ms: list[int], *, gpu: str = DEF
     if not ms or any(isinstance(m, bool) or not isinstance(m, int) or m < 1 for m in ms):
         raise PlanError(f"M values must be positive whole numbers, not {ms!r}")
     fmt = OPERAND_FORMAT[path]
+    if k > 1 << 20:
+        raise PlanError(f"K must be at most {1 << 20:,} here, not {k:,}")
     vs = vectors.generate("llm", a_format=fmt, m=rows, n=min(cols, n), k=k, seed=seed,
-                          with_c=False, allow_large=True)
+                          with_c=False)
     base = lookup(path, 1, n, k, gpu=gpu)
     d1 = np.asarray(run(base.plan, vs))
     out_fmt = formats.get(base.plan.out_format)

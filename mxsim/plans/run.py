@@ -93,10 +93,8 @@ def _check_set(plan: Plan, vs: VectorSet, chunks: int) -> None:
                         f"sets, split plans do not yet")
 
 
-def partials(plan: Plan, vs: VectorSet, engine: str = "fast",
-             c: npt.NDArray | None = None) -> list[npt.NDArray[np.uint32]]:
-    """Each chunk's partial sum (FP32 codes, shape ``vs.out_shape``), from +0 (or, for a
-    serial merge, see :func:`run`)."""
+def partials(plan: Plan, vs: VectorSet, engine: str = "fast") -> list[npt.NDArray[np.uint32]]:
+    """Each chunk's partial sum (FP32 codes, shape ``vs.out_shape``), from +0."""
     if engine not in ENGINES:
         raise PlanError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
     spec = unit_spec(plan, _no_c(vs))
@@ -128,8 +126,9 @@ def run(plan: Plan, vs: VectorSet, engine: str = "fast", *,
     reduce = reduce_reference if engine == "reference" else reduce_fast
     c = None if vs.c is None else _as_fp32(vs.c, vs.c_format)
     if plan.merge is Merge.SERIAL:
-        total = _serial(plan, vs, engine, reduce)
-        return reduce([total], plan.replace(merge=Merge.FORWARD), c, bias)
+        total = _serial(plan, vs, engine, reduce)          # already rounded to sum_format
+        return reduce([total], plan.replace(merge=Merge.FORWARD, partial_format="fp32"), c,
+                      bias)
     return reduce(partials(plan, vs, engine), plan, c, bias)
 
 

@@ -363,8 +363,13 @@ def order_probe(a_format: str, b_format: str | None = None, *, k: int, seed: int
     """
     b_format = b_format or a_format
     fa, fb = formats.get(a_format), formats.get(b_format)
-    if k % step:
-        raise PlanError(f"K ({k}) must be a multiple of the probe step ({step})")
+    if isinstance(k, bool) or not isinstance(k, int) or k < step or k % step:
+        raise PlanError(f"K ({k}) must be a positive multiple of the probe step ({step})")
+    rows_total = 2 * (k // step) + 12 + random_rows
+    size = rows_total * k * fa.code_dtype.itemsize + k * cols * 4
+    if size > vectors.LARGE_BYTES:
+        raise PlanError(f"a plan probe of K = {k} would hold {size:,} bytes, above the limit of "
+                        f"{vectors.LARGE_BYTES:,}; probe a K of at most 16384, or a larger step")
     e_hi, e_lo = _pow2_range(fa)
     grid = list(range(step, k, step))
     # small ones: as many as the range allows to be swamped in FP32 (24 bits + count)
