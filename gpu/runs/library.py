@@ -14,7 +14,9 @@ C unless a bias is asked:
 - ``torch``: torch.mm on BF16 at three decode and three prefill shapes of Llama-3-8B's
   q_proj (what ``mxsim.torch.matmul(x, w, unit="cublas-bf16")`` must equal);
 - ``invariance``: one layer (4096 x 4096, BF16, FP32 out) at M in {1, 2, 3, 8, 17, 33, 128,
-  257, 1024}, the same first rows each time: which M change those rows' bits.
+  257, 1024}, the same first rows each time: which M change those rows' bits;
+- ``engine`` lines: plans of every reduction kind through mxsim's GPU engine and its fast
+  engine on the device, equal outputs counted (:func:`engine_checks`).
 
 Each result is one JSON line in ``records.jsonl`` (the call, shape, generator arguments, the
 record of what ran: kernels, cuBLASLt heuristic, switches, device) plus its outputs in
@@ -45,7 +47,7 @@ import numpy as np
 from mxsim import vectors
 
 __all__ = ["TABLE_SHAPES", "TABLE_PATHS", "heldout_pairs", "torch_shapes", "INVARIANCE_MS",
-           "generate", "main"]
+           "generate", "engine_checks", "ENGINE_PLANS", "main"]
 
 TABLE_SHAPES = ((1, 4096, 4096), (16, 4096, 4096), (128, 128, 8192), (64, 64, 64),
                 (256, 128, 512), (2048, 64, 128))
@@ -164,7 +166,47 @@ def _run(args: argparse.Namespace) -> int:
             fh.flush()
             print(rec["group"], rec["index"], rec["path"], rec["gen"]["m"], rec["gen"]["n"],
                   rec["gen"]["k"], rec.get("error", "ok"), flush=True)
+        try:
+            for line in engine_checks(args.salt):
+                fh.write(json.dumps(line) + "\n")
+                print("engine", line["format"], line["k"], line["family"], line["equal"], "/",
+                      line["outputs"], flush=True)
+        except Exception as exc:                        # no CuPy there: say so, keep the rest
+            fh.write(json.dumps({"kind": "engine-error", "error": f"{type(exc).__name__}: "
+                                                                  f"{exc}"}) + "\n")
     return 0
+
+
+#: Plans the GPU engine runs beside the fast one on the device (``engine`` lines): one per
+#: reduction kind, as tests/mxsim/plans/test_plans.py's CASES hold fast and reference equal.
+ENGINE_PLANS = (
+    ("bf16", 8192, {"unit": "hopper-mma-bf16", "split": 6, "granule": 64}),
+    ("e4m3", 8192, {"unit": "hopper-wgmma", "split": 3, "granule": 128}),
+    ("tf32", 64, {"unit": "hopper-mma-tf32", "split": 2, "granule": 16}),
+    ("bf16", 1024, {"unit": "hopper-mma-bf16", "split": 4, "granule": 64, "merge": "tree",
+                    "partial_format": "bf16", "out_format": "bf16"}),
+    ("fp16", 1024, {"unit": "hopper-mma-f16", "split": 4, "granule": 64, "merge": "serial",
+                    "sum_format": "fp16", "out_format": "fp16"}),
+)
+
+
+def engine_checks(salt: str) -> list[dict[str, Any]]:
+    """The plans of :data:`ENGINE_PLANS` through the GPU engine and the fast engine, on
+    ``llm`` and ``specials`` sets: equal outputs of each (run where CuPy and a GPU are)."""
+    from mxsim.plans import from_dict
+    from mxsim.plans.run import run
+
+    out = []
+    for i, (fmt, k, fields) in enumerate(ENGINE_PLANS):
+        plan = from_dict(fields)
+        for family in ("llm", "specials"):
+            vs = vectors.generate(family, a_format=fmt, m=64, n=64, k=k, with_c=False,
+                                  seed=_seed(salt, "engine", i, family))
+            gpu_d, fast_d = np.asarray(run(plan, vs, "gpu")), np.asarray(run(plan, vs, "fast"))
+            out.append({"kind": "engine", "plan": fields, "format": fmt, "k": k,
+                        "family": family, "equal": int((gpu_d == fast_d).sum()),
+                        "outputs": int(fast_d.size)})
+    return out
 
 
 def _fit(args: argparse.Namespace) -> int:

@@ -50,3 +50,15 @@ def test_fit_half_on_a_folder_a_plan_wrote(tmp_path):
     row = json.loads((folder / "fits.jsonl").read_text())
     assert row["source"] == "record" and row["equal"] == row["outputs"] == 32
     assert row["fitted"]["split"] == 6
+
+
+def test_engine_check_plans_are_valid_and_say_why_not_without_a_gpu():
+    from mxsim.engine import gpu as gpu_engine
+    from mxsim.plans import from_dict
+    for _, _, fields in library.ENGINE_PLANS:
+        from_dict(fields)
+    if not gpu_engine.available():
+        import pytest
+        from mxsim.errors import MxsimError
+        with pytest.raises((MxsimError, ImportError, RuntimeError)):
+            library.engine_checks("s")
