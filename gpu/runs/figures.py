@@ -42,7 +42,9 @@ __all__ = ["figures", "render", "DOCS", "bias_scores", "blockwise_order_scores",
 ROOT = Path(__file__).resolve().parents[2]
 #: The documents whose marked spans this module writes.
 DOCS = ("docs/gpu.md", "docs/findings.md", "docs/units.md", "README.md")
-MARK = re.compile(r"<!-- fig:([A-Za-z0-9_.:+/-]+) -->(.*?)<!-- /fig -->", re.DOTALL)
+#: ``fig:plans:...`` spans are gpu.runs.plan_figures' (docs/plans.md, docs/gpu.md's library
+#: section), left alone here.
+MARK = re.compile(r"<!-- fig:(?!plans:)([A-Za-z0-9_.:+/-]+) -->(.*?)<!-- /fig -->", re.DOTALL)
 BIAS_RUN = records.DATA / "2026-12-01" / "bias-bf16" / "bias.npz"
 
 

@@ -113,8 +113,8 @@ def _plan_for(name: str | None, vs: vectors.VectorSet):
     if name is None:
         path = vs.extra.get("path")
         if not isinstance(path, str):
-            raise MxsimError("compare needs OTHER.npz or --unit NAME; this result records no "
-                             "GPU path to model (mxsim gpu run writes one)")
+            raise MxsimError("compare needs either OTHER.npz or --unit NAME; this result "
+                             "records no GPU path to model (mxsim gpu run writes one)")
         name = path
         if name not in table.paths():
             raise MxsimError(f"the result records GPU path {name!r}, which no plan models; "

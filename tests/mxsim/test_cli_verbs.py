@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: ``mxsim --help``'s order of the verbs (tests/data/cli_help.txt).
 HELP_ORDER = ["formats", "units", "rtl", "verify", "explore", "vectors", "run", "compare",
-              "quantize", "torch-eval", "array", "probe", "fit", "gpu", "demo"]
+              "invariance", "quantize", "torch-eval", "array", "probe", "fit", "gpu", "demo"]
 
 RTL_HINT = "pip install -e '.[rtl]', or run `make demo`"
 
