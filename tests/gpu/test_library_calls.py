@@ -103,3 +103,19 @@ def test_heuristic_query_records_rather_than_raises():
     got = query(torch, vs, Call("mm", out="fp32"))
     assert isinstance(got, dict)
     assert "error" in got or {"splitk_num", "reduction_scheme", "tile_id"} <= set(got)
+
+
+def test_gpu_run_library_options_are_for_library_paths(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    f = tmp_path / "in.npz"
+    vectors.save(_set("bf16", 2, 2, 16), f)
+    for argv, words in ((["--path", "mma-sync", "--call", "mm"], "are for the library paths"),
+                        (["--path", "cublas-bf16", "--call", "gemv"], "invalid choice")):
+        p = subprocess.run([sys.executable, "-m", "mxsim", "gpu", "run", str(f), *argv, "-o",
+                            str(tmp_path / "o.npz")], capture_output=True, text=True, cwd=root)
+        assert p.returncode == 2 and words in p.stderr, p.stderr
+        assert p.stderr.count("\n") == 1 or "usage:" in p.stderr
+    assert not (tmp_path / "o.npz").exists()
