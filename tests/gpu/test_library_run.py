@@ -59,6 +59,7 @@ def test_engine_check_plans_are_valid_and_say_why_not_without_a_gpu():
         from_dict(fields)
     if not gpu_engine.available():
         import pytest
+
         from mxsim.errors import MxsimError
         with pytest.raises((MxsimError, ImportError, RuntimeError)):
             library.engine_checks("s")
