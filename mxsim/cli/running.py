@@ -123,12 +123,13 @@ def _plan_for(name: str | None, vs: vectors.VectorSet):
         found = table.lookup(name, vs.m, vs.n, vs.k)
         return found.plan, found.note
     if str(name).endswith((".toml", ".json")) and Path(name).is_file():
+        import json
         import tomllib
         try:
-            data = tomllib.loads(Path(name).read_text(encoding="utf-8")) if \
-                name.endswith(".toml") else None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-            data = None
+            text = Path(name).read_text(encoding="utf-8")
+            data = tomllib.loads(text) if name.endswith(".toml") else json.loads(text)
+        except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError, OSError):
+            data = None                       # the unit loader says what is wrong with it
         if isinstance(data, dict) and "unit" in data:
             plan = plans.load(name)
             return plan, f"plan file {name}"
@@ -138,9 +139,9 @@ def _plan_for(name: str | None, vs: vectors.VectorSet):
 def cmd_compare(args: argparse.Namespace) -> int:
     from ..compare import compare
 
-    refuse_unread(("--engine", args.engine, args.unit is not None,
-                   "does not apply without --unit: it picks the engine that computes the unit's "
-                   "output (OTHER.npz holds its results)"))
+    refuse_unread(("--engine", args.engine, args.unit is not None or args.other is None,
+                   "does not apply with OTHER.npz: it picks the engine that computes a unit's or "
+                   "a plan's output (OTHER.npz holds its results)"))
     if args.plot is not None:
         check_output(args.plot)
     result = vectors.load(args.result, allow_large=args.allow_large)
@@ -157,6 +158,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
                              expected_name=f"plan {plan.name} ({plan.describe()})",
                              show=args.show)
             text = report.format() + f"\n  plan       {note}"
+            if args.plot is not None:
+                from ..plot import error_distribution
+                error_distribution(result, args.plot)
+                text += f"\n  plot       {args.plot}"
             emit(args, text, report.to_json() | {"plan": plan.to_dict(), "plan_note": note})
             return 0 if report.agree else 1
     if args.other is not None:

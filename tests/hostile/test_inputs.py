@@ -444,7 +444,7 @@ CASES = [
          "--c-format does not apply with --no-c", outputs=["g.npz"]),
     Case("D-GEN-IGNORED-OPT/compare-engine", ["compare", "in.npz", "in.npz", "--engine",
                                               "reference"], 2,
-         "--engine does not apply without --unit", put("in.npz")),
+         "--engine does not apply with OTHER.npz", put("in.npz")),
     Case("D-GEN-IGNORED-OPT/fp32-row", [*GEN, "--scale-format", "fp32", "--scale-granularity",
                                         "row", "-k", "128"], 0, "fp32 scales"),
 

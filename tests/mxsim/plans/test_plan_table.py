@@ -159,3 +159,17 @@ def test_bad_plan_files_and_sets_are_one_line(tmp_path):
     out = mxsim("fit", "--plan", f, "-o", tmp_path / "p.toml")
     assert out.returncode == 2 and "FP32 scales" in out.stderr
     assert out.stderr.count("\n") == 1 and not (tmp_path / "p.toml").exists()
+
+
+def test_compare_plan_options(tmp_path):
+    from mxsim.plans import load
+    res = LIB / "cublas-tf32.64.64.64.out.npz"
+    out = mxsim("compare", res, "--engine", "fast", "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["plan"]["split"] == 2
+    plan_json = tmp_path / "plan.json"
+    plan_json.write_text(load(ROOT / "tests" / "data" / "plans" /
+                              "h200-cublas-tf32.64.64.64.toml").dumps("json"))
+    out = mxsim("compare", res, "--unit", plan_json)
+    assert out.returncode == 0 and "100.0000%" in out.stdout and "plan file" in out.stdout
+    out = mxsim("compare", res, res, "--engine", "fast")
+    assert out.returncode == 2 and "--engine does not apply with OTHER.npz" in out.stderr
