@@ -232,7 +232,8 @@ def run_call(vs: VectorSet, path: str, call: Call, *, device: str = "cuda",
                         f"others: fp32, tf32, bf16, fp16)")
     saved = torch.backends.cuda.matmul.allow_tf32
     try:
-        torch.backends.cuda.matmul.allow_tf32 = (fmt == "tf32") or (fmt == "fp32" and call.tf32)
+        if fmt in ("tf32", "fp32"):
+            torch.backends.cuda.matmul.allow_tf32 = call.tf32
         try:
             out = _launch(torch, call, vs, device)
             if device == "cuda":
@@ -251,6 +252,8 @@ def run_call(vs: VectorSet, path: str, call: Call, *, device: str = "cuda",
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved
     d, d_format = _codes(torch, out)
+    if fmt == "tf32" and not call.tf32:
+        path = "cublas-fp32"                # an FP32 GEMM: no TF32 plan models it
     return vs.with_result(d.reshape(vs.batch_shape + (vs.m, vs.n)), d_format=d_format,
                           producer=f"gpu {call.text(fmt)}", path=path, call=call.text(fmt),
                           record=record, **({"device": record["device"]}

@@ -24,6 +24,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..errors import MxsimError, printable
 from ..spec.checks import short
 
@@ -93,7 +95,6 @@ class Plan:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise PlanError(f"plan {name} must be a number, not {printable(repr(value))}")
-            import numpy as np
             if not np.isfinite(value) or float(np.float32(value)) != float(value):
                 raise PlanError(f"plan {name} must be a finite FP32 value, not {value!r}")
             object.__setattr__(self, name, float(value))
@@ -114,8 +115,8 @@ class Plan:
                 value = value.value
             elif isinstance(value, tuple):
                 value = list(value)
-            if value is None or value in ("", []) and f.name != "unit":
-                continue
+            if value is None or (value in ("", []) and f.name != "unit"):
+                continue                          # an empty default: left out
             out[f.name] = value
         return out
 

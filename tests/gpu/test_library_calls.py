@@ -119,3 +119,14 @@ def test_gpu_run_library_options_are_for_library_paths(tmp_path):
         assert p.returncode == 2 and words in p.stderr, p.stderr
         assert p.stderr.count("\n") == 1 or "usage:" in p.stderr
     assert not (tmp_path / "o.npz").exists()
+
+
+def test_tf32_off_is_an_fp32_gemm_and_says_so():
+    vs = _set("tf32", 2, 3, 16, seed=4)
+    before = torch.backends.cuda.matmul.allow_tf32
+    res = run_call(vs, "cublas-tf32", Call("mm", out="own", tf32=False), device="cpu")
+    assert res.extra["path"] == "cublas-fp32" and "TF32 off" in res.extra["call"]
+    assert res.extra["record"]["switches"]["allow_tf32"] is False
+    on = run_call(vs, "cublas-tf32", Call("mm", out="own"), device="cpu")
+    assert on.extra["record"]["switches"]["allow_tf32"] is True
+    assert torch.backends.cuda.matmul.allow_tf32 == before          # restored
