@@ -90,11 +90,13 @@ def _reap(sid: int, grace: float) -> list[str]:
     return left
 
 
-def _terminal_sigint() -> None:
-    """SIGINT as a terminal's foreground process has it: a test run in the background of a
-    non-interactive shell (CI) has SIGINT ignored, which exec keeps, and the command would
-    never see the Ctrl-C a row sends."""
+def _terminal_signals() -> None:
+    """SIGINT and SIGHUP as a terminal's foreground process has them: a test run in the
+    background of a non-interactive shell (CI) has SIGINT ignored, and one run under nohup
+    SIGHUP, which exec keeps, and the command would never see the Ctrl-C or the hang-up a row
+    sends."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _wait_for(p: subprocess.Popen, case: Case, t: Path,
@@ -135,11 +137,12 @@ def run_case(case: Case, t: Path, *, signal_after: float | None = None,
         # interpreter that lies in a folder only root may enter (~/.pyenv here); setpriv can.
         argv = ["setpriv", f"--reuid={case.user}", f"--regid={pwd.getpwuid(case.user).pw_gid}",
                 "--clear-groups", *argv]
-    ctrl_c = sig == signal.SIGINT and (signal_after is not None or signal_when is not None)
+    terminal = sig in (signal.SIGINT, signal.SIGHUP) and (signal_after is not None or
+                                                          signal_when is not None)
     with subprocess.Popen(argv, cwd=t, env=env, stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           errors="replace", start_new_session=True,
-                          preexec_fn=_terminal_sigint if ctrl_c else None) as p:
+                          preexec_fn=_terminal_signals if terminal else None) as p:
         try:
             if signal_when is not None:
                 _wait_for(p, case, t, signal_when)
