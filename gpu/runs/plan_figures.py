@@ -85,6 +85,32 @@ def _kernels() -> str:
     return _table(["dtype", "M×N×K", "out", "kernels (torch profiler)", "kind"], rows)
 
 
+#: The kernel records' dtypes as library paths.
+_KERNEL_PATHS = {"bf16": "cublas-bf16", "fp16": "cublas-fp16", "tf32": "cublas-tf32",
+                 "fp8fast": "cublas-fast", "fp8": "cublas"}
+
+
+def _kernel_agreement() -> str:
+    """Does the table's rule split K where the H200's kernel records saw split-K kernels, at
+    the shapes the rule (not a record) answers?"""
+    from mxsim.plans.table import lookup
+
+    rows, agree, asked = [], 0, 0
+    for c in json.loads(KERNELS.read_text())["cases"]:
+        found = lookup(_KERNEL_PATHS[c["dtype"]], c["m"], c["n"], c["k"])
+        if found.source != "rule":
+            continue
+        seen = any("splitK" in k for k in c["kernels"])
+        said = len(found.plan.bounds(c["k"], 16)) > 1
+        asked += 1
+        agree += seen == said
+        rows.append([_KERNEL_PATHS[c["dtype"]], f"{c['m']}×{c['n']}×{c['k']}",
+                     "split-K" if seen else "one kernel", "split-K" if said else "one chain",
+                     "yes" if seen == said else "**no**"])
+    table = _table(["path", "M×N×K", "the H200 ran", "the rule says", "agree"], rows)
+    return f"{table}\n\nThe rule agrees at {agree} of {asked} shapes."
+
+
 def invariance_record() -> dict[str, Any]:
     """The Llama-3-8B batch-invariance table, every path, from plans alone."""
     out: dict[str, Any] = {"command": "python -m gpu.runs.plan_figures --invariance",
@@ -118,7 +144,8 @@ def _invariance() -> str:
 def figures() -> dict[str, str]:
     return {"plans:fitted": _fitted(), "plans:table": _plan_table(),
             "plans:held-out": _held_out(), "plans:recovery": _recovery(),
-            "plans:kernels": _kernels(), "plans:invariance": _invariance()}
+            "plans:kernels": _kernels(), "plans:invariance": _invariance(),
+            "plans:kernel-agreement": _kernel_agreement()}
 
 
 def render(text: str, figs: dict[str, str]) -> tuple[str, list[str]]:
