@@ -137,6 +137,10 @@ def same_chunking(x: Plan, y: Plan, k: int, a_format: str, b_format: str) -> boo
 
 def lookup(path: str, m: int, n: int, k: int, gpu: str = DEFAULT_GPU) -> Lookup:
     """The plan ``path`` runs at M x N x K on ``gpu``: recorded, or by the table's rule."""
+    for name, value in (("M", m), ("N", n), ("K", k)):
+        if isinstance(value, bool) or not hasattr(value, "__index__") or value < 1:
+            raise PlanError(f"{name} must be a positive whole number, not {value!r}")
+    m, n, k = int(m), int(n), int(k)
     es = [e for e in entries(gpu) if e.path == path]
     if not es:
         raise PlanError(f"no plan for GPU path {path!r}: {covered(gpu)}; record one with "
