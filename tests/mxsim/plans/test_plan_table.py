@@ -46,6 +46,9 @@ def test_lookup_says_record_or_rule():
     assert rule.source == "rule" and "held out" in rule.note and "nearest" in rule.note
     with pytest.raises(PlanError, match="no plan for GPU path 'triton-dot'.*cublas-bf16: 3"):
         lookup("triton-dot", 16, 16, 16)
+    with pytest.raises(PlanError, match="M must be a positive whole number, not 0"):
+        lookup("cublas-bf16", 0, 16, 16)
+    assert lookup("cublas-bf16", np.int64(128), 128, 8192).source == "record"
 
 
 @pytest.mark.parametrize("name", ["cublas-bf16.128.128.8192", "cublas-tf32.64.64.64"])
