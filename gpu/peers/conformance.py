@@ -34,6 +34,7 @@ from mxsim.errors import MxsimError
 from mxsim.probe.fit import fit, schedules
 from mxsim.spec import UnitSpec
 
+from ..runs.figures import replace_spans
 from .km_import import DATA, EVIDENCE
 
 __all__ = ["PRESET", "Row", "rows", "table", "render", "DOC", "mismatches", "replay", "sets",
@@ -405,20 +406,7 @@ def fit_figures(record: dict) -> dict[str, str]:
 
 def render(text: str, figs: dict[str, str]) -> tuple[str, list[str]]:
     """``text`` with every ``km-`` span replaced; and the keys whose text changed."""
-    changed = []
-
-    def sub(m: re.Match) -> str:
-        key, old = m.group(1), m.group(2)
-        if key not in figs:
-            raise KeyError(key)
-        new = figs[key]
-        if "\n" in old or "\n" in new:
-            new = "\n" + new + "\n"
-        if new != old:
-            changed.append(key)
-        return f"<!-- fig:{key} -->{new}<!-- /fig -->"
-
-    return MARK.sub(sub, text), changed
+    return replace_spans(text, MARK, figs)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -376,6 +376,25 @@ def _lookup(key: str, figs: dict[str, str]) -> str:
     raise KeyError(key)
 
 
+def replace_spans(text: str, mark: re.Pattern, figs: dict[str, str]
+                  ) -> tuple[str, list[str]]:
+    """``text`` with every span ``mark`` matches (group 1 the key, group 2 the old text)
+    replaced by ``figs[key]`` (KeyError for a key it lacks); and the keys whose text changed.
+    A figure of several lines sits on lines of its own between the markers."""
+    changed = []
+
+    def sub(m: re.Match) -> str:
+        key, old = m.group(1), m.group(2)
+        new = figs[key]
+        if "\n" in old or "\n" in new:
+            new = "\n" + new + "\n"
+        if new != old:
+            changed.append(key)
+        return f"<!-- fig:{key} -->{new}<!-- /fig -->"
+
+    return mark.sub(sub, text), changed
+
+
 def render(text: str, figs: dict[str, str]) -> tuple[str, list[str]]:
     """``text`` with every marked span replaced; and the keys whose text changed."""
     changed = []

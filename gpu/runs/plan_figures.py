@@ -25,6 +25,8 @@ from mxsim.plans.invariance import INVARIANCE_MS_DOC, LLAMA3_8B, OPERAND_FORMAT,
 from mxsim.plans.run import run
 from mxsim.plans.table import entries, held_out
 
+from .figures import replace_spans
+
 __all__ = ["figures", "render", "invariance_record", "DOCS", "INVARIANCE"]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,18 +151,8 @@ def figures() -> dict[str, str]:
 
 
 def render(text: str, figs: dict[str, str]) -> tuple[str, list[str]]:
-    changed = []
-
-    def sub(m: re.Match) -> str:
-        key, old = m.group(1), m.group(2)
-        new = figs[key]
-        if "\n" in old or "\n" in new:
-            new = "\n" + new + "\n"
-        if new != old:
-            changed.append(key)
-        return f"<!-- fig:{key} -->{new}<!-- /fig -->"
-
-    return MARK.sub(sub, text), changed
+    """``text`` with every ``plans:`` span replaced; and the keys whose text changed."""
+    return replace_spans(text, MARK, figs)
 
 
 def main(argv: list[str] | None = None) -> int:
