@@ -35,7 +35,7 @@ from ..vectors import VectorSet
 from . import Merge, Plan, PlanError
 
 __all__ = ["run", "partials", "chunk_set", "unit_spec", "reduce_fast", "reduce_reference",
-           "ENGINES", "nan_code"]
+           "ENGINES", "nan_code", "as_fp32"]
 
 ENGINES = ("fast", "reference", "gpu")
 
@@ -106,7 +106,7 @@ def partials(plan: Plan, vs: VectorSet, engine: str = "fast") -> list[npt.NDArra
         length = k1 - k0
         kpad = length if spec.k is None else -(-length // spec.k) * spec.k
         part = chunk_set(vs, k0, k1, kpad)
-        out.append(_as_fp32(dot(unit_spec(plan, part), part), spec.d_format))
+        out.append(as_fp32(dot(unit_spec(plan, part), part), spec.d_format))
     return out
 
 
@@ -124,7 +124,7 @@ def run(plan: Plan, vs: VectorSet, engine: str = "fast", *,
             raise PlanError(f"bias must be FP32 codes (uint32) of shape ({vs.n},), not "
                             f"{bias.dtype} {bias.shape}")
     reduce = reduce_reference if engine == "reference" else reduce_fast
-    c = None if vs.c is None else _as_fp32(vs.c, vs.c_format)
+    c = None if vs.c is None else as_fp32(vs.c, vs.c_format)
     if plan.merge is Merge.SERIAL:
         total = _serial(plan, vs, engine, reduce)          # already rounded to sum_format
         return reduce([total], plan.replace(merge=Merge.FORWARD, partial_format="fp32"), c,
@@ -147,7 +147,7 @@ def _serial(plan: Plan, vs: VectorSet, engine: str, reduce) -> npt.NDArray[np.ui
         part = chunk_set(vs, k0, k1, kpad)
         if total is not None:
             part = part.replace(c=total, c_format="fp32")
-        total = _as_fp32(dot(unit_spec(plan, part), part), spec.d_format)
+        total = as_fp32(dot(unit_spec(plan, part), part), spec.d_format)
         total = reduce([total], one.replace(partial_format=plan.sum_format), None, None)
     return total
 
@@ -164,7 +164,7 @@ def _engine(engine: str):
     return fast.dot if engine == "fast" else reference.dot
 
 
-def _as_fp32(codes: Any, fmt: str) -> npt.NDArray[np.uint32]:
+def as_fp32(codes: Any, fmt: str) -> npt.NDArray[np.uint32]:
     """Codes of ``fmt`` (fp32, bf16, fp16) as the FP32 codes of the same values (exact)."""
     codes = np.asarray(codes)
     if fmt == "fp32":
@@ -210,7 +210,7 @@ def _add_fast(x: npt.NDArray, y: npt.NDArray, fmt: str) -> npt.NDArray[np.uint32
     codes = np.where(pos, f.code_of_inf, np.where(ngt, f.code_of_inf | (1 << f.sign_shift),
                                                   codes))
     codes = np.where(nan, nan_code(fmt), codes).astype(f.code_dtype)
-    return _as_fp32(codes, fmt)
+    return as_fp32(codes, fmt)
 
 
 def _canon(codes: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
@@ -222,7 +222,7 @@ def _canon(codes: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
 def reduce_fast(parts: list[npt.NDArray], plan: Plan, c: npt.NDArray | None,
                 bias: npt.NDArray | None) -> npt.NDArray:
     """Partials (FP32 codes) to D codes: rounded to ``partial_format``, merged, epilogue."""
-    ps = [_canon(_as_fp32(_round_fast(np.asarray(p, np.uint32), plan.partial_format),
+    ps = [_canon(as_fp32(_round_fast(np.asarray(p, np.uint32), plan.partial_format),
                           plan.partial_format)) for p in parts]
     if plan.merge is Merge.TREE:
         while len(ps) > 1:

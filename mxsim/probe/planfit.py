@@ -26,7 +26,7 @@ from .. import formats, presets, vectors
 from ..engine import fast
 from ..errors import UnitError
 from ..plans import Merge, Plan, PlanError, chunk_bounds
-from ..plans.run import chunk_set, reduce_fast, run
+from ..plans.run import as_fp32, chunk_set, reduce_fast, run
 from ..spec import UnitSpec
 from ..vectors import VectorSet
 
@@ -151,14 +151,7 @@ def _batched_partials(spec: UnitSpec, vs: VectorSet, bounds: list[tuple[int, int
     stacked = vs.replace(a=a, b=b, c=None, d=None)
     d = fast.dot(spec, stacked)
     return [np.asarray(d[i], np.uint32) if spec.d_format == "fp32" else
-            _widen(d[i], spec.d_format) for i in range(len(bounds))]
-
-
-def _widen(codes, fmt: str) -> npt.NDArray[np.uint32]:
-    vals = formats.get(fmt).decode(codes).astype(np.float32)
-    out = vals.view(np.uint32).copy()
-    out[np.isnan(vals)] = 0x7FFFFFFF
-    return out
+            as_fp32(d[i], spec.d_format) for i in range(len(bounds))]
 
 
 def _reductions(out_format: str, chunks: int) -> list[dict[str, Any]]:
@@ -206,7 +199,7 @@ def fit_plan(vs: VectorSet, *, units: list[str] | None = None, max_split: int = 
     want = np.asarray(small.d).astype(np.uint32) if out_format == "fp32" else np.asarray(
         small.d)
     c = None if small.c is None else (np.asarray(small.c, np.uint32) if small.c_format ==
-                                      "fp32" else _widen(small.c, small.c_format))
+                                      "fp32" else as_fp32(small.c, small.c_format))
     base = dict(call=call or str(vs.extra.get("call") or vs.producer), out_format=out_format)
     hits: list[Plan] = []
     scores: list[tuple[int, Plan]] = []
