@@ -20,8 +20,8 @@ C unless a bias is asked:
 
 Each result is one JSON line in ``records.jsonl`` (the call, shape, generator arguments, the
 record of what ran: kernels, cuBLASLt heuristic, switches, device) plus its outputs in
-``d/<group>-<index>.npy``, whole up to 2^20 outputs, else the first ``ROWS`` rows (the
-record says which). Nothing is compared on the GPU: the inputs are regenerated here.
+``d/<group>-<index>.npy``, whole up to ``KEEP`` outputs, else as many first rows as fit in
+``KEEP`` (at least one; the record says how many, and holds the SHA-256 of the whole D). Nothing is compared on the GPU: the inputs are regenerated here.
 
 On a CPU, afterwards::
 
@@ -53,8 +53,9 @@ TABLE_SHAPES = ((1, 4096, 4096), (16, 4096, 4096), (128, 128, 8192), (64, 64, 64
                 (256, 128, 512), (2048, 64, 128))
 TABLE_PATHS = ("cublas", "cublas-fast", "cublas-fp16", "cublas-bf16", "cublas-tf32")
 INVARIANCE_MS = (1, 2, 3, 8, 17, 33, 128, 257, 1024)
-#: Rows of D kept for a result over 2^20 outputs.
-ROWS = 16
+#: Outputs of D kept per result: the device tool brings back 64 MiB, so a larger D keeps its
+#: first ``KEEP // N`` rows (the fit needs rows, not all of them).
+KEEP = 1 << 17
 _SIZES = (64, 96, 128, 256, 384, 512, 1000, 1024, 1536, 2048, 3000, 4096, 5120, 8192, 11008,
           14336, 16384)
 _FORMAT = {"cublas": "e4m3", "cublas-fast": "e4m3", "cublas-fp16": "fp16",
@@ -155,7 +156,7 @@ def _run(args: argparse.Namespace) -> int:
                                                      fast_accum=job["path"] == "cublas-fast",
                                                      bias=job["bias"]))
                 d = np.asarray(res.d)
-                rows = d.shape[-2] if d.size <= 1 << 20 else ROWS
+                rows = d.shape[-2] if d.size <= KEEP else max(1, KEEP // d.shape[-1])
                 name = f"{job['group']}-{job['index']}.npy"
                 np.save(out / "d" / name, d[..., :rows, :])
                 rec.update(record=res.extra["record"], d=name, d_format=res.d_format,
