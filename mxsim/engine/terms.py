@@ -18,6 +18,7 @@ import numpy.typing as npt
 from .. import formats
 from ..spec import Product, Specials, UnitSpec
 from ..vectors import VectorSet
+from .fast.alignment import scale_sum_shift
 
 __all__ = ["ProductTerms", "product_terms"]
 
@@ -30,7 +31,8 @@ class ProductTerms:
     -------
     exp
         The product's exponent by the spec's product rule, from its factors' fields (an Inf or
-        NaN factor contributes the exponent its bits spell).
+        NaN factor contributes the exponent its bits spell; the scales' sum as the spec's
+        ``scale_sum_bits`` field holds it).
     zero
         A factor (element or scale) is zero.
     special
@@ -95,6 +97,9 @@ def product_terms(spec: UnitSpec, vs: VectorSet) -> ProductTerms:
         special = special | fa.special[:, :, None] | fb.special[:, None]
     if normalized:                    # frexp is exact for these integers (below 2**53)
         exp = exp + np.frexp(sig.astype(np.float64))[1].astype(np.int64) - 1
+    if vs.scale_format is not None:   # a narrow scale-exponent sum field (scale_sum_bits)
+        sa, sb = factors[1]
+        exp = exp + scale_sum_shift(spec, sa.e[:, :, None], sb.e[:, None])
     return ProductTerms(exp, zero, special, spec.e_zero)
 
 

@@ -7,8 +7,9 @@ code per array element; FP4 and FP6 are packed only at the interop edge (:func:`
 
 Decode, round and encode stay apart: :meth:`Format.decode` maps codes to exact float64 values,
 :func:`round_to` is the only place that rounds (an integer significand, an exponent and a sticky
-bit in; codes out), and :meth:`Format.encode` splits float64 values into those integers and calls
-it. Nothing here rounds through a float.
+bit in; codes out), :func:`round_flags` gives the IEEE 754 flags of that rounding, and
+:meth:`Format.encode` splits float64 values into those integers and calls it. Nothing here
+rounds through a float.
 
 Formats (OCP MX v1.0, OCP OFP8, IEEE 754):
 
@@ -43,13 +44,23 @@ from .interop import from_ml_dtypes, from_torch, to_ml_dtypes, to_torch
 from .layout import FormatLayout
 from .packing import pack_fp4, pack_fp6, unpack_fp4, unpack_fp6
 from .policy import DEFAULT_SR_BITS, Class, Fields, Overflow, Rounding, Specials, choice
-from .registry import ELEMENT_FORMATS, FORMATS, OPERAND_FORMATS, SCALE_BLOCKS, get, names
-from .rounding import bit_length, draw_random_bits, round_to
+from .registry import (
+    ELEMENT_FORMATS,
+    FORMATS,
+    MAX_SCALE_BLOCK,
+    OPERAND_FORMATS,
+    SCALE_BLOCKS,
+    get,
+    is_scale_block,
+    names,
+)
+from .rounding import bit_length, draw_random_bits, round_flags, round_to
 
 __all__ = [
     "choice", "Rounding", "Overflow", "Specials", "Class", "Format", "FormatLayout", "Fields",
     "get", "names", "FORMATS", "ELEMENT_FORMATS", "OPERAND_FORMATS", "SCALE_BLOCKS",
-    "round_to", "DEFAULT_SR_BITS", "bit_length", "draw_random_bits",
+    "MAX_SCALE_BLOCK", "is_scale_block",
+    "round_to", "round_flags", "DEFAULT_SR_BITS", "bit_length", "draw_random_bits",
     "pack_fp4", "unpack_fp4", "pack_fp6", "unpack_fp6",
     "to_ml_dtypes", "from_ml_dtypes", "to_torch", "from_torch",
 ]

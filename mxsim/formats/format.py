@@ -146,8 +146,9 @@ class Format(FormatLayout):
         c = self.checked_codes(codes)
         if self.bits <= 16:
             return self._table_of(_xp_of(c))[c]
-        if _xp_of(c) is not np:
-            # From the fields, in float64: CuPy flushes float32 subnormals to zero.
+        if _xp_of(c) is not np or self.exp_bits != 8:
+            # From the fields, in float64: CuPy flushes float32 subnormals to zero, and a wide
+            # accumulator (e10m11) is not FP32's layout.
             return self._decode_fields(c)
         # Signalling-NaN codes (quiet bit clear) make the float32 -> float64 cast raise
         # FE_INVALID; they decode to NaN like every NaN code, so the flag means nothing here.

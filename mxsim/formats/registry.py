@@ -1,18 +1,23 @@
 """The registry of named formats: the table of every format mxsim knows, and lookup by name.
 
-One registry holds the named instances (:data:`FORMATS`); :func:`get` also builds the
-``e8m1`` .. ``e8m22`` accumulator formats on demand. :data:`ELEMENT_FORMATS` names the MX
-element formats, the one list every layer above checks element formats against;
-:data:`OPERAND_FORMATS` adds what tensor cores also multiply (fp16, bf16, tf32).
+One registry holds the named instances (:data:`FORMATS`); :func:`get` also builds IEEE-style
+accumulator formats on demand: ``e8m1`` .. ``e8m22`` (FP32's exponent range), and ``eXmY`` of
+5 to 11 exponent bits in at most 32 bits (``e10m11``: adder-tree nodes wider than FP32).
+:data:`ELEMENT_FORMATS` names the MX element formats, the one list every layer above checks
+element formats against; :data:`OPERAND_FORMATS` adds what tensor cores also multiply (fp16,
+bf16, tf32).
 """
 
 from __future__ import annotations
+
+import re
 
 from ..errors import FormatError
 from .format import Format
 from .policy import Specials
 
-__all__ = ["FORMATS", "ELEMENT_FORMATS", "OPERAND_FORMATS", "SCALE_BLOCKS", "names", "get"]
+__all__ = ["FORMATS", "ELEMENT_FORMATS", "OPERAND_FORMATS", "SCALE_BLOCKS", "MAX_SCALE_BLOCK",
+           "names", "get", "is_scale_block"]
 
 
 FORMATS: dict[str, Format] = {f.name: f for f in [
@@ -52,9 +57,20 @@ ELEMENT_FORMATS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
 #: formats (without block scales). A TF32 code is the top 19 bits of its FP32 pattern
 #: (``fp32_bits >> 13``), held in uint32.
 OPERAND_FORMATS = ELEMENT_FORMATS + ("fp16", "bf16", "tf32")
-#: Elements per E8M0/UE4M3 block scale: OCP MX's 32, NVFP4's 16, and 8 (MX units whose
-#: instruction holds 8 elements and one scale per operand, e.g. RISC-V MX coprocessors).
+#: The blocks hardware uses (elements per E8M0/UE4M3 block scale): OCP MX's 32, NVFP4's 16, and
+#: 8 (MX units whose instruction holds 8 elements and one scale per operand, e.g. RISC-V MX
+#: coprocessors). Probes and quantisers pick from these; unit specs and vector sets take any
+#: block :func:`is_scale_block` allows.
 SCALE_BLOCKS = (8, 16, 32)
+#: The largest block a unit spec or vector set may take (one scale pair for the widest k).
+MAX_SCALE_BLOCK = 1 << 16
+
+
+def is_scale_block(block: object) -> bool:
+    """Whether ``block`` (an int) is a block a unit spec or vector set may take: a power of two
+    from 1 to :data:`MAX_SCALE_BLOCK` (one scale pair for 64 FP4 elements is ``64``)."""
+    return (isinstance(block, int) and not isinstance(block, bool)
+            and 1 <= block <= MAX_SCALE_BLOCK and block & (block - 1) == 0)
 
 _ALIASES = {
     "fp8_e4m3": "e4m3", "float8_e4m3fn": "e4m3", "fp8_e5m2": "e5m2", "float8_e5m2": "e5m2",
@@ -72,16 +88,21 @@ def names() -> list[str]:
 
 
 _ACCUMULATORS: dict[str, Format] = {}
+#: Exponent widths of the ``eXmY`` accumulator formats other than E8 (whose mantissa is 1..22).
+_WIDE_EXP_BITS = range(5, 12)
 
 
-def _accumulator(man_bits: int) -> Format:
-    """``e8m<man_bits>``: FP32's exponent range (bias 127, subnormals, IEEE Inf/NaN) with a
-    shorter mantissa, as tensor-core accumulators keep it (Hopper FP8: E8M13)."""
-    name = f"e8m{man_bits}"
+def _accumulator(exp_bits: int, man_bits: int) -> Format:
+    """``e<exp_bits>m<man_bits>``: an IEEE-style format (bias 2**(exp_bits-1) - 1, subnormals,
+    Inf/NaN). ``e8mN`` is FP32's exponent range with a shorter mantissa, as tensor-core
+    accumulators keep it (Hopper FP8: E8M13); wider exponents hold adder-tree nodes."""
+    name = f"e{exp_bits}m{man_bits}"
     if name not in _ACCUMULATORS:
+        what = ("FP32 exponent range" if exp_bits == 8 else f"{exp_bits} exponent bits")
         _ACCUMULATORS[name] = Format(
-            name=name, exp_bits=8, man_bits=man_bits, bias=127, specials=Specials.IEEE,
-            description=f"accumulator: FP32 exponent range, {man_bits} mantissa bits")
+            name=name, exp_bits=exp_bits, man_bits=man_bits, bias=(1 << (exp_bits - 1)) - 1,
+            specials=Specials.IEEE,
+            description=f"accumulator: {what}, {man_bits} mantissa bits")
     return _ACCUMULATORS[name]
 
 
@@ -89,7 +110,9 @@ def get(name: str | Format) -> Format:
     """Look a format up by name (``e4m3``, ``e8m0``, ``fp32`` ...) or common alias.
 
     Besides the registered formats, ``e8m1`` .. ``e8m22`` name accumulator formats with FP32's
-    exponent range and a shorter mantissa (``e8m13`` is Hopper's FP8 accumulator).
+    exponent range and a shorter mantissa (``e8m13`` is Hopper's FP8 accumulator), and ``eXmY``
+    with 5 to 11 exponent bits, at least one mantissa bit and at most 32 bits in all: IEEE-style
+    formats of that layout (``e10m11``); a registered name (``e5m2``) is the registered format.
     """
     if isinstance(name, Format):
         return name
@@ -98,7 +121,13 @@ def get(name: str | Format) -> Format:
     key = name.strip().lower()
     key = _ALIASES.get(key, key)
     if key.startswith("e8m") and key[3:].isdigit() and 1 <= int(key[3:]) <= 22:
-        return _accumulator(int(key[3:]))
+        return _accumulator(8, int(key[3:]))
+    wide = re.fullmatch(r"e(\d{1,2})m(\d{1,2})", key)
+    if key not in FORMATS and wide:
+        exp_bits, man_bits = int(wide[1]), int(wide[2])
+        if exp_bits in _WIDE_EXP_BITS and exp_bits != 8 and man_bits >= 1 \
+                and 1 + exp_bits + man_bits <= 32:
+            return _accumulator(exp_bits, man_bits)
     try:
         return FORMATS[key]
     except KeyError:

@@ -1,7 +1,8 @@
 """The one rounding routine, :func:`round_to`, and the integer helpers it is built from.
 
 Every arithmetic path in mxsim ends here: an integer significand, the exponent of its LSB and
-a sticky bit go in, codes of the format come out, rounded once in integers. Large arrays go
+a sticky bit go in, codes of the format come out, rounded once in integers. :func:`round_flags`
+takes the same inputs and says which IEEE 754 exceptions that rounding raises. Large arrays go
 through a compiled twin of the numpy path (``mxsim/formats/_round_kernel.py``) when numba is
 installed; the tests hold the two bit-equal.
 """
@@ -18,7 +19,7 @@ from .layout import FormatLayout
 from .policy import DEFAULT_SR_BITS, Overflow, Rounding
 from .xp import of as _xp_of
 
-__all__ = ["round_to", "bit_length", "draw_random_bits"]
+__all__ = ["round_to", "round_flags", "bit_length", "draw_random_bits"]
 
 _KERNEL_MIN_SIZE = 4096         # elements from which the compiled twin pays for its call
 _U1 = np.uint64(1)
@@ -181,6 +182,56 @@ def _round_numpy(fmt: FormatLayout, sign, lsb_exp, sig, sticky, mode: Rounding,
     if over.any():
         codes = np.where(over, _overflow_codes(fmt, sign, over, mode, overflow), codes)
     return codes.astype(fmt.code_dtype)
+
+
+def round_flags(fmt: FormatLayout, sign: Any, lsb_exp: Any, sig: Any, sticky: Any = False,
+                rounding: Rounding | str = "rne") -> tuple[npt.NDArray[np.bool_], ...]:
+    """IEEE 754 flags of rounding ``(-1)**sign * (sig + s) * 2**lsb_exp`` to float format ``fmt``.
+
+    The inputs are :func:`round_to`'s (they broadcast); the result is ``(overflow, tiny,
+    inexact)``, boolean arrays. ``overflow``: the value rounded with an unbounded exponent range
+    (``fmt``'s precision) exceeds ``fmt.max``. ``tiny``: that rounded value is non-zero and
+    below ``2**fmt.emin`` (tininess after rounding, as RISC-V detects it). ``inexact``: the
+    value :func:`round_to` delivers (subnormals, overflow by any policy) differs from the exact
+    one; every overflow is inexact. IEEE 754's underflow flag is ``tiny & inexact``. A zero
+    (``sig == 0`` without ``sticky``) raises nothing. Exact, in integers; stochastic rounding
+    and integer formats have no such flags (ValueError).
+    """
+    mode = Rounding.of(rounding)
+    if mode is Rounding.STOCHASTIC or fmt.kind != "float":
+        raise ValueError(f"Flags are defined for float formats and deterministic rounding, not "
+                         f"{fmt.name} with {mode.value}")
+    xp = _xp_of(sig, sign, lsb_exp, sticky)
+    sign, lsb_exp, sig, sticky = xp.broadcast_arrays(
+        xp.asarray(sign, np.uint8), xp.asarray(lsb_exp, np.int64),
+        xp.asarray(sig, np.uint64), xp.asarray(sticky, bool))
+    tiny_in = (sig == 0) & sticky                 # a bare sticky bit: below every value
+    sig = np.where(tiny_in, _U1, sig)
+    lsb_exp = np.where(tiny_in, -(1 << 20), lsb_exp)
+    sticky = sticky & ~tiny_in
+    nonzero = sig != 0
+    M = fmt.man_bits
+    msb_exp = lsb_exp + bit_length(sig) - 1
+
+    def cut(target):
+        """The significand kept at LSB exponent ``target`` (M + 1 bits for an unbounded
+        cut), rounded, and whether bits were discarded."""
+        shift = target - lsb_exp
+        right = np.maximum(shift, 0)
+        kept = np.where(shift > 0, _shr(sig, right),
+                        sig << np.clip(-shift, 0, 63).astype(np.uint64))
+        discarded = sig & _low_mask(right)
+        up = _round_up(mode, sign, kept, discarded, right, sticky, None, 0)
+        return kept + up.astype(np.uint64), (discarded != 0) | sticky
+
+    kept, _ = cut(msb_exp - M)                    # unbounded exponent: M + 1 bits kept
+    carry = (kept >> np.uint64(M + 1)) != 0
+    top_exp = msb_exp + carry
+    kept = np.where(carry, kept >> _U1, kept)
+    overflow = nonzero & ((top_exp > fmt.emax) | ((top_exp == fmt.emax) & (kept > fmt.max_sig)))
+    tiny = nonzero & (top_exp < fmt.emin)
+    _, lost = cut(np.maximum(msb_exp, fmt.emin) - M)
+    return overflow, tiny, nonzero & (lost | overflow)
 
 
 def _round_up(mode: Rounding, sign, kept, discarded, right, sticky, random_bits,

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from .. import formats
 from ..errors import MxsimError
-from ..formats import ELEMENT_FORMATS, OPERAND_FORMATS
+from ..formats import ELEMENT_FORMATS, OPERAND_FORMATS, SCALE_BLOCKS
 from ..spec import Align, CMode, Product, Reduce, Specials, UnitSpec, ZeroSign, group_sum_bits
 
 __all__ = ["MicroArch", "MicroArchError", "check_rtl", "check_rtl_formats", "RTL_FORMATS",
@@ -172,6 +172,9 @@ def check_rtl(spec: UnitSpec, ua: MicroArch | None = None) -> None:
         (spec.epilogue is not None, "FP32-scale epilogues"),
         (spec.nan_code is not None and spec.nan_code != 0x7FFFFFFF, "a NaN code other than "
                                                                    "0x7FFFFFFF"),
+        (spec.scale_sum_bits is not None, "a narrow scale-exponent sum (scale_sum_bits)"),
+        (spec.block not in (None, *SCALE_BLOCKS), f"block {spec.block} (the RTL takes blocks "
+                                                  f"of 8, 16 or 32)"),
     ]
     for bad, what in unsupported:
         if bad:

@@ -55,7 +55,14 @@ added pairwise in a balanced binary tree in index order, ``((t0 + t1) + (t2 + t3
 each node rounded once to ``acc_format`` with ``acc_rounding`` and ``overflow`` (zero signs by
 ``zero_sign``; NaN and Inf by IEEE 754); C is added after (``c_mode="after"``). A zero GST group
 term has its exact sum's sign (a negative sum times a zero scale is -0; a cancelled sum, +0). It
-needs ``frac_bits`` null (the terms are exact) and k / group a power of two.
+needs ``frac_bits`` null (the terms are exact) and k / group a power of two. ``tree_formats``
+gives each level its own format, leaves first; the last one's result is converted to
+``d_format`` with ``acc_rounding``. ``zero_sign="c"``: where the instruction's scaled products
+sum to exactly zero, D = C (its code; a NaN C gives the NaN code); another exact zero is +0,
+-0 when the final rounding (``acc_rounding``; ``c_rounding`` with C after) is toward -Inf (one
+exact step, or a tree). With ``scale_sum_bits``, the sum of a product's two E8M0 scale
+exponents is held in a two's complement field of that many bits, wrapping or saturating
+(``scale_sum_overflow``). A block is any power of two from 1 to 65536 that divides k.
 """
 
 from __future__ import annotations
@@ -71,16 +78,26 @@ from typing import Any
 
 from .. import formats
 from ..errors import MxsimError, printable
-from ..formats import ELEMENT_FORMATS, OPERAND_FORMATS, Overflow, Rounding
-from . import widths
+from ..formats import ELEMENT_FORMATS, OPERAND_FORMATS, SCALE_BLOCKS, Overflow, Rounding
+from . import rules, widths
 from .checks import ENUMS, LATE_ENUMS, LATER_FIELDS, SpecError, few, integer, short
-from .policies import Align, CMode, Epilogue, Product, Reduce, Specials, UpcastSpecials, ZeroSign
+from .policies import (
+    Align,
+    CMode,
+    Epilogue,
+    Product,
+    Reduce,
+    ScaleSumOverflow,
+    Specials,
+    UpcastSpecials,
+    ZeroSign,
+)
 from .widths import MAX_GROUP_BITS, MAX_STEP_SUM_BITS, group_sum_bits, step_sum_bits
 
 __all__ = ["Align", "Product", "CMode", "ZeroSign", "UpcastSpecials", "Epilogue", "Specials",
-           "Reduce", "UnitSpec", "SpecError", "from_dict", "load", "group_sum_bits",
-           "step_sum_bits", "MAX_GROUP_BITS", "MAX_STEP_SUM_BITS", "ELEMENT_FORMATS",
-           "OPERAND_FORMATS", "OUTPUT_FORMATS", "SCALE_BLOCKS"]
+           "Reduce", "ScaleSumOverflow", "UnitSpec", "SpecError", "from_dict", "load",
+           "group_sum_bits", "step_sum_bits", "MAX_GROUP_BITS", "MAX_STEP_SUM_BITS",
+           "ELEMENT_FORMATS", "OPERAND_FORMATS", "OUTPUT_FORMATS", "SCALE_BLOCKS"]
 
 OUTPUT_FORMATS = ("fp32", "fp16", "bf16")
 MAX_FRAC_BITS = 40        # keeps room in an int64 step sum for k terms (see step_sum_bits)
@@ -95,9 +112,10 @@ MAX_K = 1 << 16
 E_ZERO_LIMIT = 1024
 #: Fields that may be null (TOML spells it "none").
 NULLABLE = ("scale_format", "block", "k", "schedule", "frac_bits", "upcast", "group",
-            "nan_code", "promote_every", "epilogue")
+            "nan_code", "promote_every", "epilogue", "tree_formats", "scale_sum_bits")
 #: Integer fields (bool is not an integer here; numpy integers are taken as ints).
-_INT_FIELDS = ("block", "k", "frac_bits", "group", "e_zero", "nan_code", "promote_every")
+_INT_FIELDS = ("block", "k", "frac_bits", "group", "e_zero", "nan_code", "promote_every",
+               "scale_sum_bits")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,6 +127,8 @@ class UnitSpec:
     b_format: str = "e4m3"
     scale_format: str | None = None    #: None, "e8m0" or "ue4m3"
     block: int | None = None           #: elements per scale along K
+    scale_sum_bits: int | None = None  #: two's complement bits of the scale-exponent sum
+    scale_sum_overflow: ScaleSumOverflow = ScaleSumOverflow.WRAP   #: beyond them
     k: int | None = 32                 #: instruction K; None: the whole reduction at once
     schedule: tuple[tuple[int, ...], ...] | None = None   #: fused steps; None: one step
     frac_bits: int | None = 13         #: F; None: terms are kept exactly
@@ -120,6 +140,7 @@ class UnitSpec:
     specials: Specials = Specials.IEEE   #: NONE: every input code is a finite number
     group: int | None = None           #: GST-FDPA group size G
     reduce: Reduce = Reduce.CHAIN      #: TREE: group terms added in a tree of roundings
+    tree_formats: tuple[str, ...] | None = None   #: per tree level; None: acc_format
     c_mode: CMode = CMode.STEP
     c_rounding: Rounding = Rounding.RNE
     acc_format: str = "e8m13"
@@ -138,7 +159,7 @@ class UnitSpec:
         self._normalise()
         # The rules, in the order a spec that breaks several names them.
         self._check_element_formats()
-        self._check_upcast()
+        self._check(rules.upcast_problem(self))
         self._check_accumulator()
         self._check_scales()
         self._check_epilogue()
@@ -147,7 +168,8 @@ class UnitSpec:
         self._check_schedule()
         self._check_group()
         self._check_reduce()
-        self._check_specials()
+        self._check_later()
+        self._check(rules.specials_problem(self))
         self._check_sums()
         self._check_text()
 
@@ -193,46 +215,22 @@ class UnitSpec:
                 raise SpecError(f"Unit spec {self.name!r}: schedule must be a list of lists "
                                 f"of k indices, not {short(repr(self.schedule))}") from None
             object.__setattr__(self, "schedule", sched)
+        object.__setattr__(self, "tree_formats", rules.tree_formats_value(self.tree_formats,
+                                                                          self.name))
 
     def _fail(self, msg: str) -> SpecError:
         return SpecError(f"Unit spec {self.name!r}: {msg}")
+
+    def _check(self, problem: str | None) -> None:
+        """Raise a rule's problem (:mod:`.rules`), if any, naming the spec."""
+        if problem:
+            raise self._fail(problem)
 
     def _check_element_formats(self) -> None:
         """A and B are operand formats; scales go with MX element formats only."""
         problem = widths.operand_problem(self.a_format, self.b_format, self.scale_format)
         if problem:
             raise self._fail(problem)
-
-    def _check_upcast(self) -> None:
-        """upcast holds every A and B value; fold_scales and upcast_specials need it."""
-        fail = self._fail
-        if self.upcast is not None:
-            try:
-                up = formats.get(self.upcast)
-            except MxsimError:
-                up = None
-            lossless = up is not None and up.kind == "float" and all(
-                widths.holds(up, name) for name in (self.a_format, self.b_format))
-            if not lossless:
-                raise fail(f"upcast must be a float format holding every {self.a_format} and "
-                           f"{self.b_format} value exactly, not {self.upcast!r}")
-            if self.group is not None:
-                raise fail("upcast applies to the products of fused steps, not to GST groups")
-        if not isinstance(self.fold_scales, bool):
-            raise fail(f"fold_scales must be true or false, not {self.fold_scales!r}")
-        if self.fold_scales and (self.upcast is None or self.scale_format != "e8m0"):
-            raise fail("fold_scales multiplies E8M0 block scales into the operands in the upcast "
-                       "format: it needs upcast and scale_format e8m0")
-        if not isinstance(self.upcast_specials, UpcastSpecials):
-            raise fail(f"upcast_specials must be one of {', '.join(UpcastSpecials)}, not "
-                       f"{self.upcast_specials!r}")
-        if self.upcast_specials is not UpcastSpecials.IEEE:
-            if self.upcast is None:
-                raise fail("upcast_specials describes the operand upcast: it needs upcast")
-            if not all(widths.holds_top_binade(formats.get(self.upcast), name)
-                       for name in (self.a_format, self.b_format)):
-                raise fail(f"upcast_specials 'finite' reads Inf/NaN codes as numbers up to "
-                           f"2**(emax+2); {self.upcast} cannot hold them (use bf16 or fp32)")
 
     def _check_accumulator(self) -> None:
         """D is FP32, FP16 or BF16; the accumulator an IEEE-style format of 5 or more exponent
@@ -245,7 +243,9 @@ class UnitSpec:
             acc = formats.get(self.acc_format)
         except MxsimError:
             acc = None
-        if acc is None or acc.exp_bits < 5 or acc.specials is not formats.Specials.IEEE:
+        # The wide eXmY formats (e10m11) are tree levels' (tree_formats), not accumulators.
+        if acc is None or acc.exp_bits < 5 or acc.specials is not formats.Specials.IEEE \
+                or (acc.name not in formats.FORMATS and acc.exp_bits != 8):
             raise fail(f"acc_format must be fp32, fp16, bf16 or e8m1..e8m22, not "
                        f"{self.acc_format!r}")
 
@@ -275,7 +275,7 @@ class UnitSpec:
                            "* k == 128")
 
     def _check_scale_block(self) -> None:
-        """FP32 scales need exact sums or an epilogue; block scales a block of 8, 16 or 32."""
+        """FP32 scales need exact sums or an epilogue; block scales a power-of-two block."""
         fail = self._fail
         if self.scale_format == "fp32":
             # FP32 scales (per tensor, row-wise, 128-blocks) are applied outside the tensor
@@ -287,8 +287,8 @@ class UnitSpec:
                 raise fail(f"block must be null or 128 for fp32 scales, not {self.block!r}")
         elif (self.scale_format is None) != (self.block is None):
             raise fail("scale_format and block go together (both set or both null)")
-        elif self.block is not None and self.block not in formats.SCALE_BLOCKS:
-            raise fail(f"block must be 8, 16 or 32, not {self.block!r}")
+        else:
+            self._check(rules.block_problem(self.block))
 
     def _check_instruction(self) -> None:
         """k, frac_bits and e_zero are in range; k is a multiple of the block."""
@@ -368,23 +368,11 @@ class UnitSpec:
         if self.c_mode is not CMode.AFTER:
             raise fail("reduce tree adds C to the tree's result: c_mode must be after")
 
-    def _check_specials(self) -> None:
-        """A unit without NaN/Inf reads its inputs' codes as numbers it can hold."""
-        fail = self._fail
-        if self.specials is not Specials.NONE:
-            return
-        if self.exact or self.scale_format == "fp32":
-            raise fail("specials none reads element, E8M0/UE4M3 scale and C codes as numbers "
-                       "in a unit with an instruction k; the exact unit and fp32 scales "
-                       "follow IEEE 754")
-        if self.fold_scales:
-            raise fail("fold_scales reads an E8M0 scale 0xFF as NaN (a bf16-building "
-                       "emulation); specials none cannot go with it")
-        if self.upcast is not None and not all(
-                widths.holds_every_code(formats.get(self.upcast), name)
-                for name in (self.a_format, self.b_format)):
-            raise fail(f"specials none reads Inf/NaN codes as numbers up to 2**(emax+2); "
-                       f"upcast {self.upcast} cannot hold them (use bf16 or fp32)")
+    def _check_later(self) -> None:
+        """zero_sign c, tree_formats and the scale-exponent sum field (:mod:`.rules`)."""
+        problem, names = rules.tree_formats_problem(self)
+        self._check(rules.zero_sign_problem(self) or problem or rules.scale_sum_problem(self))
+        object.__setattr__(self, "tree_formats", names)
 
     def _check_sums(self) -> None:
         """A step sum fits int64; promotion and the NaN code fit the output."""
@@ -429,6 +417,21 @@ class UnitSpec:
         if self.k is None:
             raise ValueError("a spec with k=None has no fixed steps")
         return (tuple(range(self.k)),)
+
+    def tree_level_formats(self) -> tuple[str, ...]:
+        """The format each level of a reduction tree rounds to, leaves first: ``tree_formats``,
+        or ``acc_format`` at every level (none for a lone term, k = group)."""
+        if self.reduce is not Reduce.TREE:
+            raise ValueError(f"Spec must have reduce tree for tree levels, not {self.name!r}")
+        return self.tree_formats or (self.acc_format,) * rules.tree_levels(self.k, self.group)
+
+    @property
+    def sum_format(self) -> str:
+        """The format an instruction's result has before it becomes ``d_format``: the last tree
+        level's, or ``acc_format``."""
+        if self.reduce is Reduce.TREE and self.tree_formats:
+            return self.tree_formats[-1]
+        return self.acc_format
 
     @property
     def d_nan(self) -> int:
@@ -497,6 +500,8 @@ class UnitSpec:
                 value = value.value
             elif f.name == "schedule" and value is not None:
                 value = [list(step) for step in value]
+            elif f.name == "tree_formats" and value is not None:
+                value = list(value)
             out[f.name] = value
         return out
 

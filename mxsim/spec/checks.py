@@ -9,7 +9,17 @@ from typing import Any
 
 from ..errors import MxsimError
 from ..formats import Overflow, Rounding
-from .policies import Align, CMode, Epilogue, Product, Reduce, Specials, UpcastSpecials, ZeroSign
+from .policies import (
+    Align,
+    CMode,
+    Epilogue,
+    Product,
+    Reduce,
+    ScaleSumOverflow,
+    Specials,
+    UpcastSpecials,
+    ZeroSign,
+)
 
 __all__ = ["SpecError", "short", "few", "integer", "ENUMS", "LATE_ENUMS", "LATER_FIELDS"]
 
@@ -49,7 +59,9 @@ ENUMS: dict[str, type[enum.Enum]] = {
     "align": Align, "product": Product, "c_mode": CMode, "zero_sign": ZeroSign,
     "acc_rounding": Rounding, "c_rounding": Rounding, "promote_rounding": Rounding,
     "overflow": Overflow, "specials": Specials, "reduce": Reduce,
+    "scale_sum_overflow": ScaleSumOverflow,
 }
 #: Fields added after specs were first published: written (to_dict, dumps, digest) only when
 #: they differ from their default, so every earlier spec keeps its text and its digest.
-LATER_FIELDS = {"specials": Specials.IEEE, "reduce": Reduce.CHAIN}
+LATER_FIELDS = {"specials": Specials.IEEE, "reduce": Reduce.CHAIN, "tree_formats": None,
+                "scale_sum_bits": None, "scale_sum_overflow": ScaleSumOverflow.WRAP}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 
 __all__ = ["Align", "Product", "CMode", "ZeroSign", "UpcastSpecials", "Epilogue", "Specials",
-           "Reduce"]
+           "Reduce", "ScaleSumOverflow"]
 
 
 class Align(enum.Enum):
@@ -37,6 +37,10 @@ class ZeroSign(enum.Enum):
     """Sign of an exactly-zero result."""
     POSITIVE = "positive"  #: always +0 (NVIDIA tensor cores)
     IEEE = "ieee"          #: -0 only when every term is -0 (IEEE 754 sum rules)
+    #: C passes through: where the instruction's scaled products sum to exactly zero, D = C
+    #: (its code); any other exact zero is +0, -0 when the final rounding is toward -Inf
+    #: (IEEE 754 section 6.3)
+    C = "c"
 
 
 class UpcastSpecials(enum.StrEnum):
@@ -81,3 +85,12 @@ class Reduce(enum.StrEnum):
     #: GST-FDPA group terms added pairwise in a balanced binary tree in index order, each
     #: node ``x + y`` rounded once to ``acc_format``
     TREE = "tree"
+
+
+class ScaleSumOverflow(enum.StrEnum):
+    """What a narrow scale-exponent sum field (``scale_sum_bits``) does with a sum beyond it.
+
+    A ``str`` enum: it equals its TOML spelling (``spec.scale_sum_overflow == "wrap"``).
+    """
+    WRAP = "wrap"            #: modulo 2**bits, read as two's complement
+    SATURATE = "saturate"    #: to the field's range, -2**(bits-1) .. 2**(bits-1) - 1

@@ -102,7 +102,7 @@ def ladder_operands(rng: np.random.Generator, fa: formats.Format, fb: formats.Fo
         vals_b[..., c, :] = 2.0 ** y
     shift = rng.integers(_SHIFTS[0], _SHIFTS[1] + 1, size=batch + (n,))
     vals_b[..., last, :] = np.ldexp(1.0, y_last + shift)
-    a = fa.encode(vals_a, "rne", saturate=False)
+    a = fa.encode(vals_a, "rne", saturate=True)          # exact (checked below): any format
     b = fb.encode(vals_b, "rne", saturate=True)
     assert np.array_equal(fa.decode(a), vals_a), "ladder terms must be exact"
     return a, b

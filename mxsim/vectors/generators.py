@@ -299,7 +299,7 @@ def _check_shape(m: int, n: int, k: int, batch: tuple[int, ...]) -> None:
 def _block(family: str, scale_format: str | None, block: int | None,
            granularity: str) -> int | None:
     """The block of the scales: implied by fp32 scales' granularity, 16 (UE4M3) or 32 (E8M0)
-    by default."""
+    by default, any power of two up to 65536 that divides K when given."""
     if family == "nan-scale" and scale_format is None:
         raise VectorFileError("Family 'nan-scale' needs block scales; pass a scale format")
     if scale_format == "fp32":
@@ -314,8 +314,9 @@ def _block(family: str, scale_format: str | None, block: int | None,
         block = implied
     elif scale_format is not None and block is None:
         block = 16 if scale_format == "ue4m3" else 32
-    if scale_format in ("e8m0", "ue4m3") and block not in formats.SCALE_BLOCKS:
-        raise VectorFileError(f"Block must be 8, 16 or 32 for {scale_format} scales, "
+    if scale_format in ("e8m0", "ue4m3") and not formats.is_scale_block(block):
+        raise VectorFileError(f"Block must be a power of two from 1 to "
+                              f"{formats.MAX_SCALE_BLOCK} for {scale_format} scales, "
                               f"not {block!r}")
     return block
 

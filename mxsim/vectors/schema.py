@@ -385,10 +385,11 @@ def _check_scale_format(vs: VectorSet) -> None:
 
 
 def _check_block_scales(vs: VectorSet) -> None:
-    """E8M0/UE4M3 scales: uint8 codes, one per block of 8, 16 or 32 along K."""
+    """E8M0/UE4M3 scales: uint8 codes, one per block along K (a power of two up to 65536)."""
     sf, block, bt = vs.scale_format, vs.block, vs.batch_shape
-    if block not in formats.SCALE_BLOCKS:
-        raise VectorFileError(f"block must be 8, 16 or 32 for {sf} scales, not {block!r}")
+    if not formats.is_scale_block(block):
+        raise VectorFileError(f"block must be a power of two from 1 to "
+                              f"{formats.MAX_SCALE_BLOCK} for {sf} scales, not {block!r}")
     if vs.k % block:
         raise VectorFileError(f"K ({vs.k}) must be a multiple of the block ({block})")
     for name, want in (("a_scale", bt + (vs.m, vs.k // block)),

@@ -141,7 +141,7 @@ def test_cli_compare_rejects_different_inputs(capsys, tmp_path):
     (["run", "{tmp}/text.npz", "-o", "{tmp}/o.npz"], "not an .npz file"),
     (["run", "{tmp}/in.npz", "--unit", "nope", "-o", "{tmp}/o.npz"], "Unknown unit 'nope'"),
     (["run", "{tmp}/in.npz", "-o", "{tmp}/no/such/dir/o.npz"], "directory does not exist"),
-    (["vectors", "gen", "--a-format", "e9m9", "-o", "{tmp}/o.npz"], "Unknown format 'e9m9'"),
+    (["vectors", "gen", "--a-format", "e12m9", "-o", "{tmp}/o.npz"], "Unknown format 'e12m9'"),
     (["vectors", "gen", "--a-format", "fp32", "-o", "{tmp}/o.npz"], "a_format must be one of"),
     (["vectors", "gen", "--scale-format", "e8m0", "-k", "48", "-o", "{tmp}/o.npz"],
      "K (48) must be a multiple of the block (32)"),

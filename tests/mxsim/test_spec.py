@@ -75,7 +75,7 @@ def test_spec_every_policy_field_holds_an_enum():
     (dict(acc_format="e4m3"), "acc_format must be fp32, fp16, bf16 or e8m1..e8m22, not 'e4m3'"),
     (dict(d_format="e8m13"), "d_format must be one of fp32, fp16, bf16, not 'e8m13'"),
     (dict(scale_format="e8m0"), "scale_format and block go together (both set or both null)"),
-    (dict(scale_format="e8m0", block=24), "block must be 8, 16 or 32, not 24"),
+    (dict(scale_format="e8m0", block=24), "block must be a power of two from 1 to 65536, not 24"),
     (dict(scale_format="e8m0", block=32, k=48), "k (48) must be a multiple of the block (32)"),
     (dict(group=16), "group (GST-FDPA) needs block scales"),
     (dict(scale_format="e8m0", block=32, group=12), "group (12) must divide the block (32)"),

@@ -324,10 +324,13 @@ BAD = {
                               "array 'b_scale' must have shape (2, 8) for block 32, not (8, 2)"),
     "a-scale-as-block16": ("e8m0", _set_meta(block=16),
                            "array 'a_scale' must have shape (4, 4) for block 16, not (4, 2)"),
+    "block-24": ("e8m0", _set_meta(block=24),
+                 "block must be a power of two from 1 to 65536 for e8m0 scales, not 24"),
     "block-64": ("e8m0", _set_meta(block=64),
-                 "block must be 8, 16 or 32 for e8m0 scales, not 64"),
+                 "array 'a_scale' must have shape (4, 1) for block 64, not (4, 2)"),
     "block-null-ue4m3": ("ue4m3", _set_meta(block=None),
-                         "block must be 8, 16 or 32 for ue4m3 scales, not None"),
+                         "block must be a power of two from 1 to 65536 for ue4m3 scales, not "
+                         "None"),
     "k-not-multiple": ("e8m0", _both(_set_array("a", lambda a: a["a"][:, :48]),
                                      _set_array("b", lambda a: a["b"][:48])),
                        "K (48) must be a multiple of the block (32)"),
@@ -564,12 +567,12 @@ def test_vectors_cli_bad_file(tmp_path, capsys, make, verb):
     (["--family", "bogus"], "Family must be one of "),
     (["--family", "nan-scale"], "Family 'nan-scale' needs block scales; pass a scale format"),
     (["--scale-format", "e8m0", "--block", "0"],
-     "Block must be 8, 16 or 32 for e8m0 scales, not 0"),
+     "Block must be a power of two from 1 to 65536 for e8m0 scales, not 0"),
     (["--scale-format", "e8m0", "-k", "48"], "K (48) must be a multiple of the block (32)"),
     (["--seed", "-1"], "Seed must be a non-negative integer, not -1"),
     (["--a-format", "fp32"], f"a_format must be one of {OPERANDS}, not 'fp32'"),
-    (["--a-format", "e9m9"], "Unknown format 'e9m9'; choose one of "),
-], ids=["family", "nan-scale", "block-0", "k-48", "seed", "fp32", "e9m9"])
+    (["--a-format", "e12m9"], "Unknown format 'e12m9'; choose one of "),
+], ids=["family", "nan-scale", "block-0", "k-48", "seed", "fp32", "e12m9"])
 def test_vectors_cli_gen_bad(tmp_path, capsys, args, message):
     out = tmp_path / "g.npz"
     assert main(["vectors", "gen", "-o", str(out), *args]) == 2
@@ -799,9 +802,11 @@ GEN_BAD = {
     "k-not-multiple-16": (dict(scale_format="ue4m3", k=40),
                           "K (40) must be a multiple of the block (16)"),
     "block-0": (dict(scale_format="e8m0", block=0),
-                "Block must be 8, 16 or 32 for e8m0 scales, not 0"),
+                "Block must be a power of two from 1 to 65536 for e8m0 scales, not 0"),
+    "block-24": (dict(scale_format="ue4m3", block=24),
+                 "Block must be a power of two from 1 to 65536 for ue4m3 scales, not 24"),
     "block-64": (dict(scale_format="ue4m3", block=64),
-                 "Block must be 8, 16 or 32 for ue4m3 scales, not 64"),
+                 "K (32) must be a multiple of the block (64)"),
     "fp32-block-wise-shape": (dict(scale_format="fp32"),
                               "Block-wise fp32 scales need K and N multiples of 128, "
                               "not K=32, N=8"),

@@ -231,7 +231,7 @@ def test_units_spec_defaults_and_json(capsys):
     (["units", "--spec", "hopper-wgmma", "--a-format", "e2m1"], "does not take e2m1 x e2m1"),
     (["units", "--spec", "blackwell-mxf8f6f4", "--scale-format", "ue4m3"], "not ue4m3 scales"),
     (["units", "--b-format", "e4m3"], "--b-format goes with --spec NAME"),
-    (["units", "--a-format", "e9m9"], "Unknown format 'e9m9'"),
+    (["units", "--a-format", "e12m9"], "Unknown format 'e12m9'"),
 ])
 def test_units_spec_bad_input_is_one_line(argv, message, capsys):
     code, out, err = _run_cli(argv, capsys)

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ... import formats
-from ...formats import bit_length
+from ...formats import Rounding, bit_length
 from ...spec import ZeroSign
 from ..xp import of as xp_of
 from .operands import Operand, special_codes
@@ -63,7 +63,8 @@ def _window(sig: npt.NDArray, shift: npt.NDArray) -> tuple[npt.NDArray, npt.NDAr
 def add_round(out: formats.Format, x: npt.NDArray, fx: formats.Format, y: npt.NDArray,
               fy: formats.Format, rounding, overflow, zero_sign: ZeroSign) -> npt.NDArray:
     """``x + y`` (codes of two formats, or Operands already read) exact, rounded once to
-    ``out``."""
+    ``out``; an exact zero is +0 (``ZeroSign.POSITIVE``), -0 where both are -0 (``IEEE``), or
+    -0 where ``rounding`` is toward -Inf (``C``: IEEE 754 6.3)."""
     ox, oy = Operand.read(fx, x), Operand.read(fy, y)
     neg, mag, lsb_exp, sticky, zero = exact_sum2(ox.sign, ox.sig, ox.lsb, oy.sign, oy.sig,
                                                  oy.lsb)
@@ -71,6 +72,9 @@ def add_round(out: formats.Format, x: npt.NDArray, fx: formats.Format, y: npt.ND
     mask = (1 << out.sign_shift) - 1
     if zero_sign is ZeroSign.POSITIVE:
         codes = np.where((codes & mask) == 0, codes & mask, codes)
+    elif zero_sign is ZeroSign.C:
+        neg_zero = (1 << out.sign_shift) if Rounding.of(rounding) is Rounding.RD else 0
+        codes = np.where(zero, neg_zero, codes)
     else:
         both_neg = ox.zero & oy.zero & (ox.sign == 1) & (oy.sign == 1)
         codes = np.where(zero, np.where(both_neg, 1 << out.sign_shift, 0), codes)

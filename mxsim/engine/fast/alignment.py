@@ -11,10 +11,26 @@ import numpy as np
 import numpy.typing as npt
 
 from ...formats import bit_length
-from ...spec import Align, Product, UnitSpec
+from ...spec import Align, Product, ScaleSumOverflow, UnitSpec
 from .operands import Operand, Operands
 
-__all__ = ["align_terms", "step_terms"]
+__all__ = ["align_terms", "step_terms", "scale_sum_shift"]
+
+
+def scale_sum_shift(spec: UnitSpec, sa_e: npt.NDArray[np.int64],
+                    sb_e: npt.NDArray[np.int64]) -> npt.NDArray[np.int64] | int:
+    """What the spec's scale-exponent sum field adds to the exact sum ``sa_e + sb_e`` of two
+    E8M0 scale exponents: 0 without ``scale_sum_bits``; else the sum held in that many bits of
+    two's complement (wrapped modulo ``2**bits``, or saturated) minus the sum."""
+    if spec.scale_sum_bits is None:
+        return 0
+    total = sa_e + sb_e
+    half = 1 << (spec.scale_sum_bits - 1)
+    if spec.scale_sum_overflow is ScaleSumOverflow.SATURATE:
+        held = np.clip(total, -half, half - 1)
+    else:
+        held = ((total + half) & (2 * half - 1)) - half
+    return held - total
 
 
 def align_terms(sig: npt.NDArray[np.int64], sign: npt.NDArray[np.int64],
@@ -81,6 +97,9 @@ def step_terms(spec: UnitSpec, ops: Operands, a: Operand, b: Operand, sa: Operan
         sign = (gsum < 0).astype(np.int64)
         lsb = base + gsa.lsb[:, :, None] + gsb.lsb[None, :, :]
         align_e = gsa.e[:, :, None] + gsb.e[None, :, :]
+        if spec.scale_sum_bits is not None:       # the scale exponents' sum, held narrow
+            shift = scale_sum_shift(spec, gsa.e[:, :, None], gsb.e[None, :, :])
+            lsb, align_e = lsb + shift, align_e + shift
         # A group whose products are all zero, or whose scale is zero, aligns at e_zero; a
         # group whose non-zero products cancel keeps its scale exponent (MMA-Sim's GST-FDPA).
         align_e = np.where(all_zero | gsa.zero[:, :, None] | gsb.zero[None, :, :],
@@ -89,13 +108,19 @@ def step_terms(spec: UnitSpec, ops: Operands, a: Operand, b: Operand, sa: Operan
         ginf_p = (pinf & (psign == 0)).reshape(r, g // G, G, n).any(axis=2)
         ginf_n = (pinf & (psign == 1)).reshape(r, g // G, G, n).any(axis=2)
         return sign, sig, lsb, align_e, gnan, ginf_p, ginf_n
+    shift = 0
     if sa is not None:
         psig = psig * sa.sig[:, :, None] * sb.sig[None, :, :]
         plsb = plsb + sa.lsb[:, :, None] + sb.lsb[None, :, :]
+        if spec.scale_sum_bits is not None:       # the scale exponents' sum, held narrow
+            shift = scale_sum_shift(spec, sa.e[:, :, None], sb.e[None, :, :])
+            plsb = plsb + shift
     if spec.product is Product.RAW:
         align_e = a.e[:, :, None] + b.e[None, :, :]
         if sa is not None:
             align_e = align_e + sa.e[:, :, None] + sb.e[None, :, :]
+            if spec.scale_sum_bits is not None:
+                align_e = align_e + shift
     else:
         align_e = plsb + bit_length(psig.astype(np.uint64)) - 1
     align_e = np.where(psig == 0, spec.e_zero, align_e)

@@ -4,29 +4,41 @@
 accumulate (C first or after, as the spec says; a ``reduce = "tree"`` unit's instruction is
 its reduction tree, C after), D of one instruction is C of the next, with
 promotion into a separate total every ``promote_every`` instructions where the spec says so.
+With ``zero_sign = "c"``, an instruction whose products sum to exactly zero passes its C on.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
 
 from ... import formats
-from ...spec import CMode, Reduce, Specials, UnitSpec
+from ...spec import CMode, Reduce, Specials, UnitSpec, ZeroSign
 from ...vectors import VectorSet
 from ..xp import of as xp_of
 from .adders import add_round, convert
 from .operands import Operand, Operands
 from .step import ZERO, by_rows, codes_of, step_all_rows
+from .sums import products_cancel
 from .tree import tree_all_rows
 
-__all__ = ["chain_dot"]
+__all__ = ["chain_dot", "Trace"]
+
+#: Called after each instruction of each batch entry as ``trace(ops, bi, inst, idx, c, acc,
+#: d)``: the Operands, the entry, the instruction, its K positions (its first step's), its C
+#: (codes of d_format, ``ZERO``, or an Operand), its sum before d_format (codes of
+#: ``spec.sum_format``) and its D (codes of d_format).
+Trace = Callable[..., None]
 
 
-def chain_dot(spec: UnitSpec, vs: VectorSet, kernel: bool = True) -> npt.NDArray:
+def chain_dot(spec: UnitSpec, vs: VectorSet, kernel: bool = True,
+              trace: Trace | None = None) -> npt.NDArray:
     """D = A·B + C of a unit without an FP32-scale epilogue; codes of ``spec.d_format``.
 
-    ``vs`` must already fit ``spec``. ``kernel=False`` keeps every step in numpy.
+    ``vs`` must already fit ``spec``. ``kernel=False`` keeps every step in numpy. ``trace``
+    (see :data:`Trace`) watches each instruction, as the status flags do.
     """
     ops = Operands.of(spec, vs)
     d_fmt = formats.get(spec.d_format)
@@ -39,17 +51,19 @@ def chain_dot(spec: UnitSpec, vs: VectorSet, kernel: bool = True) -> npt.NDArray
         d = ZERO if vs.c is None else vs.c.reshape(nb, m, n)[bi]
         if spec.specials is Specials.NONE and d is not ZERO:
             d = Operand.of(d_fmt, d, finite=True)      # C's codes are numbers, Inf/NaN too
-        d = codes_of(_chain_entry(spec, ops, bi, vs.k, d, kernel), d_fmt, m, n,
+        d = codes_of(_chain_entry(spec, ops, bi, vs.k, d, kernel, trace), d_fmt, m, n,
                      xp_of(vs.a))
         out[bi] = by_rows(lambda x, d_fmt=d_fmt: np.where(
             d_fmt.classify(x) == int(formats.Class.NAN), spec.d_nan, x).astype(d_fmt.code_dtype), d)
     return out.reshape(vs.batch_shape + (m, n))
 
 
-def _chain_entry(spec: UnitSpec, ops: Operands, bi: int, k: int, d, kernel: bool):
+def _chain_entry(spec: UnitSpec, ops: Operands, bi: int, k: int, d, kernel: bool,
+                 trace: Trace | None):
     """D of batch entry ``bi``: the whole (M, N) accumulator lives across the chain; each step
     prepares its B columns once and sweeps the rows in chunks that bound the temporaries."""
     d_fmt, acc_fmt = formats.get(spec.d_format), formats.get(spec.acc_format)
+    sum_fmt = formats.get(spec.sum_format)
     m, n = ops.a.sig.shape[1], ops.b.sig.shape[2]
     xp = xp_of(ops.a.sig)
     steps = spec.steps()
@@ -62,19 +76,27 @@ def _chain_entry(spec: UnitSpec, ops: Operands, bi: int, k: int, d, kernel: bool
                               spec.overflow, spec.zero_sign)
             d = ZERO
         acc, acc_in = (None if spec.c_mode is CMode.AFTER else d), d_fmt
+        first = _positions(steps[0], inst * spec.k, xp)
         if spec.reduce is Reduce.TREE:
-            acc = tree_all_rows(spec, ops, bi, _positions(steps[0], inst * spec.k, xp))
+            acc = tree_all_rows(spec, ops, bi, first)
         for step in steps if spec.reduce is Reduce.CHAIN else ():
             acc = step_all_rows(spec, ops, bi, _positions(step, inst * spec.k, xp), acc, acc_in,
                                 kernel)
             acc_in = acc_fmt
         if spec.c_mode is CMode.AFTER:
-            res = convert(d_fmt, acc, acc_fmt, spec.acc_rounding, spec.overflow)
+            res = convert(d_fmt, acc, sum_fmt, spec.acc_rounding, spec.overflow)
             res = add_round(d_fmt, codes_of(d, d_fmt, m, n, xp), d_fmt, res, d_fmt,
                             spec.c_rounding, spec.overflow, spec.zero_sign)
         else:
             res = by_rows(lambda x: convert(d_fmt, x, acc_fmt, spec.acc_rounding,
                                             spec.overflow), acc)
+        if spec.zero_sign is ZeroSign.C:
+            # C passes through where the products sum to exactly zero (one step or a tree:
+            # the first step's positions are the instruction's).
+            res = xp.where(products_cancel(spec, ops, bi, first), codes_of(d, d_fmt, m, n, xp),
+                           res)
+        if trace is not None:
+            trace(ops, bi, inst, first, d, acc, res)
         d = res
     if total is not None:
         d = add_round(d_fmt, total, d_fmt, codes_of(d, d_fmt, m, n, xp), d_fmt,

@@ -27,8 +27,10 @@ def kernel_available() -> bool:
 
 def kernel_applies(spec: UnitSpec) -> bool:
     """True when ``spec``'s fused steps are ones the compiled kernel computes (truncated
-    alignment, no product groups); exact steps and the exact unit have no kernel."""
-    return not spec.exact and spec.frac_bits is not None and spec.group is None
+    alignment, no product groups, scale exponents summed exactly: the kernel folds each
+    operand's scales into it); exact steps and the exact unit have no kernel."""
+    return (not spec.exact and spec.frac_bits is not None and spec.group is None
+            and spec.scale_sum_bits is None)
 
 
 def use_kernel(spec: UnitSpec, kernel: bool = True) -> bool:
@@ -56,8 +58,10 @@ def path(spec: UnitSpec, kernel: bool = True) -> dict:
     numpy path asked for explicitly."""
     numba_version = _kernels.version()
     if not kernel_applies(spec):
+        what = ("a scale-exponent sum per product (scale_sum_bits)"
+                if spec.scale_sum_bits is not None else "exact sums")
         return {"path": "numpy", "compiled": False, "numba": numba_version,
-                "note": "numpy, exact sums (no compiled kernel for this spec)"}
+                "note": f"numpy, {what} (no compiled kernel for this spec)"}
     if kernel and _kernels.available():
         return {"path": "numba", "compiled": True, "numba": numba_version,
                 "note": f"numba kernel (compiled, numba {numba_version})"}

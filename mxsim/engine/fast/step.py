@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ... import formats
+from ...formats import Rounding
 from ...spec import Align, Product, UnitSpec, ZeroSign
 from .. import _kernels
 from ..exactsum import exact_sums
@@ -50,6 +51,11 @@ def finish(spec: UnitSpec, fmt: formats.Format, codes, exact_zero, all_neg_zero,
     mask = (1 << fmt.sign_shift) - 1
     if spec.zero_sign is ZeroSign.POSITIVE:
         codes = np.where((codes & mask) == 0, codes & mask, codes).astype(codes.dtype)
+    elif spec.zero_sign is ZeroSign.C:
+        # IEEE 754 6.3: an exact zero sum is -0 only when rounding toward -Inf (the chain
+        # passes C through where the products alone sum to zero).
+        neg_zero = (1 << fmt.sign_shift) if spec.acc_rounding is Rounding.RD else 0
+        codes = np.where(exact_zero, neg_zero, codes).astype(codes.dtype)
     else:
         # IEEE: an exact zero sum is -0 only when every term is a -0.
         neg_zero = np.where(all_neg_zero, 1 << fmt.sign_shift, 0)

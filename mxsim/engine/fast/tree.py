@@ -4,7 +4,8 @@ rounded once.
 :func:`tree_all_rows` computes one instruction's tree for every dot of a batch entry: the
 exact GST-FDPA group terms (``alignment.step_terms``) are added in a balanced binary tree in
 index order, ``((t0 + t1) + (t2 + t3)) + ...``, each node ``x + y`` exact and rounded once
-to ``acc_format`` (:func:`adders.add_round`: the superaccumulator, then ``round_to``).
+to its level's format, ``tree_formats`` or ``acc_format`` (:func:`adders.add_round`: an exact
+sum, then ``round_to``).
 """
 
 from __future__ import annotations
@@ -27,21 +28,21 @@ _GPU_CHUNK_TERMS = 1 << 26      # the same on a GPU (~0.5 GB per int64 temporary
 
 def tree_all_rows(spec: UnitSpec, ops: Operands, bi: int, idx: npt.NDArray) -> npt.NDArray:
     """The tree's result for every (row, column) of batch entry ``bi`` over the instruction's
-    indices ``idx``: (M, N) codes of ``acc_format``.
+    indices ``idx``: (M, N) codes of ``spec.sum_format`` (the last level's format).
 
-    A node's sum is exact and rounded once with ``acc_rounding`` and ``overflow``; an exactly
-    zero node is +0 unless ``zero_sign`` is IEEE and both its inputs are -0; NaN and Inf
-    follow IEEE 754 (a NaN term, Inf - Inf, an Inf from overflow). A lone term (k = group)
-    is rounded once, as ``t0 + 0``.
+    A node's sum is exact and rounded once to its level's format with ``acc_rounding`` and
+    ``overflow``; an exactly zero node's sign follows ``zero_sign`` (:func:`.add_round`); NaN
+    and Inf follow IEEE 754 (a NaN term, Inf - Inf, an Inf from overflow). A lone term
+    (k = group) is rounded once to ``acc_format``, as ``t0 + 0``.
     """
-    acc_fmt = formats.get(spec.acc_format)
+    levels = [formats.get(name) for name in spec.tree_level_formats() or (spec.acc_format,)]
     m, n = ops.a.sig.shape[1], ops.b.sig.shape[2]
     b = ops.b.take(bi).take((idx, slice(None)))
     sb = ops.sb.take(bi).take((idx, slice(None)))
     xp = xp_of(ops.a.sig)
     chunk_terms = _CHUNK_TERMS if xp is np else _GPU_CHUNK_TERMS
     rows_per = max(1, chunk_terms // max(1, n * index_count(idx)))
-    out = xp.empty((m, n), acc_fmt.code_dtype)
+    out = xp.empty((m, n), levels[-1].code_dtype)
     for r0 in range(0, m, rows_per):
         rows = slice(r0, min(m, r0 + rows_per))
         a = ops.a.take(bi).take((rows, idx))
@@ -49,10 +50,12 @@ def tree_all_rows(spec: UnitSpec, ops: Operands, bi: int, idx: npt.NDArray) -> n
         nodes = _leaves(*step_terms(spec, ops, a, b, sa, sb))
         if len(nodes) == 1:
             nodes.append(_zero_like(nodes[0]))
-        while len(nodes) > 1:
-            nodes = [add_round(acc_fmt, x, acc_fmt, y, acc_fmt, spec.acc_rounding,
-                               spec.overflow, spec.zero_sign)
+        below = levels[0]                     # (the leaves are Operands: read as they are)
+        for level in levels:
+            nodes = [add_round(level, x, below, y, below, spec.acc_rounding, spec.overflow,
+                               spec.zero_sign)
                      for x, y in zip(nodes[::2], nodes[1::2], strict=True)]
+            below = level
         out[rows] = nodes[0]
     return out
 

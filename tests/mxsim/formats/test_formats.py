@@ -1055,8 +1055,8 @@ def test_formats_errors() -> None:
     e4m3, e2m1, e8m0 = formats.get("e4m3"), formats.get("e2m1"), formats.get("e8m0")
     listing = "e4m3, e5m2, e3m2, e2m3, e2m1, int8, e8m0, ue4m3, fp16, bf16, tf32, fp32"
     with pytest.raises(FormatError, match=re.escape(
-            f"Unknown format 'e9m9'; choose one of {listing} (see `mxsim formats`)") + "$"):
-        formats.get("e9m9")
+            f"Unknown format 'e12m9'; choose one of {listing} (see `mxsim formats`)") + "$"):
+        formats.get("e12m9")
     with pytest.raises(TypeError, match=r"^Format name must be a string, not 3$"):
         formats.get(3)
     assert formats.get(" FP8_E4M3 ") is e4m3 and formats.get(e4m3) is e4m3

@@ -3,7 +3,8 @@
 It shares nothing with :mod:`mxsim.engine.fast` but :meth:`mxsim.formats.Format.decode` (which
 is itself checked exhaustively against independent tables) and the plumbing of
 :func:`mxsim.engine.epilogue.without_epilogue` (which vectors run before the FP32 scales).
-Slow by design; tests hold the fast engine equal to it.
+Slow by design; tests hold the fast engine equal to it. The ``exact`` unit's reference is
+:mod:`.exact`; :func:`exception_flags` gives the IEEE 754 flags of a unit that rounds once.
 """
 
 from __future__ import annotations
@@ -15,115 +16,25 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from .. import formats
-from ..formats import Overflow, Rounding
-from ..spec import Align, CMode, Product, Reduce, Specials, UnitSpec, ZeroSign
-from ..vectors import VectorSet
+from ... import formats
+from ...formats import Overflow, Rounding
+from ...spec import (
+    Align,
+    CMode,
+    Product,
+    Reduce,
+    ScaleSumOverflow,
+    Specials,
+    UnitSpec,
+    ZeroSign,
+)
+from ...vectors import VectorSet
 
 # Plumbing only (which vectors and which unit run before the FP32 scales), no arithmetic.
-from .epilogue import without_epilogue
+from ..epilogue import without_epilogue
+from .exact import matmul_exact, round_fp32_rne
 
-__all__ = ["matmul_exact", "dot", "round_fp32_rne"]
-
-
-def round_fp32_rne(q: Fraction) -> int:
-    """FP32 bit pattern of the exact rational ``q`` rounded to nearest even (IEEE overflow)."""
-    if q == 0:
-        return 0
-    sign = 1 if q < 0 else 0
-    q = abs(q)
-    e = q.numerator.bit_length() - q.denominator.bit_length()
-    if Fraction(2) ** e > q:                    # now 2**e <= q < 2**(e+1)
-        e -= 1
-    e = max(e, -126)                            # subnormals share the smallest binade's LSB
-    scaled = q * Fraction(2) ** (23 - e)        # significand in units of the LSB
-    i = math.floor(scaled)
-    rem = scaled - i
-    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and i % 2 == 1):
-        i += 1
-    if i == 1 << 24:
-        i, e = i >> 1, e + 1
-    if e > 127:
-        return (sign << 31) | 0x7F800000
-    exp_field = e + 127 if i >= 1 << 23 else 0
-    return (sign << 31) | (exp_field << 23) | (i & ((1 << 23) - 1))
-
-
-def _dot(terms: list[Fraction | float], c: float) -> int:
-    """FP32 bits of sum(terms) + c, exact then rounded once.
-
-    A term is a non-zero ``Fraction`` or a float zero/Inf/NaN carrying its IEEE class and sign.
-    """
-    values = terms + [c if not math.isfinite(c) or c == 0 else Fraction(c)]
-    specials = [v for v in values if isinstance(v, float)]
-    if any(math.isnan(v) for v in specials):
-        return 0x7FFFFFFF
-    pos_inf = any(v == math.inf for v in specials)
-    neg_inf = any(v == -math.inf for v in specials)
-    if pos_inf and neg_inf:
-        return 0x7FFFFFFF
-    if pos_inf:
-        return 0x7F800000
-    if neg_inf:
-        return 0xFF800000
-    total = sum((v for v in values if isinstance(v, Fraction)), Fraction(0))
-    if total == 0:
-        all_neg_zero = all(isinstance(v, float) and math.copysign(1.0, v) < 0 for v in values)
-        return 0x80000000 if all_neg_zero else 0
-    return round_fp32_rne(total)
-
-
-def _mul(*factors: float) -> Fraction | float:
-    """Exact product of float64 factors: a non-zero Fraction, or a float zero/Inf/NaN."""
-    if any(math.isnan(f) for f in factors):
-        return math.nan
-    has_inf = any(math.isinf(f) for f in factors)
-    has_zero = any(f == 0 for f in factors)
-    if has_inf and has_zero:
-        return math.nan
-    negative = sum(math.copysign(1.0, f) < 0 for f in factors) % 2 == 1
-    if has_inf:
-        return -math.inf if negative else math.inf
-    if has_zero:
-        return -0.0 if negative else 0.0
-    return math.prod(Fraction(f) for f in factors)
-
-
-def _scale_factors(vs: VectorSet, bt: tuple, i: int, j: int, kk: int) -> list[float]:
-    """Values of the A and B scales that apply to ``a[i, kk] * b[kk, j]``."""
-    sa, sb = vs.a_scale, vs.b_scale
-    if vs.scale_format in ("e8m0", "ue4m3"):
-        f = formats.get(vs.scale_format)
-        blk = kk // vs.block
-        return [float(f.decode(sa[bt + (i, blk)])), float(f.decode(sb[bt + (blk, j)]))]
-    if vs.block == 128:                       # 1x128 blocks of A, 128x128 blocks of B
-        return [float(sa[bt + (i, kk // 128)]), float(sb[bt + (kk // 128, j // 128)])]
-    if sa.ndim == 0:                          # per tensor
-        return [float(sa), float(sb)]
-    return [float(sa[bt + (i, 0)]), float(sb[bt + (0, j)])]   # row-wise
-
-
-def matmul_exact(vs: VectorSet) -> npt.NDArray[np.uint32]:
-    """The ``exact`` unit, as :func:`mxsim.engine.fast.matmul_exact` documents it."""
-    a = formats.get(vs.a_format).decode(vs.a)
-    b = formats.get(vs.b_format).decode(vs.b)
-    c = (formats.get(vs.c_format).decode(vs.c) if vs.c is not None
-         else np.zeros(vs.batch_shape + (vs.m, vs.n)))
-    ts = float(vs.tensor_scale) if vs.tensor_scale is not None else None
-    out = np.empty(vs.batch_shape + (vs.m, vs.n), np.uint32)
-    for idx in np.ndindex(*vs.batch_shape, vs.m, vs.n):
-        *bt, i, j = idx
-        bt = tuple(bt)
-        terms = []
-        for kk in range(vs.k):
-            factors = [float(a[bt + (i, kk)]), float(b[bt + (kk, j)])]
-            if vs.scale_format is not None:
-                factors += _scale_factors(vs, bt, i, j, kk)
-            if ts is not None:
-                factors.append(ts)
-            terms.append(_mul(*factors))
-        out[idx] = _dot(terms, float(c[idx]))
-    return out
+__all__ = ["matmul_exact", "dot", "exception_flags", "round_fp32_rne"]
 
 
 # -- the general unit, one dot at a time ----------------------------------------------------
@@ -160,17 +71,18 @@ def _input(spec: UnitSpec, fmt: formats.Format, code: int) -> _Val:
     return _Val.of_code(fmt, code)
 
 
-def _round_value(q: Fraction, fmt: formats.Format, rounding: Rounding,
-                 overflow: Overflow) -> _Val:
-    """``q`` rounded to ``fmt`` (its precision, subnormals and range), as a _Val."""
-    if q == 0:
-        return _Val("num", Fraction(0), False)
-    neg = q < 0
-    mag = abs(q)
+def _exponent(mag: Fraction) -> int:
+    """floor(log2(mag)) of a positive rational."""
     e = mag.numerator.bit_length() - mag.denominator.bit_length()
-    if Fraction(2) ** e > mag:
-        e -= 1
-    lsb = Fraction(2) ** (max(e, fmt.emin) - fmt.man_bits)
+    return e - 1 if Fraction(2) ** e > mag else e
+
+
+def _round_mag(mag: Fraction, neg: bool, fmt: formats.Format, rounding: Rounding,
+               unbounded: bool = False) -> Fraction:
+    """The magnitude ``mag`` > 0 rounded to ``fmt``'s precision: with its subnormals, or
+    (``unbounded``) with no least exponent; the range above is the caller's."""
+    e = _exponent(mag)
+    lsb = Fraction(2) ** ((e if unbounded else max(e, fmt.emin)) - fmt.man_bits)
     units = mag / lsb
     low = math.floor(units)
     frac = units - low
@@ -186,7 +98,16 @@ def _round_value(q: Fraction, fmt: formats.Format, rounding: Rounding,
         up = neg
     else:
         raise ValueError(f"Rounding {rounding} is not used by unit specs")
-    r = (low + up) * lsb
+    return (low + up) * lsb
+
+
+def _round_value(q: Fraction, fmt: formats.Format, rounding: Rounding,
+                 overflow: Overflow) -> _Val:
+    """``q`` rounded to ``fmt`` (its precision, subnormals and range), as a _Val."""
+    if q == 0:
+        return _Val("num", Fraction(0), False)
+    neg = q < 0
+    r = _round_mag(abs(q), neg, fmt, rounding)
     if r > Fraction(fmt.max):
         if overflow is Overflow.SATURATE or (overflow is Overflow.IEEE and (
                 rounding is Rounding.RZ or (rounding is Rounding.RU and neg)
@@ -255,13 +176,34 @@ def _product(spec: UnitSpec, vs: VectorSet, bt: tuple, i: int, j: int, kk: int,
     else:
         e = int(fa.fields(ca).e) + int(fb.fields(cb).e)
     if scaled and vs.scale_format is not None:
-        fs = formats.get(vs.scale_format)
-        blk = kk // vs.block
-        for code in (int(vs.a_scale[bt + (i, blk)]), int(vs.b_scale[bt + (blk, j)])):
-            code &= fs.value_mask                   # UE4M3's sign bit is ignored
-            factors.append(_input(spec, fs, code))
-            e += int(fs.fields(code).e)
+        scale, scale_e = _scale_pair(spec, vs, bt, i, j, kk)
+        factors.append(scale)
+        e += scale_e
     return _mul_vals(factors), e
+
+
+def _scale_pair(spec: UnitSpec, vs: VectorSet, bt: tuple, i: int, j: int,
+                kk: int) -> tuple[_Val, int]:
+    """The product of the two block scales of index ``kk`` and its exponent, the sum of
+    theirs: held in a ``scale_sum_bits`` field (wrapped or saturated) where the spec says so,
+    the product then being 2 to that power (NaN where a scale is NaN)."""
+    fs = formats.get(vs.scale_format)
+    blk = kk // vs.block
+    # UE4M3's sign bit is ignored.
+    codes = [int(vs.a_scale[bt + (i, blk)]) & fs.value_mask,
+             int(vs.b_scale[bt + (blk, j)]) & fs.value_mask]
+    values = [_input(spec, fs, code) for code in codes]
+    e = sum(int(fs.fields(code).e) for code in codes)
+    if spec.scale_sum_bits is None:
+        return _mul_vals(values), e
+    half = 1 << (spec.scale_sum_bits - 1)
+    if spec.scale_sum_overflow is ScaleSumOverflow.SATURATE:
+        e = max(-half, min(half - 1, e))
+    else:
+        e = (e + half) % (2 * half) - half           # two's complement, modulo 2**bits
+    if any(v.kind == "nan" for v in values):
+        return _Val("nan"), e
+    return _Val("num", Fraction(2) ** e), e
 
 
 def _upcast_val(spec: UnitSpec, fmt: formats.Format, code: int) -> _Val:
@@ -322,17 +264,11 @@ def _terms(spec: UnitSpec, vs: VectorSet, bt, i, j, idx) -> list[tuple[_Val, int
             out.append((v, e))
         return out
     # GST-FDPA: each group's exact sum times its scale product; aligned at the scale exponents.
-    fs = formats.get(vs.scale_format)
     out = []
     for g0 in range(0, len(idx), spec.group):
         members = prods[g0:g0 + spec.group]
         special = _sum_specials([v for v, _ in members])
-        kk = idx[g0]
-        blk = kk // vs.block
-        sa = int(vs.a_scale[bt + (i, blk)]) & fs.value_mask
-        sb = int(vs.b_scale[bt + (blk, j)]) & fs.value_mask
-        e = int(fs.fields(sa).e) + int(fs.fields(sb).e)
-        scale = _mul_vals([_input(spec, fs, sa), _input(spec, fs, sb)])
+        scale, e = _scale_pair(spec, vs, bt, i, j, idx[g0])
         if special is not None:
             out.append((_mul_vals([special, scale]), e))     # Inf times a zero scale: NaN
             continue
@@ -370,21 +306,26 @@ def _step_ref(spec: UnitSpec, terms: list[tuple[_Val, int]], acc: _Val | None,
             total = sum(_align(v.q / unit, spec.align) for v in values) * unit
     r = _round_value(total, acc_fmt, spec.acc_rounding, spec.overflow)
     if r.kind == "num" and r.q == 0:
-        all_neg_zero = all(v.q == 0 and v.neg for v in values)
-        neg = spec.zero_sign is ZeroSign.IEEE and (all_neg_zero if total == 0 else
-                                                   total < 0)
+        if spec.zero_sign is ZeroSign.C:           # IEEE 754 6.3: -0 only rounding down
+            neg = spec.acc_rounding is Rounding.RD if total == 0 else total < 0
+        else:
+            all_neg_zero = all(v.q == 0 and v.neg for v in values)
+            neg = spec.zero_sign is ZeroSign.IEEE and (all_neg_zero if total == 0 else
+                                                       total < 0)
         return _Val("num", Fraction(0), neg)
     return r
 
 
 def _tree_ref(spec: UnitSpec, terms: list[tuple[_Val, int]]) -> _Val:
     """A reduction tree: the terms added pairwise, ((t0 + t1) + (t2 + t3)) + ..., each node
-    rounded once to acc_format; a lone term is rounded once, as t0 + 0."""
-    acc_fmt = formats.get(spec.acc_format)
+    rounded once to its level's format (tree_formats, or acc_format); a lone term is rounded
+    once to acc_format, as t0 + 0."""
     nodes = [v for v, _ in terms] + ([_Val("num")] if len(terms) == 1 else [])
-    while len(nodes) > 1:
-        nodes = [_add_ref(x, y, acc_fmt, spec.acc_rounding, spec.overflow, spec.zero_sign)
+    for name in spec.tree_level_formats() or (spec.acc_format,):
+        level = formats.get(name)
+        nodes = [_add_ref(x, y, level, spec.acc_rounding, spec.overflow, spec.zero_sign)
                  for x, y in zip(nodes[::2], nodes[1::2], strict=True)]
+    assert len(nodes) == 1
     return nodes[0]
 
 
@@ -396,9 +337,38 @@ def _add_ref(x: _Val, y: _Val, out: formats.Format, rounding: Rounding, overflow
     total = x.q + y.q
     r = _round_value(total, out, rounding, overflow)
     if r.kind == "num" and r.q == 0:
-        neg = zero_sign is ZeroSign.IEEE and (x.neg and y.neg if total == 0 else total < 0)
+        if zero_sign is ZeroSign.C:                # IEEE 754 6.3: -0 only rounding down
+            neg = rounding is Rounding.RD if total == 0 else total < 0
+        else:
+            neg = zero_sign is ZeroSign.IEEE and (x.neg and y.neg if total == 0 else total < 0)
         return _Val("num", Fraction(0), neg)
     return r
+
+
+def _instruction(spec: UnitSpec, vs: VectorSet, bt: tuple, i: int, j: int, inst: int,
+                 d: _Val) -> _Val:
+    """D of instruction ``inst`` of dot (bt, i, j) from its C, ``d``: the steps (C in the
+    first, or after them) or the tree, converted to d_format."""
+    d_fmt, acc_fmt = formats.get(spec.d_format), formats.get(spec.acc_format)
+    acc, acc_in = (None if spec.c_mode is CMode.AFTER else d), d_fmt
+    if spec.reduce is Reduce.TREE:
+        terms = _terms(spec, vs, bt, i, j, list(range(inst * spec.k, (inst + 1) * spec.k)))
+        acc = _tree_ref(spec, terms)
+    for step in spec.steps() if spec.reduce is Reduce.CHAIN else ():
+        terms = _terms(spec, vs, bt, i, j, [inst * spec.k + s for s in step])
+        acc_e = _acc_exponent(spec, acc_in, acc) if acc is not None else None
+        acc = _step_ref(spec, terms, acc, acc_e)
+        acc_in = acc_fmt
+    if acc.kind == "num" and acc.q != 0:
+        acc = _round_value(acc.q, d_fmt, spec.acc_rounding, spec.overflow)
+    if spec.c_mode is CMode.AFTER:
+        acc = _add_ref(d, acc, d_fmt, spec.c_rounding, spec.overflow, spec.zero_sign)
+    # zero_sign c: C passes through where the products' exact sum is zero (one step or a tree,
+    # so ``terms`` are the whole instruction's).
+    if spec.zero_sign is ZeroSign.C and all(v.kind == "num" for v, _ in terms) \
+            and sum((v.q for v, _ in terms), Fraction(0)) == 0:
+        return d
+    return acc
 
 
 def _acc_exponent(spec: UnitSpec, fmt: formats.Format, v: _Val) -> int:
@@ -475,7 +445,7 @@ def dot(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
         return _block_fma_ref(spec, vs)
     if spec.epilogue is not None:
         return _epilogue_ref(spec, vs)
-    d_fmt, acc_fmt = formats.get(spec.d_format), formats.get(spec.acc_format)
+    d_fmt = formats.get(spec.d_format)
     out = np.empty(vs.batch_shape + (vs.m, vs.n), d_fmt.code_dtype)
     for index in np.ndindex(*vs.batch_shape, vs.m, vs.n):
         *bt, i, j = index
@@ -489,21 +459,86 @@ def dot(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
                 total = _add_ref(total, d, d_fmt, spec.promote_rounding, spec.overflow,
                                  spec.zero_sign)
                 d = _Val("num")
-            acc, acc_in = (None if spec.c_mode is CMode.AFTER else d), d_fmt
-            if spec.reduce is Reduce.TREE:
-                idx = list(range(inst * spec.k, (inst + 1) * spec.k))
-                acc = _tree_ref(spec, _terms(spec, vs, bt, i, j, idx))
-            for step in spec.steps() if spec.reduce is Reduce.CHAIN else ():
-                idx = [inst * spec.k + s for s in step]
-                acc_e = _acc_exponent(spec, acc_in, acc) if acc is not None else None
-                acc = _step_ref(spec, _terms(spec, vs, bt, i, j, idx), acc, acc_e)
-                acc_in = acc_fmt
-            if acc.kind == "num" and acc.q != 0:
-                acc = _round_value(acc.q, d_fmt, spec.acc_rounding, spec.overflow)
-            if spec.c_mode is CMode.AFTER:
-                acc = _add_ref(d, acc, d_fmt, spec.c_rounding, spec.overflow, spec.zero_sign)
-            d = acc
+            d = _instruction(spec, vs, bt, i, j, inst, d)
         if total is not None:
             d = _add_ref(total, d, d_fmt, spec.promote_rounding, spec.overflow, spec.zero_sign)
         out[index] = spec.d_nan if d.kind == "nan" else _code(d_fmt, d)
     return out
+
+
+# -- IEEE 754 exception flags of a unit that rounds once --------------------------------------
+
+def _signaling(fmt: formats.Format, code: int) -> bool:
+    """Whether ``code`` is a signaling NaN of an IEEE-style ``fmt``: exponent all ones, a
+    fraction that is not zero, its top bit clear."""
+    top = (1 << fmt.exp_bits) - 1
+    man = code & ((1 << fmt.man_bits) - 1)
+    return (code >> fmt.man_bits) & top == top and man != 0 and not man >> (fmt.man_bits - 1)
+
+
+def _round_flags(q: Fraction, fmt: formats.Format, rounding: Rounding,
+                 overflow: Overflow) -> tuple[bool, bool, bool]:
+    """(overflow, underflow, inexact) of rounding the non-zero ``q`` to ``fmt``: beyond
+    ``fmt.max`` once rounded with an unbounded exponent; tiny (below ``2**emin``) so rounded
+    and inexact; the value delivered (subnormals, overflow policy) differs from ``q``."""
+    r = _round_value(q, fmt, rounding, overflow)
+    inexact = r.kind != "num" or r.q != q
+    unbounded = _round_mag(abs(q), q < 0, fmt, rounding, unbounded=True)
+    tiny = unbounded < Fraction(2) ** fmt.emin
+    return unbounded > Fraction(fmt.max), tiny and inexact, inexact
+
+
+def _op_flags(products: list[_Val], others: list[_Val], fmt: formats.Format,
+              rounding: Rounding, overflow: Overflow, snan: bool) -> tuple[bool, ...]:
+    """(nv, of, uf, nx) of one rounded sum of ``products`` (a NaN among them is invalid: a NaN
+    code or scale, Inf x 0) and ``others`` (C, a step's result: NaN there is quiet unless
+    ``snan``); +Inf with -Inf is invalid; a NaN or Inf result raises nothing else."""
+    values = products + others
+    infs = {v.neg for v in values if v.kind == "inf"}
+    nv = snan or any(v.kind == "nan" for v in products) or len(infs) == 2
+    total = sum((v.q for v in values if v.kind == "num"), Fraction(0))
+    if any(v.kind != "num" for v in values) or total == 0:
+        return nv, False, False, False
+    return (nv, *_round_flags(total, fmt, rounding, overflow))
+
+
+def _instruction_flags(spec: UnitSpec, terms: list[_Val], c: _Val,
+                       snan: bool) -> tuple[bool, ...]:
+    """(nv, of, uf, nx) of one instruction with C ``c``: its one rounding (C in the step), or
+    its two (the step, then C + that) ORed, as a unit that raises each adder's flags does."""
+    acc_fmt, d_fmt = formats.get(spec.acc_format), formats.get(spec.d_format)
+    if spec.c_mode is CMode.STEP:
+        return _op_flags(terms, [c], acc_fmt, spec.acc_rounding, spec.overflow, snan)
+    first = _op_flags(terms, [], acc_fmt, spec.acc_rounding, spec.overflow, False)
+    step = _step_ref(spec, [(t, 0) for t in terms], None, None)
+    second = _op_flags([], [c, step], d_fmt, spec.c_rounding, spec.overflow, snan)
+    return tuple(x or y for x, y in zip(first, second, strict=True))
+
+
+def exception_flags(spec: UnitSpec, vs: VectorSet) -> tuple[npt.NDArray[np.bool_], ...]:
+    """``(nv, of, uf, nx)``, boolean arrays of ``vs.out_shape``, as
+    :func:`mxsim.engine.fast.exception_flags` documents them, one dot at a time.
+
+    ``spec`` must round once per instruction (one exact step, ``d_format`` = ``acc_format``;
+    :func:`mxsim.engine.flags.status_flags` checks it). Flags accrue over a chain's
+    instructions; a C that is a signaling NaN is invalid in the first (the ones after it take
+    the unit's own results).
+    """
+    spec.check_vectors(vs)
+    d_fmt = formats.get(spec.d_format)
+    out = np.zeros((4,) + vs.out_shape, bool)
+    for index in np.ndindex(*vs.out_shape):
+        *bt, i, j = index
+        bt = tuple(bt)
+        code = int(vs.c[index]) if vs.c is not None else 0
+        d = _input(spec, d_fmt, code)
+        snan = vs.c is not None and spec.specials is Specials.IEEE and _signaling(d_fmt, code)
+        raised = [False] * 4
+        for inst in range(vs.k // spec.k):
+            idx = [inst * spec.k + s for s in spec.steps()[0]]
+            terms = [v for v, _ in _terms(spec, vs, bt, i, j, idx)]
+            flags = _instruction_flags(spec, terms, d, snan and inst == 0)
+            raised = [x or y for x, y in zip(raised, flags, strict=True)]
+            d = _instruction(spec, vs, bt, i, j, inst, d)
+        out[(slice(None),) + index] = raised
+    return tuple(out)
