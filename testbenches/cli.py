@@ -37,7 +37,8 @@ from mxsim.cli.verbs import Verb
 from mxsim.errors import MxsimError
 from mxsim.output import write_text
 
-__all__ = ["VERIFY", "DEMO", "foreign_map", "numerics_line", "cmd_verify", "cmd_demo"]
+__all__ = ["VERIFY", "DEMO", "foreign_map", "numerics_line", "settings", "with_fields",
+           "cmd_verify", "cmd_demo"]
 
 
 def foreign_map(path: str, work: str | Path):
@@ -49,6 +50,44 @@ def foreign_map(path: str, work: str | Path):
     pm = portmap.load(path)
     pm.check_ports(ports.design_ports(pm, Path(work)))
     return pm
+
+
+def settings(texts: list[str]) -> dict[str, object]:
+    """``--set FIELD=VALUE`` arguments as {field: value}, each value as a spec file spells it
+    (an integer, hexadecimal too, ``none``, ``true``/``false``, a word); MxsimError for one
+    that is not FIELD=VALUE or names no field of a unit spec."""
+    from dataclasses import fields
+
+    from mxsim.spec import UnitSpec
+    names = {f.name for f in fields(UnitSpec)} - {"name", "provenance"}
+    out: dict[str, object] = {}
+    for text in texts:
+        name, eq, value = text.partition("=")
+        if not eq or not name or not value:
+            raise MxsimError(f"--set takes FIELD=VALUE (e.g. acc_rounding=rd), not {text!r}")
+        if name not in names:
+            raise MxsimError(f"--set: {name!r} is not a field of a unit spec; docs/units.md "
+                             f"lists them")
+        words = {"none": None, "true": True, "false": False}
+        try:
+            out[name] = words[value] if value in words else int(value, 0)
+        except ValueError:
+            out[name] = value
+    return out
+
+
+def with_fields(spec, texts: list[str]):
+    """``spec`` with each ``FIELD=VALUE`` of ``texts`` (``--set``) changed (see
+    :func:`settings`); the result checked as a spec is."""
+    from mxsim.spec import SpecError, from_dict
+    if not texts:
+        return spec
+    data = {**spec.to_dict(), **settings(texts)}
+    data["name"] = f"{spec.name} ({', '.join(texts)})"
+    try:
+        return from_dict(data, source="--set")
+    except SpecError as exc:
+        raise MxsimError(f"--set: {exc}") from None
 
 
 def numerics_line(spec) -> str:
@@ -75,15 +114,26 @@ def _verify_foreign(args: argparse.Namespace) -> int:
                          "design must reproduce (mxsim units lists the presets)")
     if args.vectors < 1:
         raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
+    settings(args.set_fields)                                # a bad --set before anything runs
     pm = foreign_map(args.rtl, Path(args.out) / "ports")     # written only for a bad design
-    a, b = map_formats(pm, args.a_format, args.b_format)
     unit_name = args.unit
-    spec = units.get(unit_name).spec_for_formats(a, b)
+    fields = settings(args.set_fields)
+    if "a_format" in fields or "b_format" in fields:
+        # --set gives the formats: the unit's own spec with them (--a-format must agree)
+        spec = with_fields(units.get(unit_name).spec_for_formats(), args.set_fields)
+        a, b = map_formats(pm, args.a_format or spec.a_format, args.b_format or spec.b_format)
+        if (a, b) != (spec.a_format, spec.b_format):
+            raise MxsimError(f"--a-format/--b-format ({a} x {b}) and --set ({spec.a_format} x "
+                             f"{spec.b_format}) disagree; give the formats once")
+    else:
+        a, b = map_formats(pm, args.a_format, args.b_format)
+        spec = with_fields(units.get(unit_name).spec_for_formats(a, b), args.set_fields)
     pm.check_spec(spec)
     out = out_dir(args.out)
     replay = vectors.load(args.replay, allow_large=args.allow_large) if args.replay else None
     if replay is not None:
         spec.check_vectors(replay)
+        pm.check_domain(replay)
     from .foreign.backend import ForeignBackend
     from .foreign.bulk import ForeignBulkBackend
     from .unit.verify import verify
@@ -91,7 +141,8 @@ def _verify_foreign(args: argparse.Namespace) -> int:
                                                                       waves=args.waves)
     # A line to paste into a shell: paths with spaces or quotes are quoted.
     command = (f"mxsim verify --rtl {shlex.quote(args.rtl)} --unit {shlex.quote(unit_name)} "
-               f"--a-format {spec.a_format} --b-format {spec.b_format} --sim {args.sim}")
+               f"--a-format {spec.a_format} --b-format {spec.b_format} --sim {args.sim}"
+               + "".join(f" --set {shlex.quote(x)}" for x in args.set_fields))
     rep = verify(spec, MicroArch(lanes=spec.k, stages=1), unit_name=unit_name, sim=args.sim,
                  dots=args.vectors, seed=args.seed, chunk=args.chunk, out_dir=out,
                  replay=replay, progress=None if not args.json else False, backend=backend,
@@ -100,6 +151,8 @@ def _verify_foreign(args: argparse.Namespace) -> int:
     lines = [rep.format(), f"  design      {pm.path} (top {pm.design.top})",
              f"  numerics    {numerics_line(spec)}",
              f"  model       fast engine: {path['note']}"]
+    if pm.domain is not None:
+        lines.insert(2, f"  domain      {pm.domain.describe()} (stimulus and coverage inside it)")
     emit(args, "\n".join(lines),
          {**rep.to_dict(), "engine_path": path, "map": str(pm.path),
           "numerics": numerics_line(spec)})
@@ -158,6 +211,11 @@ def _add_verify(sub: Any) -> argparse.ArgumentParser:
     ve.add_argument("--replay", default=None, metavar="FAILING.npz",
                     help="run exactly this vector set (a failing set a run wrote)")
     ve.add_argument("--waves", action="store_true", help="write a waveform (FST/VCD)")
+    ve.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    dest="set_fields",
+                    help="with --rtl: change one field of the unit spec for this run, as a "
+                         "spec file spells it (--set acc_rounding=rd --set d_format=bf16); "
+                         "repeat for more")
     add_allow_large(ve)
     ve.add_argument("--campaign", nargs="?", const="all", default=None, metavar="PAIRS",
                     help="every supported format pair (or a list: e4m3xe5m2,int8xint8) "
@@ -181,6 +239,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
                          "go with --campaign")
     if args.rtl is not None:
         return _verify_foreign(args)
+    if args.set_fields:
+        raise MxsimError("--set changes the unit spec a design behind --rtl is held to; give "
+                         "--rtl MAP.toml, or write a spec file for --unit")
     unit, spec, ua = rtl_unit(args)
     if args.vectors < 1:
         raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")

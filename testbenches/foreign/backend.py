@@ -103,7 +103,7 @@ def plan_of(pm: Any) -> Plan:
         out_valid=hs.done if start_done else hs.out_valid, out_ready=hs.out_ready,
         latency=hs.latency or 0, interval=hs.interval or 1,
         latency_exact=hs.latency_is != "max",
-        results=tuple(dict.fromkeys(f.port for f in pm.result.fields())))
+        results=tuple(dict.fromkeys(f.port for f in pm.output_fields())))
 
 
 def _resolve(pm: Any, paths) -> list[Path]:
@@ -199,11 +199,17 @@ def finish(pm: Any, plan: Plan, spec: UnitSpec, vs: VectorSet, beats: Any,
     (``PortMap.compare`` of the decoded results against the engine's), every instruction
     taken, and the declared timing; the run."""
     from mxsim.engine import fast
+    pm = pm.resolve(spec)
     want = fast.dot(spec, vs).reshape(-1)
     trace, raw = rec.trace, rec.raw
     results = pm.decode(raw)
     trace.results = results.fp32_codes().tolist()
     mismatches: list[Mismatch] = list(pm.compare(results, want, d_format=spec.d_format))
+    if pm.status is not None:
+        from mxsim.engine.flags import status_flags
+
+        from .portmap.codec import compare_flags
+        mismatches += compare_flags(results, status_flags(spec, vs))
     taken, instructions = int((trace.in_valid & trace.in_ready).sum()), beats.instructions
     if taken != instructions:
         mismatches.append(Mismatch(MismatchKind.CYCLE, note=f"{taken} of {instructions} "
@@ -265,6 +271,27 @@ class MapDesign:
     def backpressure(self) -> bool:
         hs = self.pm.handshake
         return hs.kind == "valid-ready" and hs.out_ready is not None
+
+    def adapt(self, spec: UnitSpec, vs: VectorSet, seed: int) -> VectorSet:
+        """Stimulus ``vs`` made fit for the design: C in the format the design takes (the
+        spec's d_format, rounded to nearest even where the stimulus made an FP32 C), and
+        every dot product inside the map's ``[domain]`` (see
+        :meth:`testbenches.foreign.portmap.domain.Domain.constrain`)."""
+        pm = self.pm.resolve(spec)
+        if pm.accumulator.c is not None and vs.c is not None and vs.c_format != spec.d_format:
+            from mxsim import formats
+            value = formats.get(vs.c_format).decode(vs.c)
+            vs = vs.replace(c=formats.get(spec.d_format).encode(value, "rne", saturate=False),
+                            c_format=spec.d_format)
+        if pm.domain is not None:
+            vs = pm.domain.constrain(vs, seed)
+        return vs
+
+    def unreachable(self) -> dict[str, set[str]]:
+        """Coverage bins no input inside the map's ``[domain]`` can hit (not holes)."""
+        if self.pm.domain is None:
+            return {}
+        return self.pm.domain.unreachable(self._spec, takes_c=self.takes_c)
 
     def prepare(self, spec: UnitSpec, fault: str | None) -> dict[str, int | str]:
         """The start of every build: no mutants (a foreign design injects its bugs with a

@@ -28,7 +28,7 @@ from . import group_coverage
 from .stimulus import CONSTRUCTIONS, Draft, stimulus
 
 __all__ = ["COVERPOINTS", "CONSTRUCTIONS", "CLASSES", "OperandClass", "Coverage", "Draft",
-           "stimulus", "measure", "block_results"]
+           "stimulus", "measure", "block_results", "drop_bins"]
 
 
 class OperandClass(enum.IntEnum):
@@ -118,6 +118,21 @@ class Coverage:
         return {"hits": self.hits, "holes": self.holes(), "unmeasured": self.unmeasured()}
 
 
+def drop_bins(cov: Coverage, unreachable: dict[str, set[str]]) -> None:
+    """Remove from ``cov`` the bins a design's input domain makes unreachable (coverpoint ->
+    bin names; an ``a_class``/``b_class`` name stands for that class at every lane)."""
+    for point, names in unreachable.items():
+        bins = cov.hits.get(point)
+        if bins is None:
+            continue
+        for b in list(bins):
+            if b in names or b.split(":")[-1] in names:
+                del bins[b]
+        if not bins:
+            del cov.hits[point]
+            cov.expected.discard(point)
+
+
 def _classes(fmt: formats.Format, codes: npt.NDArray) -> npt.NDArray:
     """The :class:`OperandClass` of each code."""
     cls = fmt.classify(codes)
@@ -144,8 +159,17 @@ def _applicable(fmt: formats.Format) -> tuple[str, ...]:
 
 # -- coverage -----------------------------------------------------------------------------------
 
+def _fp32_codes(fmt: str, codes: npt.NDArray) -> npt.NDArray[np.uint32]:
+    """FP16/BF16 codes as the FP32 codes of the same values (exact); FP32 codes as they are."""
+    if fmt == "fp32":
+        return codes.astype(np.uint32)
+    return formats.get("fp32").encode(formats.get(fmt).decode(codes), "rne",
+                                      saturate=False).astype(np.uint32)
+
+
 def block_results(spec: UnitSpec, vs: VectorSet) -> npt.NDArray[np.uint32]:
-    """The FP32 result after each block of every dot: (dots, blocks)."""
+    """The result after each block of every dot, as FP32 codes (an FP16/BF16 unit's values
+    exactly): (dots, blocks)."""
     nblk = vs.k // spec.k
     out = []
     for b in range(1, nblk + 1):
@@ -154,7 +178,7 @@ def block_results(spec: UnitSpec, vs: VectorSet) -> npt.NDArray[np.uint32]:
                          a_scale=None if vs.a_scale is None else vs.a_scale[..., :kb // vs.block],
                          b_scale=None if vs.b_scale is None else
                          vs.b_scale[..., :kb // vs.block, :])
-        out.append(fast.dot(spec, cut).reshape(-1))
+        out.append(_fp32_codes(spec.d_format, fast.dot(spec, cut).reshape(-1)))
     return np.stack(out, axis=1)
 
 
@@ -247,7 +271,7 @@ class _Blocks:
     def of(cls, spec: UnitSpec, vs: VectorSet) -> _Blocks:
         nb = int(np.prod(vs.batch_shape, dtype=np.int64))
         res = block_results(spec, vs).reshape(nb, vs.m, vs.n, vs.k // spec.k)
-        c0 = (vs.c.reshape(nb, vs.m, vs.n) if vs.c is not None
+        c0 = (_fp32_codes(vs.c_format, vs.c).reshape(nb, vs.m, vs.n) if vs.c is not None
               else np.zeros((nb, vs.m, vs.n), np.uint32))
         c_in = np.concatenate([c0[..., None], res[..., :-1]], axis=-1)      # C of each block
         f32 = formats.get("fp32")
@@ -255,7 +279,8 @@ class _Blocks:
         ec = np.where(sigc != 0, ec.astype(np.int64), spec.e_zero)
         # A GST unit's terms are group sums; coverage looks at the products inside them.
         terms = product_terms(spec if spec.group is None
-                              else spec.replace(group=None, reduce="chain"), vs)
+                              else spec.replace(group=None, reduce="chain", tree_formats=None),
+                              vs)
         # Coverage counts an Inf or NaN product at its fields' exponent (the engine aligns it
         # at e_zero): only `spread` of blocks whose result is Inf or NaN sees the difference,
         # and every committed run was counted so.

@@ -376,7 +376,16 @@ def stimulus(spec: UnitSpec, dots: int, *, blocks: int = 2, seed: int = 0,
     under a dominant C, one-binade overflows and FP32-subnormal C values; for exact units a
     zero C under exactly cancelling products, for units without specials the all-ones
     codes). With ``with_c=False`` (a design that takes no C) every C is +0, and two more
-    constructions make what C made: subnormal results (by the scales) and round carries."""
+    constructions make what C made: subnormal results (by the scales) and round carries.
+
+    A unit whose C and D are FP16 or BF16 gets the stimulus of its FP32 twin (the
+    constructions aim at FP32 boundaries), C then rounded to its format, to nearest even."""
+    if spec.d_format != "fp32":
+        twin = spec.replace(d_format="fp32", acc_format="fp32", nan_code=None)
+        vs = stimulus(twin, dots, blocks=blocks, seed=seed, with_c=with_c)
+        c = formats.get(spec.d_format).encode(formats.get("fp32").decode(vs.c), "rne",
+                                              saturate=False)
+        return vs.replace(c=c, c_format=spec.d_format, d_format=spec.d_format)
     fams, side, per = _layout(spec, dots)
     suite = vectors.generate_suite(fams + ["normal", "max"], count=per, seed=seed,
                                    a_format=spec.a_format, b_format=spec.b_format, m=side,

@@ -180,6 +180,9 @@ def _chunks(spec: UnitSpec, dots: int, chunk: int, seed: int, replay: VectorSet 
         s = seed * 100003 + i
         vs = coverage.stimulus(spec, asked, blocks=1 + i % most, seed=s,
                                with_c=backend.takes_c)
+        adapt = getattr(backend, "adapt", None)      # a foreign design's C format and domain
+        if adapt is not None:
+            vs = adapt(spec, vs, s)
         valid_p, ready_p = PRESSURE[i % len(PRESSURE)]
         yield i, vs, Stimulus.random(s, valid_p=valid_p, ready_p=ready_p)
 
@@ -229,8 +232,12 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
     for i, vs, stimulus in _chunks(spec, dots, chunk, seed, replay, backend, chunks):
         run = backend.run(vs, stimulus, name=f"chunk{i}")
         rep.add(run)
-        rep.coverage.merge(coverage.measure(spec, vs, run.trace, microarch.lanes,
-                                            backpressure=backend.backpressure))
+        cov = coverage.measure(spec, vs, run.trace, microarch.lanes,
+                               backpressure=backend.backpressure)
+        unreachable = getattr(backend, "unreachable", None)
+        if unreachable is not None:
+            coverage.drop_bins(cov, unreachable())
+        rep.coverage.merge(cov)
         if run.mismatches:
             rep.mismatches += [replace(m, chunk=i) for m in run.mismatches]
             if keep_failing:

@@ -17,7 +17,7 @@ Every problem with a map is a :class:`MapError` whose message is one line,
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +29,12 @@ from mxsim.vectors import VectorSet
 
 from ...sim.backend import Mismatch
 from .codec import Beats, Results, compare_results, decode_results, pack_instructions, port_words
+from .domain import Domain
 from .parse import FORMAT_BITS, parse
 from .parts import (
     Accumulator,
     Clock,
+    Control,
     Design,
     Field,
     FormatSelect,
@@ -42,13 +44,15 @@ from .parts import (
     Reset,
     Result,
     Scales,
+    Status,
     Tie,
+    spec_text,
 )
 from .ports import Port
 
 __all__ = ["MapError", "PortMap", "Beats", "Results", "load", "port_words", "Design", "Clock",
            "Reset", "Handshake", "FormatSelect", "Field", "Lanes", "Scales", "Accumulator",
-           "Result", "Tie"]
+           "Result", "Tie", "Control", "Status", "Domain"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,11 @@ class _Use:
     most: int | None = None         #: the width a whole port may have at most
     elements: int | None = None     #: an unpacked array of this many elements
     any_shape: bool = False         #: a scalar port or a one-dimensional array alike
+
+
+def _bits(encoding: str) -> int:
+    """Bits of a C or result field: the widest of its encodings ("fp32|bf16": 32)."""
+    return max(FORMAT_BITS[e] for e in encoding.split("|"))
 
 
 def load(path: str | Path) -> PortMap:
@@ -109,6 +118,13 @@ class PortMap:
     result: Result
     instruction_line: int = 1
     tie: tuple[Tie, ...] = ()
+    #: ``instruction.k`` per element format (None: one k for all)
+    k_by_format: Mapping[str, int] | None = None
+    controls: tuple[Control, ...] = ()
+    status: Status | None = None
+    domain: Domain | None = None
+    #: ``instruction.int8 = "integer"``: the design reads INT8 codes as whole integers
+    int8_integer: bool = False
     ports: dict[str, Port] = field(default_factory=dict, compare=False, repr=False)
 
     def _fail(self, line: int, msg: str) -> MapError:
@@ -136,6 +152,7 @@ class PortMap:
                  for n in (f.port_names() if isinstance(f, Lanes) else [f.port])]
         if self.format_select is not None and self.format_select.by == "port":
             names.append(self.format_select.name)
+        names += [c.field.port for c in self.controls]
         names += [t.port for t in self.tie]
         return list(dict.fromkeys(names))
 
@@ -146,8 +163,13 @@ class PortMap:
 
     def read_ports(self) -> list[str]:
         """Every output port the testbench reads: the result's and the handshake's."""
-        names = [f.port for f in self.result.fields()] + self.handshake.outputs()
+        names = [f.port for f in self.output_fields()] + self.handshake.outputs()
         return list(dict.fromkeys(names))
+
+    def output_fields(self) -> list[Field]:
+        """Every field read with a result: the result's, then the status flags'."""
+        flags = [] if self.status is None else list(self.status.flags.values())
+        return self.result.fields() + flags
 
     def parameters(self, spec: UnitSpec | None = None) -> dict[str, int | str]:
         """The top-level parameters to elaborate the design with: ``design.parameters``, and
@@ -175,19 +197,27 @@ class PortMap:
         for tie in self.tie:
             yield _Use(tie.port, f"tie.{tie.port}", tie.line, True,
                        least=tie.value.bit_length() or 1, any_shape=True)
+        for ctl in self.controls:
+            yield self._field_use(ctl.field, True,
+                                  least=max(ctl.values.values()).bit_length() or 1)
+        if self.status is not None:
+            for f in self.status.flags.values():
+                yield self._field_use(f, False, exact=1)
         acc, sc = self.accumulator, self.scales
         for part in self.data_fields():
             if isinstance(part, Lanes):
                 yield from self._lane_uses(part)
             elif part is acc.c:
-                yield self._field_use(part, True, exact=FORMAT_BITS[acc.format])
+                yield self._field_use(part, True, exact=_bits(acc.format))
             elif part is sc.a or part is sc.b:
-                yield self._field_use(part, True, least=8)
+                yield self._field_use(part, True,
+                                      least=8 if sc.exponent is None else sc.exponent.bits)
             else:
                 yield self._field_use(part, True, exact=1)
         res = self.result
         if res.field is not None:
-            yield self._field_use(res.field, False, exact=FORMAT_BITS[res.encoding])
+            yield self._field_use(res.field, False,
+                                  exact=_bits("|".join(res.encodings) or res.encoding))
         else:
             yield self._field_use(res.mantissa, False, least=2 if res.mantissa_signed else 1,
                                   most=64 if res.mantissa_signed else 63)
@@ -204,7 +234,10 @@ class PortMap:
 
     @staticmethod
     def _lane_uses(lanes: Lanes) -> Iterator[_Use]:
-        if lanes.layout == "packed":
+        if lanes.concat:
+            for name in lanes.concat:
+                yield _Use(name, lanes.what, lanes.line, True)
+        elif lanes.layout == "packed":
             yield _Use(lanes.port, lanes.what, lanes.line, True, top=lanes.top)
         elif lanes.layout == "array":
             yield _Use(lanes.port, lanes.what, lanes.line, True, least=lanes.width,
@@ -238,8 +271,22 @@ class PortMap:
             self._check_use(use, port)
             used.add(use.port)
         self._check_undriven(ports, used)
+        for lanes in (self.a, self.b):
+            if lanes.concat:
+                total = sum(ports[n].width for n in lanes.concat)
+                top = lanes.lsb + max(k * w for k, w in self._lane_extents(lanes)) - 1
+                if top >= total:
+                    raise self._fail(lanes.line, f"{lanes.what}: ports {', '.join(lanes.concat)}"
+                                                 f" hold {total} bits together, the lanes use "
+                                                 f"bit {top}; fix the ports or the lanes")
         self.ports.clear()
         self.ports.update(ports)
+
+    def _lane_extents(self, lanes: Lanes) -> list[tuple[int, int]]:
+        """(lanes, stride) of every element format the lanes may hold."""
+        if lanes.dense and self.k_by_format:
+            return [(k, formats.get(f).bits) for f, k in self.k_by_format.items()]
+        return [(lanes.count, lanes.stride)]
 
     def _check_undriven(self, ports: Mapping[str, Port], used: set[str]) -> None:
         """Refuse a design input the map does not drive: left alone, it would hold whatever
@@ -310,9 +357,11 @@ class PortMap:
         """
         unit = f"unit {spec.name!r}"
         k_line = self.instruction_line
-        if spec.k != self.k:
-            raise self._fail(k_line, f"instruction.k is {self.k} but {unit} has k = {spec.k}; "
-                                     f"use a unit spec with k = {self.k}")
+        k = self.k if self.k_by_format is None else self.k_by_format.get(spec.a_format)
+        if k is not None and spec.k != k:
+            per = "" if self.k_by_format is None else f" for {spec.a_format}"
+            raise self._fail(k_line, f"instruction.k is {k}{per} but {unit} has k = {spec.k}; "
+                                     f"use a unit spec with k = {k}")
         sel = self.format_select
         if sel is not None:
             if spec.a_format != spec.b_format or spec.a_format not in sel.values:
@@ -328,10 +377,52 @@ class PortMap:
         self._check_spec_scales(spec, unit)
         acc, res = self.accumulator, self.result
         for what, fmt, line in (("accumulator.format", acc.format, acc.line),
-                                ("result.encoding", res.encoding, res.line)):
-            if fmt in FORMAT_BITS and fmt != spec.d_format:
-                raise self._fail(line, f"{what} is {fmt} but {unit} has d_format "
-                                       f"{spec.d_format}; use a unit spec with d_format {fmt}")
+                                ("result.encoding", "|".join(res.encodings) or res.encoding,
+                                 res.line)):
+            if fmt is not None and fmt != "fixed" and spec.d_format not in fmt.split("|"):
+                one = "|" not in fmt
+                raise self._fail(line, f"{what} is {fmt.replace('|', ' or ')} but {unit} has "
+                                       f"d_format {spec.d_format}; use a unit spec with "
+                                       f"d_format {fmt if one else 'among those'}")
+        for ctl in self.controls:
+            if ctl.value_for(spec) is None:
+                have = spec_text(getattr(spec, ctl.source))
+                raise self._fail(ctl.line, f"control.{ctl.name} sets {ctl.source} to "
+                                           f"{', '.join(ctl.values)} but {unit} has "
+                                           f"{ctl.source} {have}; add {have} = VALUE to "
+                                           f"control.{ctl.name}.values, or use a unit spec "
+                                           f"the design runs")
+        if self.status is not None:
+            from mxsim.engine.flags import check_flags
+            from mxsim.spec import SpecError
+            try:
+                check_flags(spec)
+            except SpecError as exc:
+                raise self._fail(self.status.line, f"[status] checks flags, but {unit}: "
+                                                   f"{exc}") from None
+
+    def resolve(self, spec: UnitSpec) -> PortMap:
+        """This map for ``spec`` (checked against it first): k and the operand lanes of its
+        element format, and C and result in its d_format, where the map leaves them to the
+        spec."""
+        self.check_spec(spec)
+        out = self
+        if self.k_by_format is not None:
+            k, bits = self.k_by_format[spec.a_format], formats.get(spec.a_format).bits
+            lanes = {name: replace(ln, count=k, width=bits, stride=bits) if ln.dense else
+                     replace(ln, count=k) for name, ln in (("a", self.a), ("b", self.b))}
+            out = replace(out, k=k, k_by_format=None, **lanes)
+        if self.result.encodings:
+            out = replace(out, result=replace(self.result, encoding=spec.d_format,
+                                              encodings=()))
+        if self.accumulator.format is not None and "|" in self.accumulator.format:
+            out = replace(out, accumulator=replace(self.accumulator, format=spec.d_format))
+        if self.int8_integer and spec.a_format == "int8" and self.scales.format == "none":
+            # whole-integer codes make results 2**12 times MXINT8's: read them 2**12 smaller
+            out = replace(out, result=replace(out.result, offset=out.result.offset + 12))
+        if out is not self:
+            out.ports.update(self.ports)
+        return out
 
     def _check_spec_scales(self, spec: UnitSpec, unit: str) -> None:
         sc = self.scales
@@ -342,7 +433,8 @@ class PortMap:
                                       f"unit spec with scale_format {sc.format}")
         if mine is None:
             return
-        block = self.k if sc.per == "instruction" else sc.block
+        k = self.k if self.k_by_format is None else self.k_by_format.get(spec.a_format, self.k)
+        block = k if sc.per == "instruction" else sc.block
         if spec.block != block:
             how = ("one scale per instruction of k" if sc.per == "instruction" else
                    "scales.block")
@@ -364,8 +456,7 @@ class PortMap:
             design: its formats, block, K (a multiple of k; k itself unless the accumulator is
             internal), C's format (or a non-zero C where the design has no C input).
         """
-        self.check_spec(spec)
-        return pack_instructions(self, vs)
+        return pack_instructions(self.resolve(spec), vs, spec)
 
     def decode(self, raw: Mapping[str, np.ndarray]) -> Results:
         """The results in ``raw`` (result port -> ``(n, words)`` uint32, least significant
@@ -383,7 +474,21 @@ class PortMap:
         return compare_results(self, results, np.asarray(want), formats.get(d_format))
 
     def describe(self) -> dict[str, Any]:
-        """A short summary for reports: top, handshake, k, formats, result encoding."""
+        """A short summary for reports: top, handshake, k, formats, result encoding, the
+        declared input domain."""
         return {"map": str(self.path), "top": self.design.top, "handshake": self.handshake.kind,
-                "k": self.k, "formats": list(self.element_formats()),
-                "result": self.result.encoding}
+                "k": dict(self.k_by_format) if self.k_by_format else self.k,
+                "formats": list(self.element_formats()),
+                "result": "|".join(self.result.encodings) or self.result.encoding,
+                "domain": None if self.domain is None else self.domain.describe()}
+
+    def check_domain(self, vs: VectorSet) -> None:
+        """Refuse ``vs`` when a dot product lies outside ``[domain]`` (MapError naming the
+        first, and why)."""
+        if self.domain is None:
+            return
+        first = self.domain.first_outside(vs)
+        if first is not None:
+            raise self._fail(self.domain.line, f"the vector set is outside [domain]: {first}; "
+                                               f"replay in-domain dot products, or drop "
+                                               f"[domain] to check every input")

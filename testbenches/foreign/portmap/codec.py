@@ -25,10 +25,12 @@ from .parse import FORMAT_BITS
 from .parts import Field, Lanes, MapError, MapLike
 
 __all__ = ["Beats", "Results", "pack_instructions", "decode_results", "compare_results",
-           "port_words", "WORD"]
+           "compare_flags", "port_words", "WORD", "FLAG_BITS"]
 
 WORD = 32
 _MASK32 = np.uint64(0xFFFFFFFF)
+#: The status flags' bits, RISC-V fflags order (as mxsim.engine.flags computes them).
+FLAG_BITS = {"nv": 0x10, "dz": 0x08, "of": 0x04, "uf": 0x02, "nx": 0x01}
 
 
 @dataclass
@@ -79,6 +81,10 @@ class Results:
     nan: npt.NDArray[np.bool_] | None = None
     precision: int = 0
     e_min: int = 0
+    #: the ``[status]`` flags read (uint8, RISC-V fflags bits: NV 0x10 ... NX 0x01) and the
+    #: mask of those the map reads; None without ``[status]``
+    flags: npt.NDArray[np.uint8] | None = None
+    flag_mask: int = 0
 
     def __len__(self) -> int:
         return len(self.codes if self.codes is not None else self.mant)
@@ -86,8 +92,9 @@ class Results:
     def take(self, index: npt.ArrayLike) -> Results:
         """The results at ``index`` (an index array or a boolean mask)."""
         pick = {n: None if getattr(self, n) is None else getattr(self, n)[index]
-                for n in ("codes", "mant", "exp", "nan")}
-        return Results(self.encoding, precision=self.precision, e_min=self.e_min, **pick)
+                for n in ("codes", "mant", "exp", "nan", "flags")}
+        return Results(self.encoding, precision=self.precision, e_min=self.e_min,
+                       flag_mask=self.flag_mask, **pick)
 
     def fp32_codes(self) -> npt.NDArray[np.uint32]:
         """Each result as an FP32 code, for traces and coverage (never compared): exact
@@ -142,6 +149,10 @@ class _Packer:
                 self.tops[part.port] = max(self.tops.get(part.port, 0), top)
         for tie in pm.tie:
             self.tops[tie.port] = max(tie.value.bit_length() - 1, 0)
+        for ctl in pm.controls:
+            top = ctl.field.bits[0] if ctl.field.bits is not None else \
+                max(max(ctl.values.values()).bit_length() - 1, 0)
+            self.tops[ctl.field.port] = max(self.tops.get(ctl.field.port, 0), top)
 
     def words(self, port: str, elements: int | None = None) -> npt.NDArray[np.uint32]:
         if port not in self.ports:
@@ -164,7 +175,9 @@ class _Packer:
 
     def lanes(self, lanes: Lanes, codes: npt.NDArray) -> None:
         """``codes``: ``(n, lanes.count)``."""
-        if lanes.layout == "packed":
+        if lanes.concat:
+            self._concat(lanes, codes)
+        elif lanes.layout == "packed":
             words = self.words(lanes.port)
             for i, off in enumerate(lanes.offsets()):
                 _put(words, codes[:, i], off, lanes.width)
@@ -173,6 +186,27 @@ class _Packer:
         else:
             for i, name in enumerate(lanes.port_names()):
                 _put(self.words(name), codes[:, i], 0, lanes.width)
+
+
+    def _concat(self, lanes: Lanes, codes: npt.NDArray) -> None:
+        """Lanes packed into the concatenation of ``lanes.concat``, then cut into its ports."""
+        widths = []
+        for name in lanes.concat:
+            known = self.pm.ports.get(name)
+            if known is None:
+                raise ValueError(f"Lanes across ports ({', '.join(lanes.concat)}) need the "
+                                 f"ports' widths: call PortMap.check_ports first")
+            widths.append(known.width)
+        whole = np.zeros((self.n, _words(sum(widths))), np.uint32)
+        for i, off in enumerate(lanes.offsets()):
+            _put(whole, codes[:, i], off, lanes.width)
+        at = 0
+        for name, width in zip(lanes.concat, widths, strict=True):
+            words = self.words(name)
+            for j in range(words.shape[-1]):
+                take = min(WORD, width - WORD * j)
+                words[:, j] = _get(whole, at + WORD * j, take).astype(np.uint32)
+            at += width
 
 
 def _fit(pm: MapLike, vs: VectorSet) -> int:
@@ -213,8 +247,9 @@ def _fit(pm: MapLike, vs: VectorSet) -> int:
     return vs.k // pm.k
 
 
-def pack_instructions(pm: MapLike, vs: VectorSet) -> Beats:
-    """Every instruction of ``vs`` as port words (see :class:`Beats`); ``vs`` checked to fit."""
+def pack_instructions(pm: MapLike, vs: VectorSet, spec=None) -> Beats:
+    """Every instruction of ``vs`` as port words (see :class:`Beats`); ``vs`` checked to fit.
+    ``spec`` (a unit spec the map was resolved for) gives the ``[control]`` inputs' values."""
     per_dot = _fit(pm, vs)
     k = pm.k
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))
@@ -234,6 +269,10 @@ def pack_instructions(pm: MapLike, vs: VectorSet) -> Beats:
         a_s = spread(vs.a_scale.reshape(nb, m, 1, per_dot, per), (per,))
         b_s = spread(vs.b_scale.reshape(nb, 1, per_dot, per, n).transpose(0, 1, 4, 2, 3),
                      (per,))
+        if pm.int8_integer and vs.a_format == "int8":
+            a_s, b_s = _int8_scales(pm, a_s, b_s)
+        if sc.exponent is not None:
+            a_s, b_s = _exponents(pm, vs, a_s, b_s)
         for part, codes in ((sc.a, a_s), (sc.b, b_s)):
             if isinstance(part, Lanes):
                 p.lanes(part, codes)
@@ -252,9 +291,49 @@ def pack_instructions(pm: MapLike, vs: VectorSet) -> Beats:
     sel = pm.format_select
     if sel is not None and sel.by == "port":
         p.field(Field(sel.name), np.full(count, sel.values[vs.a_format], np.uint32))
+    for ctl in pm.controls:
+        if spec is None:
+            raise ValueError("a map with [control] inputs packs for a unit spec: pass spec")
+        p.field(ctl.field, np.full(count, ctl.value_for(spec), np.uint32))
     for tie in pm.tie:
         p.constant(tie.port, tie.value)
     return Beats({name: p.ports[name] for name in pm.data_ports()}, per_dot, last)
+
+
+def _int8_scales(pm: MapLike, a_s: npt.NDArray, b_s: npt.NDArray) -> tuple:
+    """E8M0 scale codes 2**6 smaller (code - 6) for a design that reads INT8 codes as whole
+    integers: its results are then MXINT8's exactly. MapError for a code below 6 or NaN."""
+    out = []
+    for name, codes in (("A", a_s), ("B", b_s)):
+        bad = (codes < 6) | (codes == 0xFF)
+        if bad.any():
+            first = int(np.argwhere(bad.reshape(len(bad), -1))[0][0])
+            raise MapError(f"{pm.path}:{pm.instruction_line}: instruction {first} has a scale "
+                           f"of {name} that cannot be sent 2**6 smaller (instruction.int8 = "
+                           f"'integer' needs E8M0 codes 6..254); keep scale exponents >= -121 "
+                           f"with [domain] a_scale/b_scale")
+        out.append((codes - 6).astype(codes.dtype))
+    return out[0], out[1]
+
+
+def _exponents(pm: MapLike, vs: VectorSet, a_s: npt.NDArray, b_s: npt.NDArray) -> tuple:
+    """E8M0 scale codes as ``scales.exponent`` fields; MapError for a code the field cannot
+    hold (the NaN code, an exponent out of its range), naming the first instruction's dot."""
+    ex = pm.scales.exponent
+    lo, hi = ex.exponents
+    out = []
+    for name, codes in (("A", a_s), ("B", b_s)):
+        e = codes.astype(np.int64) - 127
+        bad = (codes == 0xFF) | (e < lo) | (e > hi)
+        if bad.any():
+            first, lane = (int(x) for x in np.argwhere(bad.reshape(len(bad), -1))[0])
+            code = int(codes.reshape(len(codes), -1)[first, lane])
+            what = "the NaN code 0xFF" if code == 0xFF else f"exponent {code - 127}"
+            raise MapError(f"{pm.path}:{ex.line}: instruction {first} has a scale of {name} "
+                           f"the design cannot take ({what}; scales.exponent holds {lo}..{hi});"
+                           f" keep the vector set inside [domain]")
+        out.append(ex.encode(codes))
+    return out[0], out[1]
 
 
 # -- decoding -----------------------------------------------------------------------------
@@ -310,12 +389,28 @@ def _signed(bits: npt.NDArray[np.uint64], width: int) -> npt.NDArray[np.int64]:
     return value - (((value >> (width - 1)) & 1) << width)
 
 
+def _flags(pm: MapLike, raw) -> dict:
+    """The ``[status]`` flags in ``raw`` as Results' ``flags`` and ``flag_mask``."""
+    if pm.status is None:
+        return {}
+    flags, mask = None, 0
+    for name, f in pm.status.flags.items():
+        bit = FLAG_BITS[name]
+        got = (_field_bits(pm, raw, f, 1)[0].astype(np.uint8) & np.uint8(1)) * np.uint8(bit)
+        flags = got if flags is None else flags | got
+        mask |= bit
+    return {"flags": flags.astype(np.uint8), "flag_mask": mask}
+
+
 def decode_results(pm: MapLike, raw) -> Results:
     """The results in ``raw`` (result port -> ``(n, words)`` uint32), decoded exactly."""
     res = pm.result
+    if res.encoding == "spec":
+        raise ValueError("a map whose result encoding the unit spec chooses decodes after "
+                         "PortMap.resolve(spec)")
     if res.field is not None:
         bits, _ = _field_bits(pm, raw, res.field, FORMAT_BITS[res.encoding])
-        return Results(res.encoding, codes=bits.astype(np.uint32))
+        return Results(res.encoding, codes=bits.astype(np.uint32), **_flags(pm, raw))
     mbits, mw = _field_bits(pm, raw, res.mantissa)
     if res.sign_magnitude:
         mag = (mbits & np.uint64((1 << (mw - 1)) - 1)).astype(np.int64)
@@ -331,7 +426,7 @@ def decode_results(pm: MapLike, raw) -> Results:
     nan = np.zeros(len(mant), bool) if res.nan is None else \
         _field_bits(pm, raw, res.nan, 1)[0].astype(bool)
     return Results("fixed", mant=mant.astype(np.int64), exp=exp, nan=nan, precision=precision,
-                   e_min=e_min)
+                   e_min=e_min, **_flags(pm, raw))
 
 
 # -- comparing ----------------------------------------------------------------------------
@@ -429,3 +524,25 @@ def _fixed_mismatch(got: Results, i: int, want: npt.NDArray, fmt: Format, model:
     w = Fraction(int(w_mant)) * Fraction(2) ** int(w_exp)
     return Mismatch(MismatchKind.VALUE, dot=i, rtl=rtl, model=mod,
                     note=f"{_ulps(got, g, w)}; model {fmt.name} {code}")
+
+
+def compare_flags(results: Results, want: npt.NDArray) -> list[Mismatch]:
+    """Every result whose ``[status]`` flags differ from ``want`` (the engine's flags, uint8
+    RISC-V fflags bits; only the flags the map reads are compared)."""
+    if results.flags is None:
+        return []
+    n = min(len(results.flags), len(want))
+    mask = np.uint8(results.flag_mask)
+    got, want = results.flags[:n] & mask, np.asarray(want, np.uint8).reshape(-1)[:n] & mask
+    bad = np.nonzero(got != want)[0]
+    out = [Mismatch(MismatchKind.VALUE, dot=int(i), rtl=_flag_text(int(got[i])),
+                    model=_flag_text(int(want[i])), note="status flags differ")
+           for i in bad[:VALUE_LIMIT]]
+    if len(bad) > VALUE_LIMIT:
+        out.append(not_listed(MismatchKind.VALUE, len(bad), VALUE_LIMIT))
+    return out
+
+
+def _flag_text(bits: int) -> str:
+    names = [name.upper() for name, bit in FLAG_BITS.items() if bits & bit]
+    return "flags " + ("|".join(names) if names else "none")

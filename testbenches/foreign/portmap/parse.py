@@ -12,7 +12,6 @@ line and says what to do.
 
 from __future__ import annotations
 
-import bisect
 import os
 import re
 import tomllib
@@ -22,34 +21,41 @@ from typing import Any
 from mxsim import formats
 from mxsim.formats import ELEMENT_FORMATS
 
-from .locate import key_lines, line_of
+from .domain import C_CLASSES, ELEMENT_CLASSES, Domain
 from .parts import (
     ACC_KINDS,
+    CONTROL_FIELDS,
     FP_ENCODINGS,
     HANDSHAKE_KINDS,
-    LAYOUTS,
-    ORDERS,
     RESULT_ENCODINGS,
     SCALE_FORMATS,
+    STATUS_FLAGS,
     Accumulator,
     Clock,
+    Control,
     Design,
     Field,
     FormatSelect,
     Handshake,
-    Lanes,
     MapError,
     Reset,
     Result,
+    ScaleExponent,
     Scales,
+    Status,
     Tie,
 )
+from .reader import IDENT as _IDENT
+from .reader import Key
+from .reader import Reader as _Reader
+from .reader import dotted as _dotted
+from .reader import show as _show
 
 __all__ = ["parse", "TABLES", "MAX_K", "FORMAT_BITS"]
 
 #: The top-level tables of a map, in the order they are read.
 TABLES = ("design", "clock", "reset", "handshake", "instruction", "format", "operands",
-          "scales", "accumulator", "result", "tie")
+          "scales", "accumulator", "result", "tie", "control", "status", "domain")
 MAX_K = 1 << 16
 #: Bits of the C and result encodings.
 FORMAT_BITS = {"fp32": 32, "fp16": 16, "bf16": 16}
@@ -61,232 +67,7 @@ _HANDSHAKE_KEYS = {
     "pipeline": (("latency",), ("in_valid", "out_valid", "interval")),
     "combinational": ((), ()),
 }
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*\Z")
-_LANE_KEYS = ("port", "layout", "lsb", "stride", "width", "order")
 _MAX_RESULT_BITS = 64
-
-Key = tuple[str, ...]
-
-
-def _dotted(path: Key) -> str:
-    return ".".join(path)
-
-
-def _show(value: Any) -> str:
-    text = repr(value) if not isinstance(value, bool) else str(value).lower()
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-class _Reader:
-    """The parsed TOML of one map, with the lines of its keys, and typed getters that raise
-    MapError naming the key's line."""
-
-    def __init__(self, path: Path, text: str, data: dict):
-        self.path, self.name, self.data = path, str(path), data
-        self.lines = key_lines(text)
-        self.occupied: dict[str, list[tuple[int, int, str]]] = {}
-        self.driven: dict[str, str] = {}
-        self.read: dict[str, str] = {}
-
-    def line(self, path: Key) -> int:
-        return line_of(self.lines, path)
-
-    def fail(self, path: Key, msg: str) -> MapError:
-        return MapError(f"{self.name}:{self.line(path)}: {msg}")
-
-    def get(self, path: Key) -> Any:
-        node: Any = self.data
-        for part in path:
-            if not isinstance(node, dict) or part not in node:
-                return None
-            node = node[part]
-        return node
-
-    def table(self, path: Key, allowed: tuple[str, ...], *, required: bool = False) -> dict:
-        """The table at ``path`` ({} when absent and not ``required``), its keys checked."""
-        value = self.get(path)
-        if value is None:
-            if required:
-                raise self.fail(path, f"[{_dotted(path)}] is missing; add the table (see "
-                                      f"'Port map reference' in docs/foreign-rtl.md)")
-            return {}
-        if not isinstance(value, dict):
-            raise self.fail(path, f"{_dotted(path)} must be a table, not {_show(value)}")
-        for key in value:
-            if key not in allowed:
-                raise self.fail(path + (key,), f"unknown key {_dotted(path + (key,))!r}; "
-                                               f"[{_dotted(path)}] takes {', '.join(allowed)}")
-        return value
-
-    def refuse(self, path: Key, keys: tuple[str, ...], why: str) -> None:
-        """Raise for the first of ``keys`` present in the table at ``path``."""
-        table = self.get(path) or {}
-        for key in keys:
-            if key in table:
-                raise self.fail(path + (key,), f"{_dotted(path + (key,))} is not used {why}; "
-                                               f"remove it")
-
-    def need(self, path: Key) -> Any:
-        value = self.get(path)
-        if value is None:
-            raise self.fail(path, f"{_dotted(path)} is missing; add it to "
-                                  f"[{_dotted(path[:-1])}]")
-        return value
-
-    def string(self, path: Key, default: str | None = None, *, ident: bool = False) -> Any:
-        value = self.get(path)
-        if value is None:
-            if default is not None:
-                return default
-            value = self.need(path)
-        if not isinstance(value, str) or not value:
-            raise self.fail(path, f"{_dotted(path)} must be a non-empty string, not "
-                                  f"{_show(value)}")
-        if ident and not _IDENT.match(value):
-            raise self.fail(path, f"{_dotted(path)} must be a Verilog identifier, not "
-                                  f"{_show(value)}")
-        return value
-
-    def port(self, path: Key) -> str:
-        return self.string(path, ident=True)
-
-    def choice(self, path: Key, choices: tuple[str, ...], default: str | None = None) -> str:
-        value = self.string(path, default)
-        if value not in choices:
-            raise self.fail(path, f"{_dotted(path)} must be one of {', '.join(choices)}, not "
-                                  f"{_show(value)}")
-        return value
-
-    def integer(self, path: Key, default: int | None = None, *, least: int = 0,
-                most: int | None = None) -> int:
-        value = self.get(path)
-        if value is None:
-            if default is not None:
-                return default
-            value = self.need(path)
-        if isinstance(value, bool) or not isinstance(value, int) or value < least or (
-                most is not None and value > most):
-            rule = f"an integer >= {least}" + (f" and <= {most}" if most is not None else "")
-            raise self.fail(path, f"{_dotted(path)} must be {rule}, not {_show(value)}")
-        return value
-
-    def boolean(self, path: Key, default: bool) -> bool:
-        value = self.get(path)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise self.fail(path, f"{_dotted(path)} must be true or false, not {_show(value)}")
-        return value
-
-    def names(self, path: Key, what: str) -> dict[str, int | str]:
-        """A table of identifiers to integers or strings (defines, parameters)."""
-        table = self.get(path)
-        if table is None:
-            return {}
-        if not isinstance(table, dict):
-            raise self.fail(path, f"{_dotted(path)} must be a table of {what}, not "
-                                  f"{_show(table)}")
-        for key, value in table.items():
-            if not _IDENT.match(key):
-                raise self.fail(path + (key,), f"{_dotted(path)}: {key!r} is not a Verilog "
-                                               f"identifier; rename it")
-            if isinstance(value, bool) or not isinstance(value, (int, str)):
-                raise self.fail(path + (key,), f"{_dotted(path + (key,))} must be an integer "
-                                               f"or a string, not {_show(value)}")
-        return dict(table)
-
-    # -- ports and bit ranges --------------------------------------------------------------
-
-    def use(self, port: str, lo: int | None, hi: int | None, what: str, line: int, *,
-            driven: bool) -> None:
-        """Record that ``what`` uses bits ``[hi, lo]`` of ``port`` (None: the whole port):
-        refuse a port both driven and read, and bits another field uses."""
-        mine, other = (self.driven, self.read) if driven else (self.read, self.driven)
-        if port in other:
-            raise MapError(f"{self.name}:{line}: port {port!r} is read and driven ({what} and "
-                           f"{other[port]}); a port is an input or an output, give each its own")
-        mine.setdefault(port, what)
-        spans = self.occupied.setdefault(port, [])
-        # Spans of one port never overlap and are sorted by lsb: only the neighbours of the
-        # new one can overlap it (a whole port is the span [-1, inf)).
-        lo_, hi_ = (-1, 1 << 62) if lo is None else (lo, hi)
-        at = bisect.bisect(spans, (lo_,))
-        for o_lo, o_hi, o_what in spans[max(at - 1, 0):at + 1]:
-            if lo_ <= o_hi and o_lo <= hi_:
-                span = "the whole port" if lo is None or o_lo < 0 else \
-                    f"bits [{hi}, {lo}] and [{o_hi}, {o_lo}]"
-                where = f"{what} overlaps {o_what}" if what != o_what else \
-                    f"{what} uses a bit twice"
-                raise MapError(f"{self.name}:{line}: {where} in port {port!r} ({span}); "
-                               f"give each field bits of its own")
-        spans.insert(at, (lo_, hi_, what))
-
-    def field(self, path: Key, *, extra: tuple[str, ...] = (), bits: int | None = None,
-              flag: bool = False, driven: bool = True) -> Field:
-        """A ``{ port, bits }`` field (``bits``: the width it must have when given; ``flag``:
-        one bit)."""
-        table = self.table(path, ("port", "bits") + extra, required=True)
-        what = _dotted(path)
-        port = self.port(path + ("port",))
-        rng = None
-        if "bits" in table:
-            rng = self.bit_range(path + ("bits",))
-            width = rng[0] - rng[1] + 1
-            want = 1 if flag else bits
-            if want is not None and width != want:
-                raise self.fail(path + ("bits",), f"{what}.bits {list(rng)} hold {width} bits; "
-                                                  f"{what} needs {want}")
-        line = self.line(path)
-        self.use(port, None if rng is None else rng[1], None if rng is None else rng[0], what,
-                 line, driven=driven)
-        return Field(port, rng, line, what)
-
-    def bit_range(self, path: Key) -> tuple[int, int]:
-        value = self.get(path)
-        ok = isinstance(value, list) and len(value) == 2 and all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
-        if not ok or value[0] < value[1]:
-            raise self.fail(path, f"{_dotted(path)} must be [msb, lsb] with msb >= lsb >= 0, "
-                                  f"not {_show(value)}")
-        return value[0], value[1]
-
-    def lanes(self, path: Key, count: int, code_bits: int, what_codes: str) -> Lanes:
-        """Per-lane codes of ``code_bits`` bits (operands, per-block scales)."""
-        self.table(path, _LANE_KEYS, required=True)
-        layout = self.choice(path + ("layout",), LAYOUTS, "packed")
-        if layout != "packed":
-            self.refuse(path, ("lsb", "stride", "order"), f"by layout {layout!r}")
-        port = self.string(path + ("port",))
-        what, line = _dotted(path), self.line(path + ("port",))
-        if layout == "ports":
-            try:
-                names = {port.format(i=i) for i in (0, 1)}
-            except (KeyError, IndexError, ValueError):
-                names = set()
-            if len(names) != 2 or not all(_IDENT.match(n) for n in names):
-                raise self.fail(path + ("port",), f"{what}.port must name one port per lane "
-                                                  f"with {{i}} for the lane, e.g. 'a_{{i}}', "
-                                                  f"not {_show(port)}")
-        else:
-            port = self.port(path + ("port",))
-        width = self.integer(path + ("width",), code_bits, least=1, most=32)
-        if width < code_bits:
-            raise self.fail(path + ("width",), f"{what}.width {width} is narrower than the "
-                                               f"{code_bits} bits of {what_codes}; widen it")
-        stride = self.integer(path + ("stride",), width, least=1)
-        if stride < width:
-            raise self.fail(path + ("stride",), f"{what}.stride {stride} is less than its "
-                                                f"width {width}, so lanes overlap; make it at "
-                                                f"least {width}")
-        lanes = Lanes(port, layout, count, width, self.integer(path + ("lsb",), 0), stride,
-                      self.choice(path + ("order",), ORDERS, "lsb-first"), line, what)
-        for name in lanes.port_names():
-            if layout == "packed":
-                for off in lanes.offsets():
-                    self.use(name, off, off + width - 1, what, line, driven=True)
-            else:
-                self.use(name, None, None, what, line, driven=True)
-        return lanes
 
 
 def parse(path: Path) -> dict[str, Any]:
@@ -317,15 +98,77 @@ def parse(path: Path) -> dict[str, Any]:
     out["clock"], out["reset"] = _clock_reset(r, out["handshake"])
     out.update(_instruction(r))
     a_bits = max(formats.get(f).bits for f in out["element_formats"])
+    by_format = out["k_by_format"]
+    dense = None if by_format is None else {
+        f: (by_format[f], formats.get(f).bits) for f in out["element_formats"]}
     for name in ("a", "b"):
         r.table(("operands",), ("a", "b"), required=True)
-        out[name] = r.lanes(("operands", name), out["k"], a_bits, "an element code")
-    out["scales"] = _scales(r, out["k"])
+        out[name] = r.lanes(("operands", name), out["k"], a_bits, "an element code",
+                            dense=dense)
+    out["scales"] = _scales(r, out["k"] if by_format is None else tuple(by_format.values()))
     out["accumulator"] = _accumulator(r)
     out["result"] = _result(r)
     out["tie"] = _tie(r)
+    out["controls"] = _controls(r)
+    out["status"] = _status(r)
+    out["domain"] = _domain(r, out["scales"])
+    out["int8_integer"] = _int8(r, out)
     del out["element_formats"]
     return out
+
+
+def _controls(r: _Reader) -> tuple[Control, ...]:
+    """``[control.NAME]``: inputs driven on every instruction from a unit-spec field."""
+    p = ("control",)
+    table = r.get(p)
+    if table is None:
+        return ()
+    if not isinstance(table, dict) or not table or not all(isinstance(v, dict)
+                                                            for v in table.values()):
+        raise r.fail(p, "control must hold one table per control input, e.g. [control.rm] "
+                        "with port, from and values; see docs/foreign-rtl.md")
+    out = []
+    for name in table:
+        q = p + (name,)
+        f = r.field(q, extra=("from", "values"))
+        source = r.choice(q + ("from",), CONTROL_FIELDS)
+        values = r.need(q + ("values",))
+        if not isinstance(values, dict) or not values:
+            raise r.fail(q + ("values",), f"control.{name}.values must map {source} values to "
+                                          f"the port values that select them, e.g. {{ rne = 0,"
+                                          f" rz = 1 }}, not {_show(values)}")
+        seen: dict[int, str] = {}
+        for key in values:
+            value = r.integer(q + ("values", key), least=0, most=(1 << 32) - 1)
+            if f.width is not None and value >> f.width:
+                raise r.fail(q + ("values", key), f"control.{name}.values.{key} = {value} does "
+                                                  f"not fit the {f.width} bits of "
+                                                  f"control.{name}.bits; widen the field")
+            if value in seen:
+                raise r.fail(q + ("values", key), f"control.{name}.values: {key} and "
+                                                  f"{seen[value]} are both {value}; give each "
+                                                  f"its own value")
+            seen[value] = key
+        bad = [key for key in values if key != key.lower()]
+        if bad:
+            raise r.fail(q + ("values", bad[0]), f"control.{name}.values: write {bad[0]!r} as "
+                                                 f"a spec file spells it, {bad[0].lower()!r}")
+        out.append(Control(name, f, source, dict(values), r.line(q)))
+    return tuple(out)
+
+
+def _status(r: _Reader) -> Status | None:
+    """``[status]``: one-bit flag outputs checked against the engine's status flags."""
+    p = ("status",)
+    if "status" not in r.data:
+        return None
+    table = r.table(p, STATUS_FLAGS)
+    if not table:
+        raise r.fail(p, f"[status] maps no flag; give at least one of {', '.join(STATUS_FLAGS)}"
+                        f", e.g. nx = {{ port = \"flags\", bits = [0, 0] }}")
+    flags = {name: r.field(p + (name,), flag=True, driven=False) for name in STATUS_FLAGS
+             if name in table}
+    return Status(flags, r.line(p))
 
 
 def _tie(r: _Reader) -> tuple[Tie, ...]:
@@ -440,13 +283,19 @@ def _clock_reset(r: _Reader, hs: Handshake) -> tuple[Clock | None, Reset | None]
 
 def _instruction(r: _Reader) -> dict[str, Any]:
     p = ("instruction",)
-    r.table(p, ("k", "a_format", "b_format"), required=True)
-    k = r.integer(p + ("k",), least=1, most=MAX_K)
+    r.table(p, ("k", "a_format", "b_format", "int8"), required=True)
+    by_format = r.get(p + ("k",)) if isinstance(r.get(p + ("k",)), dict) else None
+    k = r.integer(p + ("k",), least=1, most=MAX_K) if by_format is None else 0
     f = ("format",)
     r.table(f, ("by", "name", "values"))
     by = r.choice(f + ("by",), ("fixed", "parameter", "port"), "fixed") if f[0] in r.data \
         else "fixed"
-    out: dict[str, Any] = {"k": k, "format_select": None, "instruction_line": r.line(p + ("k",))}
+    out: dict[str, Any] = {"k": k, "format_select": None, "instruction_line": r.line(p + ("k",)),
+                           "k_by_format": None}
+    if by_format is not None and by == "fixed":
+        raise r.fail(p + ("k",), "instruction.k is a table of element formats, but [format] "
+                                 "selects none; give one k, or select the format by port or "
+                                 "parameter")
     if by == "fixed":
         r.refuse(f, ("name", "values"), "by format by = 'fixed' (give a_format and b_format "
                                         "in [instruction])")
@@ -476,33 +325,77 @@ def _instruction(r: _Reader) -> dict[str, Any]:
                                     f"unit spec's format sets it, remove it there")
     if by == "port":
         r.use(name, None, None, "format.name", r.line(f + ("name",)), driven=True)
+    if by_format is not None:
+        for fmt in list(by_format) + list(values):
+            if fmt not in values:
+                raise r.fail(p + ("k", fmt), f"instruction.k: {fmt!r} is not a format of "
+                                             f"format.values ({', '.join(values)}); give k for "
+                                             f"those")
+            if fmt not in by_format:
+                raise r.fail(p + ("k",), f"instruction.k has no k for {fmt}; give one for "
+                                         f"every format of format.values")
+            r.integer(p + ("k", fmt), least=1, most=MAX_K)
+        out.update(k=max(by_format.values()), k_by_format=dict(by_format))
     out.update(a_format=None, b_format=None, element_formats=tuple(values),
                format_select=FormatSelect(by, name, dict(values), r.line(f + ("name",))))
     return out
 
 
-def _scales(r: _Reader, k: int) -> Scales:
+def _scales(r: _Reader, k: int | tuple[int, ...]) -> Scales:
     p = ("scales",)
     if "scales" not in r.data:
         return Scales()
-    r.table(p, ("format", "per", "block", "a", "b"))
+    r.table(p, ("format", "per", "block", "a", "b", "exponent"))
     fmt = r.choice(p + ("format",), SCALE_FORMATS)
     if fmt == "none":
-        r.refuse(p, ("per", "block", "a", "b"), "by scales.format = 'none'")
+        r.refuse(p, ("per", "block", "a", "b", "exponent"), "by scales.format = 'none'")
         return Scales(line=r.line(p))
+    exponent = _scale_exponent(r, fmt)
+    bits = SCALE_BITS if exponent is None else exponent.bits
     per = r.choice(p + ("per",), ("instruction", "block"), "instruction")
     block = None
     if per == "instruction":
         r.refuse(p, ("block",), "by scales.per = 'instruction' (one scale per instruction)")
-        parts = [r.field(p + (name,), bits=SCALE_BITS) for name in ("a", "b")]
+        parts = [r.field(p + (name,), bits=bits) for name in ("a", "b")]
     else:
+        if isinstance(k, tuple):
+            raise r.fail(p + ("per",), "scales.per = 'block' needs one instruction.k; with a k "
+                                       "per element format give one scale per instruction")
         block = r.integer(p + ("block",), least=1, most=MAX_K)
         if k % block:
             raise r.fail(p + ("block",), f"scales.block {block} does not divide "
                                          f"instruction.k {k}; use a divisor of k")
-        parts = [r.lanes(p + (name,), k // block, SCALE_BITS, f"an {fmt} scale")
-                 for name in ("a", "b")]
-    return Scales(fmt, per, block, parts[0], parts[1], r.line(p))
+        parts = [r.lanes(p + (name,), k // block, bits, f"an {fmt} scale"
+                         if exponent is None else "a scale exponent") for name in ("a", "b")]
+    return Scales(fmt, per, block, parts[0], parts[1], r.line(p), exponent)
+
+
+def _scale_exponent(r: _Reader, fmt: str) -> ScaleExponent | None:
+    """``scales.exponent = { bits, signed, bias }``: E8M0 scales sent as integer exponents."""
+    p = ("scales", "exponent")
+    if r.get(p) is None:
+        return None
+    r.table(p, ("bits", "signed", "bias"))
+    if fmt != "e8m0":
+        raise r.fail(p, f"scales.exponent sends E8M0 scales as exponents; scales.format is "
+                        f"{fmt}; remove it")
+    ex = ScaleExponent(r.integer(p + ("bits",), least=2, most=16), r.boolean(p + ("signed",), True),
+                       r.integer(p + ("bias",), 0, least=-(1 << 16), most=1 << 16), r.line(p))
+    lo, hi = ex.exponents
+    if lo > hi:
+        raise r.fail(p + ("bias",), f"scales.exponent with bias {ex.bias} holds no exponent of "
+                                    f"E8M0 (-127..127); fix the bias")
+    if (lo, hi) != (-127, 127):
+        dom = r.get(("domain",)) or {}
+        for key in ("a_scale", "b_scale"):
+            rng = dom.get(key)
+            ok = isinstance(rng, list) and len(rng) == 2 and all(
+                isinstance(v, int) for v in rng) and lo <= rng[0] and rng[1] <= hi
+            if not ok:
+                raise r.fail(p, f"scales.exponent holds scale exponents {lo}..{hi} only; "
+                                f"declare [domain] {key} = [{lo}, {hi}] (or narrower) so that "
+                                f"every scale sent fits")
+    return ex
 
 
 def _accumulator(r: _Reader) -> Accumulator:
@@ -519,8 +412,9 @@ def _accumulator(r: _Reader) -> Accumulator:
     table = r.get(p)
     if kind == "port":
         r.refuse(p, ("clear",), "by accumulator.kind = 'port' (C is loaded with first)")
-        fmt = r.choice(p + ("format",), FP_ENCODINGS)
-        c = _inline_field(r, p, FORMAT_BITS[fmt], "accumulator", driven=True)
+        fmt = _encodings(r, p + ("format",), FP_ENCODINGS)
+        c = _inline_field(r, p, max(FORMAT_BITS[x] for x in fmt.split("|")), "accumulator",
+                          driven=True)
         if ("first" in table) != ("last" in table):
             missing = "last" if "first" in table else "first"
             raise r.fail(p, f"accumulator.{missing} is missing: a C port chains instructions "
@@ -541,6 +435,21 @@ def _accumulator(r: _Reader) -> Accumulator:
     return Accumulator(kind, fmt, c, line=line, **flags)
 
 
+def _encodings(r: _Reader, path: Key, choices: tuple[str, ...]) -> str:
+    """One encoding, or a list of FP encodings (the unit spec's d_format chooses) joined by
+    "|"."""
+    value = r.get(path)
+    if not isinstance(value, list):
+        return r.choice(path, choices)
+    fp = tuple(c for c in choices if c in FORMAT_BITS)
+    if len(value) < 2 or len(set(map(str, value))) != len(value) or not all(
+            v in fp for v in value):
+        raise r.fail(path, f"{_dotted(path)} must be one of {', '.join(choices)}, or a list "
+                           f"of two or more of {', '.join(fp)} (the unit spec's d_format "
+                           f"chooses), not {_show(value)}")
+    return "|".join(value)
+
+
 def _inline_field(r: _Reader, p: Key, bits: int, what: str, *, driven: bool) -> Field:
     """The ``port`` and ``bits`` keys of the table ``p`` itself as a field."""
     port = r.port(p + ("port",))
@@ -559,12 +468,15 @@ def _inline_field(r: _Reader, p: Key, bits: int, what: str, *, driven: bool) -> 
 def _result(r: _Reader) -> Result:
     p = ("result",)
     r.table(p, ("encoding", "port", "bits", "mantissa", "exponent", "nan"), required=True)
-    enc = r.choice(p + ("encoding",), RESULT_ENCODINGS)
+    enc = _encodings(r, p + ("encoding",), RESULT_ENCODINGS)
     line = r.line(p)
     if enc != "fixed":
         r.refuse(p, ("mantissa", "exponent", "nan"), f"by result.encoding = {enc!r}")
-        return Result(enc, _inline_field(r, p, FORMAT_BITS[enc], "result", driven=False),
-                      line=line)
+        several = tuple(enc.split("|")) if "|" in enc else ()
+        bits = max(FORMAT_BITS[x] for x in enc.split("|"))
+        return Result("spec" if several else enc,
+                      _inline_field(r, p, bits, "result", driven=False), line=line,
+                      encodings=several)
     r.refuse(p, ("port", "bits"), "by result.encoding = 'fixed' (give mantissa, exponent and "
                                   "nan fields)")
     mant = r.field(p + ("mantissa",), extra=("signed", "sign_magnitude"), driven=False)
@@ -585,3 +497,66 @@ def _result(r: _Reader) -> Result:
                   r.boolean(p + ("exponent", "signed"), False),
                   r.integer(p + ("exponent", "offset"), 0, least=-(1 << 20), most=1 << 20),
                   line)
+
+
+def _domain(r: _Reader, scales: Scales) -> Domain | None:
+    """``[domain]``: the operand classes and scale-exponent ranges the design is built for."""
+    p = ("domain",)
+    if "domain" not in r.data:
+        return None
+    keys = ("a", "b", "c", "a_scale", "b_scale", "scale_sum")
+    table = r.table(p, keys)
+    if not table:
+        raise r.fail(p, f"[domain] is empty; give at least one of {', '.join(keys)}, or remove "
+                        f"the table")
+    args: dict[str, Any] = {}
+    for key, classes in (("a", ELEMENT_CLASSES), ("b", ELEMENT_CLASSES), ("c", C_CLASSES)):
+        value = table.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, list) or not value or not all(v in classes for v in value) \
+                or len(set(value)) != len(value):
+            raise r.fail(p + (key,), f"domain.{key} must be a list of distinct classes among "
+                                     f"{', '.join(classes)}, not {_show(value)}")
+        args[key] = tuple(value)
+    for key in ("a_scale", "b_scale", "scale_sum"):
+        if key not in table:
+            continue
+        value = table[key]
+        most = 254 if key == "scale_sum" else 127
+        if not (isinstance(value, list) and len(value) == 2 and all(
+                isinstance(v, int) and not isinstance(v, bool) and -most <= v <= most
+                for v in value) and value[0] <= value[1]):
+            raise r.fail(p + (key,), f"domain.{key} must be [lo, hi], integers with "
+                                     f"{-most} <= lo <= hi <= {most} (scale exponents: E8M0 "
+                                     f"code - 127), not {_show(value)}")
+        if scales.format != "e8m0":
+            raise r.fail(p + (key,), f"domain.{key} limits E8M0 scale exponents, but "
+                                     f"scales.format is {scales.format}; remove it")
+        args[key] = (value[0], value[1])
+    dom = Domain(**args, line=r.line(p), lines={k: r.line(p + (k,)) for k in table})
+    if dom.scaled:
+        (lo_a, hi_a), (lo_b, hi_b) = dom.exponent_ranges()
+        if lo_a > hi_a or lo_b > hi_b:
+            raise r.fail(p + ("scale_sum",) if "scale_sum" in table else p,
+                         "the domain's scale ranges admit no pair of scales; widen them")
+    return dom
+
+
+def _int8(r: _Reader, out: dict[str, Any]) -> bool:
+    """``instruction.int8``: "mx" (an INT8 code is code * 2**-6, OCP MXINT8) or "integer" (the
+    design reads the code as a whole integer: mxsim sends every scale 2**6 smaller, or, with no
+    scales, reads a fixed-point result 2**12 smaller, so results stay MXINT8's)."""
+    p = ("instruction", "int8")
+    if r.get(p) is None:
+        return False
+    how = r.choice(p, ("mx", "integer"))
+    if "int8" not in out["element_formats"]:
+        raise r.fail(p, f"instruction.int8 says how INT8 codes are read, but the design takes "
+                        f"{', '.join(out['element_formats'])}; remove it")
+    if how == "integer" and out["scales"].format not in ("e8m0",) and \
+            out["result"].encoding != "fixed":
+        raise r.fail(p, "instruction.int8 = 'integer' needs E8M0 scales (sent 2**6 smaller) or "
+                        "a fixed-point result (read 2**12 smaller) to keep results MXINT8's; "
+                        "the map has neither")
+    return how == "integer"

@@ -16,8 +16,10 @@ from typing import Any, Protocol
 from mxsim.errors import MxsimError
 
 __all__ = ["MapError", "Design", "Clock", "Reset", "Handshake", "FormatSelect", "Field",
-           "Lanes", "Scales", "Accumulator", "Result", "Tie", "HANDSHAKE_KINDS", "LAYOUTS",
-           "ORDERS", "SCALE_FORMATS", "ACC_KINDS", "FP_ENCODINGS", "RESULT_ENCODINGS", "MapLike"]
+           "Lanes", "Scales", "Accumulator", "Result", "Tie", "Control", "Status",
+           "HANDSHAKE_KINDS", "LAYOUTS", "ORDERS", "SCALE_FORMATS", "ACC_KINDS", "FP_ENCODINGS",
+           "RESULT_ENCODINGS", "CONTROL_FIELDS", "STATUS_FLAGS", "MapLike", "spec_text",
+           "ScaleExponent"]
 
 HANDSHAKE_KINDS = ("valid-ready", "start-done", "pipeline", "combinational")
 LAYOUTS = ("packed", "array", "ports")
@@ -26,6 +28,12 @@ SCALE_FORMATS = ("e8m0", "ue4m3", "none")
 ACC_KINDS = ("port", "internal", "none")
 FP_ENCODINGS = ("fp32", "fp16", "bf16")
 RESULT_ENCODINGS = FP_ENCODINGS + ("fixed",)
+#: The unit-spec fields a ``[control]`` input may follow (each value spelt as in a spec file).
+CONTROL_FIELDS = ("acc_rounding", "c_rounding", "d_format", "acc_format", "a_format",
+                  "b_format", "scale_format", "overflow", "zero_sign", "specials", "align",
+                  "promote_rounding")
+#: The status flags a ``[status]`` table may map, in RISC-V fflags order (bit 4 to bit 0).
+STATUS_FLAGS = ("nv", "dz", "of", "uf", "nx")
 
 
 class MapError(MxsimError, ValueError):
@@ -156,12 +164,18 @@ class Lanes:
     order: str = "lsb-first"
     line: int = 1
     what: str = ""
+    #: packed operand lanes of a map whose k depends on the element format, written without
+    #: ``width``: each format's lanes are its element width apart (see ``PortMap.resolve``)
+    dense: bool = False
+    #: ``port = ["lo", "hi"]``: packed lanes in these whole ports concatenated, the first the
+    #: least significant (a lane may straddle two); ``port`` is then the first
+    concat: tuple[str, ...] = ()
 
     def port_names(self) -> list[str]:
         """The design ports the lanes use (one per lane for ``ports``)."""
         if self.layout == "ports":
             return [self.port.format(i=i) for i in range(self.count)]
-        return [self.port]
+        return list(self.concat) or [self.port]
 
     def offsets(self) -> list[int]:
         """Bit offset of each lane in its port (element, lane port): ``packed`` only."""
@@ -187,6 +201,32 @@ class Scales:
     a: Field | Lanes | None = None
     b: Field | Lanes | None = None
     line: int = 1
+    #: ``scales.exponent``: each E8M0 scale sent as its exponent (code - 127) plus ``bias``,
+    #: in ``bits`` bits, two's complement when ``signed``; None: the scale codes themselves
+    exponent: ScaleExponent | None = None
+
+
+@dataclass(frozen=True)
+class ScaleExponent:
+    """``scales.exponent``: a scale as an integer exponent field (see :class:`Scales`)."""
+    bits: int
+    signed: bool = True
+    bias: int = 0
+    line: int = 1
+
+    @property
+    def exponents(self) -> tuple[int, int]:
+        """The scale exponents (E8M0 code - 127) the field holds."""
+        lo, hi = (-(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1) if self.signed else \
+            (0, (1 << self.bits) - 1)
+        return max(lo - self.bias, -127), min(hi - self.bias, 127)
+
+    def encode(self, codes):
+        """E8M0 codes as the field's bits (codes whose exponent is outside :attr:`exponents`
+        are the caller's to refuse)."""
+        import numpy as np
+        e = codes.astype(np.int64) - 127 + self.bias
+        return (e & ((1 << self.bits) - 1)).astype(np.uint32)
 
 
 @dataclass(frozen=True)
@@ -214,7 +254,7 @@ class Result:
     (two's complement when ``mantissa_signed``, sign-magnitude when ``sign_magnitude``,
     else unsigned) times ``2**(exponent - offset)`` (``exponent`` two's complement when
     ``exponent_signed``), with an optional NaN flag ``nan``."""
-    encoding: str
+    encoding: str                    #: "fp32" ... "fixed"; "spec": one of ``encodings``
     field: Field | None = None
     mantissa: Field | None = None
     exponent: Field | None = None
@@ -224,6 +264,9 @@ class Result:
     exponent_signed: bool = False
     offset: int = 0
     line: int = 1
+    #: ``encoding = [...]``: the FP encodings the spec's d_format may choose (in the field's
+    #: low bits); empty for one fixed encoding
+    encodings: tuple[str, ...] = ()
 
     def fields(self) -> list[Field]:
         """Every field the result is read from."""
@@ -237,6 +280,35 @@ class Tie:
     included (every element of an unpacked array port)."""
     port: str
     value: int
+    line: int = 1
+
+
+@dataclass(frozen=True)
+class Control:
+    """One table of ``[control]``: an input driven on every instruction with the value that
+    ``values`` gives the unit spec's field ``source`` (``acc_rounding = "rz"`` -> 1)."""
+    name: str
+    field: Field
+    source: str
+    values: Mapping[str, int]
+    line: int = 1
+
+    def value_for(self, spec: Any) -> int | None:
+        """The value for ``spec`` (None: the design has none for its ``source``)."""
+        return self.values.get(spec_text(getattr(spec, self.source)))
+
+
+def spec_text(value: Any) -> str:
+    """A unit-spec field's value as a spec file spells it (an enum's value, a string)."""
+    return str(getattr(value, "value", value)).lower()
+
+
+@dataclass(frozen=True)
+class Status:
+    """``[status]``: one-bit outputs holding status flags (``nv``, ``dz``, ``of``, ``uf``,
+    ``nx``: invalid, divide by zero, overflow, underflow, inexact), read with each result and
+    checked against the flags the engine computes."""
+    flags: Mapping[str, Field]
     line: int = 1
 
 
@@ -257,6 +329,9 @@ class MapLike(Protocol):
     result: Result
     instruction_line: int
     tie: tuple[Tie, ...]
+    controls: tuple[Control, ...]
+    status: Status | None
+    int8_integer: bool
     ports: dict[str, Any]
 
     def element_formats(self) -> tuple[str, ...]: ...
