@@ -21,7 +21,8 @@ C unless a bias is asked:
 Each result is one JSON line in ``records.jsonl`` (the call, shape, generator arguments, the
 record of what ran: kernels, cuBLASLt heuristic, switches, device) plus its outputs in
 ``d/<group>-<index>.npy``, whole up to ``KEEP`` outputs, else as many first rows as fit in
-``KEEP`` (at least one; the record says how many, and holds the SHA-256 of the whole D). Nothing is compared on the GPU: the inputs are regenerated here.
+``KEEP`` (at least one; the record says how many, and holds the SHA-256 of the whole D).
+Nothing is compared on the GPU: the inputs are regenerated here.
 
 On a CPU, afterwards::
 
@@ -77,6 +78,11 @@ def generate(rec: dict[str, Any]) -> vectors.VectorSet:
     """The inputs of a record, regenerated from its ``gen`` arguments."""
     gen = dict(rec["gen"])
     bias = gen.pop("bias", False)
+    rows = gen.pop("rows_of", None)
+    if rows is not None:            # the first m rows of a set drawn with M = rows_of
+        m, gen["m"] = gen["m"], rows
+        vs = vectors.generate(gen.pop("family"), allow_large=True, **gen)
+        return vs.subset(slice(0, m))
     vs = vectors.generate(gen.pop("family"), allow_large=True, **gen)
     if bias:                                    # F.linear's bias: C's first row, repeated
         c = np.broadcast_to(vs.c[..., :1, :], vs.c.shape).copy()
@@ -125,10 +131,10 @@ def _plan(salt: str, heldout_seed: int) -> list[dict[str, Any]]:
         jobs.append({"group": "torch", "index": i, "path": "cublas-bf16", "call": "mm",
                      "out": "own", "bias": False,
                      "gen": _gen("bf16", m, n, k, _seed(salt, "torch", i))})
-    for i, m in enumerate(INVARIANCE_MS):
+    for i, m in enumerate(INVARIANCE_MS):       # one draw at the largest M: the same rows
+        gen = _gen("bf16", m, 4096, 4096, _seed(salt, "invariance"))
         jobs.append({"group": "invariance", "index": i, "path": "cublas-bf16", "call": "mm",
-                     "out": "fp32", "bias": False,
-                     "gen": _gen("bf16", m, 4096, 4096, _seed(salt, "invariance"))})
+                     "out": "fp32", "bias": False, "gen": {**gen, "rows_of": max(INVARIANCE_MS)}})
     return jobs
 
 

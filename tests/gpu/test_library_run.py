@@ -63,3 +63,34 @@ def test_engine_check_plans_are_valid_and_say_why_not_without_a_gpu():
         from mxsim.errors import MxsimError
         with pytest.raises((MxsimError, ImportError, RuntimeError)):
             library.engine_checks("s")
+
+
+def test_invariance_sets_share_their_rows():
+    """The invariance group draws one set at the largest M: every M's set is its first rows."""
+    from gpu.runs.library import _plan, generate
+    jobs = [j for j in _plan("salt", 1) if j["group"] == "invariance"]
+    small, large = generate(jobs[1]), generate(jobs[-1])
+    assert small.m == 2 and np.array_equal(small.a, large.a[:2]) and np.array_equal(
+        small.b, large.b)
+
+
+def test_the_h100_run_is_whole():
+    """tests/data/h100_library_gemms: every result line has its outputs in its group's
+    tarball, with the rows the line says and the shape's N."""
+    import io
+    import json
+    import tarfile
+    from pathlib import Path
+    here = Path(__file__).resolve().parents[1] / "data" / "h100_library_gemms"
+    lines = [json.loads(x) for x in (here / "records.jsonl").read_text().splitlines()]
+    assert lines[0]["kind"] == "header" and lines[0]["salt"] == "s34-1796472724-fresh"
+    results = [x for x in lines if x.get("kind") == "result"]
+    assert len(results) == 73 and sum(x.get("kind") == "error" for x in lines) == 2
+    assert all(x["record"]["device"]["gpu"] == "NVIDIA H100 80GB HBM3" for x in results)
+    for group in ("table", "heldout", "torch", "invariance"):
+        with tarfile.open(here / f"d-{group}.tar.gz") as tar:
+            for x in (r for r in results if r["group"] == group):
+                d = np.load(io.BytesIO(tar.extractfile(f"d/{x['d']}").read()))
+                assert d.shape == (x["rows"], x["record"]["shape"][1]), x["d"]
+    engine = [x for x in lines if x.get("kind") == "engine"]
+    assert len(engine) == 10 and all(x["equal"] == x["outputs"] for x in engine)
