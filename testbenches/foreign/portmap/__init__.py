@@ -283,10 +283,11 @@ class PortMap:
         self.ports.update(ports)
 
     def _lane_extents(self, lanes: Lanes) -> list[tuple[int, int]]:
-        """(lanes, stride) of every element format the lanes may hold."""
+        """(lanes, bits a lane takes) of every element format the lanes may hold, so that
+        ``lsb + lanes * bits - 1`` is their top bit."""
         if lanes.dense and self.k_by_format:
             return [(k, formats.get(f).bits) for f, k in self.k_by_format.items()]
-        return [(lanes.count, lanes.stride)]
+        return [(1, lanes.top - lanes.lsb + 1)]
 
     def _check_undriven(self, ports: Mapping[str, Port], used: set[str]) -> None:
         """Refuse a design input the map does not drive: left alone, it would hold whatever

@@ -377,3 +377,15 @@ def test_int8_integer_malformed(capsys, tmp_path):
     path = variant(tmp_path, FIXED, [("k = 32\n", 'k = 32\nint8 = "whole"\n')])
     _refused(capsys, tmp_path, path, 'int8 = "whole"', "instruction.int8 must be one of mx, "
                                                        "integer")
+
+
+def test_lanes_across_ports_may_end_at_the_last_bit(tmp_path):
+    """Lanes 8 bits apart but 6 wide end 2 bits below their last stride: at lsb 2, 40 of them
+    end at bit 319, the last of rs3 + rs1's 320."""
+    from testbenches.foreign.portmap.ports import design_ports
+    path = variant(tmp_path, GOOD, STRADDLE[1:] + [('[operands.a]\nport = "rs1"',
+                                                    '[operands.a]\nport = ["rs3", "rs1"]\n'
+                                                    'lsb = 2\nstride = 8')])
+    pm = load(path)
+    pm.check_ports(design_ports(pm, tmp_path / "ports"))
+    assert pm.a.top == 319
