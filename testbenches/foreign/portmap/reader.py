@@ -232,15 +232,7 @@ class Reader:
                                                   f"not {show(port)}")
         else:
             port = self.port(path + ("port",))
-        width = self.integer(path + ("width",), code_bits, least=1, most=32)
-        if width < code_bits:
-            raise self.fail(path + ("width",), f"{what}.width {width} is narrower than the "
-                                               f"{code_bits} bits of {what_codes}; widen it")
-        stride = self.integer(path + ("stride",), width, least=1)
-        if stride < width:
-            raise self.fail(path + ("stride",), f"{what}.stride {stride} is less than its "
-                                                f"width {width}, so lanes overlap; make it at "
-                                                f"least {width}")
+        width, stride = self._lane_size(path, code_bits, what, what_codes)
         lanes = Lanes(port, layout, count, width, self.integer(path + ("lsb",), 0), stride,
                       self.choice(path + ("order",), ORDERS, "lsb-first"), line, what)
         for name in lanes.port_names():
@@ -250,6 +242,20 @@ class Reader:
             else:
                 self.use(name, None, None, what, line, driven=True)
         return lanes
+
+    def _lane_size(self, path: Key, code_bits: int, what: str, what_codes: str
+                   ) -> tuple[int, int]:
+        """``width`` (at least ``code_bits``) and ``stride`` (at least the width) of lanes."""
+        width = self.integer(path + ("width",), code_bits, least=1, most=32)
+        if width < code_bits:
+            raise self.fail(path + ("width",), f"{what}.width {width} is narrower than the "
+                                               f"{code_bits} bits of {what_codes}; widen it")
+        stride = self.integer(path + ("stride",), width, least=1)
+        if stride < width:
+            raise self.fail(path + ("stride",), f"{what}.stride {stride} is less than its "
+                                                f"width {width}, so lanes overlap; make it at "
+                                                f"least {width}")
+        return width, stride
 
     def _concat_lanes(self, path: Key, layout: str, count: int, code_bits: int,
                       what_codes: str, dense: dict[str, tuple[int, int]] | None) -> Lanes:
@@ -271,15 +277,7 @@ class Reader:
             k, bits = max(dense.values(), key=lambda kb: kb[0] * kb[1])
             return Lanes(names[0], "packed", k, bits, lsb, bits, order, line, what, dense=True,
                          concat=tuple(names))
-        width = self.integer(path + ("width",), code_bits, least=1, most=32)
-        if width < code_bits:
-            raise self.fail(path + ("width",), f"{what}.width {width} is narrower than the "
-                                               f"{code_bits} bits of {what_codes}; widen it")
-        stride = self.integer(path + ("stride",), width, least=1)
-        if stride < width:
-            raise self.fail(path + ("stride",), f"{what}.stride {stride} is less than its "
-                                                f"width {width}, so lanes overlap; make it at "
-                                                f"least {width}")
+        width, stride = self._lane_size(path, code_bits, what, what_codes)
         return Lanes(names[0], "packed", count, width, lsb, stride, order, line, what,
                      concat=tuple(names))
 
