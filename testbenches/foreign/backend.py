@@ -273,16 +273,10 @@ class MapDesign:
         return hs.kind == "valid-ready" and hs.out_ready is not None
 
     def adapt(self, spec: UnitSpec, vs: VectorSet, seed: int) -> VectorSet:
-        """Stimulus ``vs`` made fit for the design: C in the format the design takes (the
-        spec's d_format, rounded to nearest even where the stimulus made an FP32 C), and
-        every dot product inside the map's ``[domain]`` (see
-        :meth:`testbenches.foreign.portmap.domain.Domain.constrain`)."""
+        """Stimulus ``vs`` (its C already in the spec's d_format:
+        :func:`testbenches.unit.stimulus.stimulus`) with every dot product inside the map's
+        ``[domain]`` (see :meth:`testbenches.foreign.portmap.domain.Domain.constrain`)."""
         pm = self.pm.resolve(spec)
-        if pm.accumulator.c is not None and vs.c is not None and vs.c_format != spec.d_format:
-            from mxsim import formats
-            value = formats.get(vs.c_format).decode(vs.c)
-            vs = vs.replace(c=formats.get(spec.d_format).encode(value, "rne", saturate=False),
-                            c_format=spec.d_format)
         if pm.domain is not None:
             vs = pm.domain.constrain(vs, seed)
         return vs
