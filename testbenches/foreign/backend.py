@@ -217,7 +217,7 @@ def finish(pm: Any, plan: Plan, spec: UnitSpec, vs: VectorSet, beats: Any,
                                                             f"{trace.cycles} cycles"))
     mismatches += timing.check(plan.declared(beats.per_dot), trace, rec.result_cycles)
     return ForeignRun(vs.num_dots, taken, trace.cycles, trace, mismatches, rec.seconds,
-                      rec.loop_seconds, rec.waveform, result_cycles=rec.result_cycles,
+                      rec.loop_seconds, rec.waveform, want, result_cycles=rec.result_cycles,
                       raw=raw, results=results)
 
 

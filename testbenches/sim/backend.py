@@ -124,6 +124,9 @@ class Run:
     seconds: float = 0.0           #: the run, simulator start-up included
     loop_seconds: float = 0.0      #: the clocked loop alone
     waveform: str | None = None    #: where a backend that writes waveforms wrote this run's
+    #: The engine's result of every dot (codes of the spec's d_format) where the backend
+    #: computed them to check its outputs: coverage takes them instead of computing them again.
+    want: npt.NDArray | None = None
 
     @property
     def passed(self) -> bool:

@@ -87,7 +87,8 @@ def run(exe: str | Path, spec: UnitSpec, microarch: MicroArch, vs: VectorSet,
     sim_s = execute([exe, stim, result, len(want)], [result], ok=(0, 1))
     trace = read_trace(result, work.parent)
     mismatches = check(spec, microarch, vs, trace, stimulus, timing=check_timing, want=want)
-    return Run(len(want), words.shape[0], trace.cycles, trace, mismatches, sim_s, sim_s)
+    return Run(len(want), words.shape[0], trace.cycles, trace, mismatches, sim_s, sim_s,
+               want=want)
 
 
 def execute(cmd: list, outputs: list[Path], *, ok: tuple[int, ...] = (0,)) -> float:

@@ -167,12 +167,17 @@ def _fp32_codes(fmt: str, codes: npt.NDArray) -> npt.NDArray[np.uint32]:
                                       saturate=False).astype(np.uint32)
 
 
-def block_results(spec: UnitSpec, vs: VectorSet) -> npt.NDArray[np.uint32]:
+def block_results(spec: UnitSpec, vs: VectorSet, want: npt.NDArray | None = None
+                  ) -> npt.NDArray[np.uint32]:
     """The result after each block of every dot, as FP32 codes (an FP16/BF16 unit's values
-    exactly): (dots, blocks)."""
+    exactly): (dots, blocks). ``want``: the engine's result of every whole dot (codes of
+    ``spec.d_format``), already computed: the last block's results."""
     nblk = vs.k // spec.k
     out = []
     for b in range(1, nblk + 1):
+        if b == nblk and want is not None:
+            out.append(_fp32_codes(spec.d_format, np.asarray(want).reshape(-1)))
+            continue
         kb = b * spec.k
         cut = vs.replace(a=vs.a[..., :kb], b=vs.b[..., :kb, :], d=None,
                          a_scale=None if vs.a_scale is None else vs.a_scale[..., :kb // vs.block],
@@ -183,11 +188,12 @@ def block_results(spec: UnitSpec, vs: VectorSet) -> npt.NDArray[np.uint32]:
 
 
 def measure(spec: UnitSpec, vs: VectorSet, trace: cycle.Trace | None, lanes: int, *,
-            backpressure: bool = True) -> Coverage:
+            backpressure: bool = True, want: npt.NDArray | None = None) -> Coverage:
     """Every coverpoint of one run. Without a ``trace`` the handshake coverpoint
     (``backpressure``) is not measured, and the coverage says so: it is a hole. With
     ``backpressure=False`` (a design without a valid/ready output handshake) it is not a
-    coverpoint at all."""
+    coverpoint at all. ``want``: the engine's results of the dots (:func:`block_results`),
+    when the caller has them."""
     cov = Coverage()
     fa, fb = formats.get(spec.a_format), formats.get(spec.b_format)
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))
@@ -198,7 +204,7 @@ def measure(spec: UnitSpec, vs: VectorSet, trace: cycle.Trace | None, lanes: int
     cov.hits["b_class"] = _lane_classes(fb, b, 2, lanes)
     if spec.scale_format is not None:
         cov.hits["scale_class"] = _scale_classes(spec.scale_format, vs)
-    blk = _Blocks.of(spec, vs)
+    blk = _Blocks.of(spec, vs, want)
     if spec.frac_bits is not None:     # an exact sum truncates nothing
         cov.hits["spread"] = _bins(blk.lost, {"0": (0, 0), "1-3": (1, 3), "4-15": (4, 15),
                                               "16+": (16, None)})
@@ -268,9 +274,9 @@ class _Blocks:
     special: npt.NDArray[np.bool_]       #: an Inf or NaN operand or a NaN scale in the block
 
     @classmethod
-    def of(cls, spec: UnitSpec, vs: VectorSet) -> _Blocks:
+    def of(cls, spec: UnitSpec, vs: VectorSet, want: npt.NDArray | None = None) -> _Blocks:
         nb = int(np.prod(vs.batch_shape, dtype=np.int64))
-        res = block_results(spec, vs).reshape(nb, vs.m, vs.n, vs.k // spec.k)
+        res = block_results(spec, vs, want).reshape(nb, vs.m, vs.n, vs.k // spec.k)
         c0 = (_fp32_codes(vs.c_format, vs.c).reshape(nb, vs.m, vs.n) if vs.c is not None
               else np.zeros((nb, vs.m, vs.n), np.uint32))
         c_in = np.concatenate([c0[..., None], res[..., :-1]], axis=-1)      # C of each block
