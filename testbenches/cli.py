@@ -34,6 +34,7 @@ from mxsim.cli.common import (
     out_dir,
 )
 from mxsim.cli.verbs import Verb
+from mxsim.engine.conformance import ENVELOPES
 from mxsim.errors import MxsimError
 from mxsim.output import write_text
 
@@ -116,6 +117,9 @@ def _verify_foreign(args: argparse.Namespace) -> int:
         raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
     settings(args.set_fields)                                # a bad --set before anything runs
     pm = foreign_map(args.rtl, Path(args.out) / "ports")     # written only for a bad design
+    if args.outside_domain and pm.domain is None:
+        raise MxsimError(f"{pm.path}: --outside-domain needs a [domain] in the map (without "
+                         f"one every input is inside)")
     unit_name = args.unit
     fields = settings(args.set_fields)
     if "a_format" in fields or "b_format" in fields:
@@ -142,27 +146,35 @@ def _verify_foreign(args: argparse.Namespace) -> int:
     # A line to paste into a shell: paths with spaces or quotes are quoted.
     command = (f"mxsim verify --rtl {shlex.quote(args.rtl)} --unit {shlex.quote(unit_name)} "
                f"--a-format {spec.a_format} --b-format {spec.b_format} --sim {args.sim}"
-               + "".join(f" --set {shlex.quote(x)}" for x in args.set_fields))
+               + "".join(f" --set {shlex.quote(x)}" for x in args.set_fields)
+               + (f" --conformance {args.conformance}" if args.conformance else ""))
     rep = verify(spec, MicroArch(lanes=spec.k, stages=1), unit_name=unit_name, sim=args.sim,
                  dots=args.vectors, seed=args.seed, chunk=args.chunk, out_dir=out,
                  replay=replay, progress=None if not args.json else False, backend=backend,
-                 replay_command=command)
+                 replay_command=command, conformance=args.conformance)
     path = engine_path(spec)
     lines = [rep.format(), f"  design      {pm.path} (top {pm.design.top})",
              f"  numerics    {numerics_line(spec)}",
              f"  model       fast engine: {path['note']}"]
     if pm.domain is not None:
         lines.insert(2, f"  domain      {pm.domain.describe()} (stimulus and coverage inside it)")
+    extra = {}
+    if args.outside_domain:
+        from .foreign.outside import check_outside
+        outside = check_outside(pm, backend, spec, args.outside_domain, args.seed, out)
+        lines.insert(3, f"  outside     {outside.line()}")
+        extra["outside_domain"] = outside.to_dict()
     emit(args, "\n".join(lines),
          {**rep.to_dict(), "engine_path": path, "map": str(pm.path),
-          "numerics": numerics_line(spec)})
+          "numerics": numerics_line(spec), **extra})
     return 0 if rep.passed else 1
 
 
 def _verify_campaign(args: argparse.Namespace) -> int:
     """``verify --campaign``: every pair's run as tasks of mxsim.campaign
     (testbenches.campaigns.pairs)."""
-    given = [f"--{n.replace('_', '-')}" for n in ("unit", "a_format", "b_format", "rtl", "replay")
+    given = [f"--{n.replace('_', '-')}" for n in ("unit", "a_format", "b_format", "rtl", "replay",
+                                                  "conformance")
              if getattr(args, n) is not None] + (["--waves"] if args.waves else [])
     if given:
         raise MxsimError(f"--campaign runs the documented unit of every pair; it takes no "
@@ -216,6 +228,16 @@ def _add_verify(sub: Any) -> argparse.ArgumentParser:
                     help="with --rtl: change one field of the unit spec for this run, as a "
                          "spec file spells it (--set acc_rounding=rd --set d_format=bf16); "
                          "repeat for more")
+    ve.add_argument("--outside-domain", type=int_range(1, 10_000_000), default=None,
+                    metavar="N", help="with --rtl and a map with a [domain]: after the "
+                    "verdict, also run N dot products that break the domain and report how "
+                    "they compare to the spec apart (never part of the verdict)")
+    ve.add_argument("--conformance", choices=ENVELOPES, default=None,
+                    help="also judge every result against what a spec allows beside the exact "
+                         "check: ocp, the OCP MX v1.0 dot-product envelope (docs/foreign-rtl.md "
+                         "section 7); the envelope then decides the values' verdict, so a "
+                         "design more accurate than --unit reports CONFORMANT and exits 0 "
+                         "(default: none, the exact check alone)")
     add_allow_large(ve)
     ve.add_argument("--campaign", nargs="?", const="all", default=None, metavar="PAIRS",
                     help="every supported format pair (or a list: e4m3xe5m2,int8xint8) "
@@ -242,6 +264,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.set_fields:
         raise MxsimError("--set changes the unit spec a design behind --rtl is held to; give "
                          "--rtl MAP.toml, or write a spec file for --unit")
+    if args.outside_domain:
+        raise MxsimError("--outside-domain checks inputs outside a port map's [domain]; give "
+                         "--rtl MAP.toml")
     unit, spec, ua = rtl_unit(args)
     if args.vectors < 1:
         raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
@@ -256,7 +281,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from .unit.verify import verify
     rep = verify(spec, ua, unit_name=unit.name, sim=args.sim, dots=args.vectors,
                  seed=args.seed, chunk=args.chunk, out_dir=args.out, bulk=args.bulk,
-                 replay=replay, waves=args.waves, progress=None if not args.json else False)
+                 replay=replay, waves=args.waves, progress=None if not args.json else False,
+                 conformance=args.conformance)
     # The expected values come from the fast engine: say which of its paths computed them.
     path = engine_path(spec)
     emit(args, rep.format() + f"\n  model       fast engine: {path['note']}",

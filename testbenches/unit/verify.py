@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mxsim import vectors
+from mxsim.engine import conformance as envelopes
 from mxsim.microarch import MicroArch
 from mxsim.progress import Progress, Step, wanted
 from mxsim.spec import UnitSpec
@@ -60,11 +61,18 @@ class Report:
     failing: str | None = None
     replay: str | None = None
     waveform: str | None = None
+    #: With a conformance check (``verify(conformance=...)``): every result judged against
+    #: the envelope, added up.
+    conformance: envelopes.Summary | None = None
 
     @property
     def passed(self) -> bool:
-        """No mismatches (the exit code is 0); coverage holes are reported by ``result``."""
-        return not self.mismatches
+        """No mismatches (the exit code is 0); coverage holes are reported by ``result``. With
+        a conformance check, the envelope judges the values instead: no cycle mismatch and
+        every result inside the envelope (value mismatches against the spec are reported)."""
+        if self.conformance is None:
+            return not self.mismatches
+        return not self.cycle_mismatches and self.conformance.all_inside
 
     def add(self, run: Run) -> None:
         """Count a backend's run of one chunk in (its mismatches are added apart)."""
@@ -95,10 +103,30 @@ class Report:
 
     @property
     def result(self) -> str:
-        """``PASS``, ``PASS with holes`` (no mismatch, coverage incomplete) or ``FAIL``."""
-        if self.mismatches:
+        """``PASS``, ``PASS with holes`` (no mismatch, coverage incomplete) or ``FAIL``; with a
+        conformance check, ``CONFORMANT`` (or ``CONFORMANT with holes``) where values differ
+        from the spec but every result lies inside the envelope (it passes)."""
+        if not self.passed:
             return "FAIL"
-        return "PASS with holes" if self.coverage.holes() else "PASS"
+        word = "CONFORMANT" if self.mismatches else "PASS"
+        return word + " with holes" if self.coverage.holes() else word
+
+    def _why(self) -> str:
+        """What a conformance check adds to the result line (nothing without one)."""
+        conf, values = self.conformance, self.value_mismatches
+        if conf is None or (conf.all_inside and not values):
+            return ""
+        if self.passed:
+            holes = len(self.coverage.holes())
+            return (f" (exact FAIL: {values:,} value mismatch{'es' if values != 1 else ''} "
+                    f"against the spec, but every result inside the OCP MX dot-product "
+                    f"envelope" + (f"; {holes} coverage hole{'s' if holes != 1 else ''}"
+                                   if holes else "") + ")")
+        if not values and not self.cycle_mismatches:
+            return (f" (exact PASS against the spec, but {conf.outside:,} result"
+                    f"{'s' if conf.outside != 1 else ''} outside the OCP MX dot-product "
+                    f"envelope)")
+        return ""
 
     def format(self) -> str:
         rate = self.dots / self.sim_seconds if self.sim_seconds else 0
@@ -109,7 +137,7 @@ class Report:
                  f"  vectors     {self.dots:,} dot products, {self.beats:,} blocks, "
                  f"{self.cycles:,} cycles",
                  f"  mismatches  {self.value_mismatches} value, {self.cycle_mismatches} cycle"
-                 + ("" if self.passed else self._first()),
+                 + ("" if not self.mismatches else self._first()),
                  f"  speed       {loop:,.0f} dot products/s ({cps:,.0f} cycles/s) in the "
                  f"simulation loop ({self.loop_seconds:.1f} s); {rate:,.0f}/s with simulator "
                  f"start-up ({self.sim_seconds:.1f} s); {self.seconds:.1f} s in all",
@@ -119,11 +147,13 @@ class Report:
                                      "reruns the set through cocotb with --waves)"
             lines += [f"  failing     {self.failing}", f"  waveform    {waves}",
                       f"  replay      {self.replay}"]
+        if self.conformance is not None:
+            lines.append(f"  conformance {self.conformance.line()}")
         result = self.result
         if result == "PASS with holes":
             result += f" ({holes} coverage hole{'s' if holes != 1 else ''}: 0 mismatches, "\
                       f"but not every coverpoint was reached)"
-        lines.append("  result      " + result)
+        lines.append("  result      " + result + self._why())
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
@@ -136,7 +166,9 @@ class Report:
                 "coverage": self.coverage.to_dict(), "sim_seconds": self.sim_seconds,
                 "loop_seconds": self.loop_seconds,
                 "seconds": self.seconds, "failing": self.failing, "replay": self.replay,
-                "waveform": self.waveform, "passed": self.passed}
+                "waveform": self.waveform, "passed": self.passed,
+                **({} if self.conformance is None
+                   else {"conformance": self.conformance.to_dict()})}
 
 
 def minimal_set(vs: VectorSet, dots: list[int]) -> VectorSet:
@@ -205,7 +237,7 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
            progress: bool | None = None, replay: VectorSet | None = None,
            waves: bool = False, fault: str | None = None, keep_failing: bool = True,
            backend: Backend | None = None, replay_command: str | None = None,
-           chunks: range | None = None) -> Report:
+           chunks: range | None = None, conformance: str | None = None) -> Report:
     """Verify the RTL of ``spec`` built as ``microarch``, a design the RTL builds (as
     :func:`mxsim.design.resolve_design` resolves and checks it; see the module docstring).
 
@@ -215,11 +247,16 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
     (a backend with a ``design`` name) is named by it in file names, and its replay line is
     ``replay_command`` (the command that names the design) with ``--replay FILE --waves``.
     ``chunks``: run only the chunks of these indices (of the run of ``dots``, each with its own
-    stimulus, as a campaign task does)."""
+    stimulus, as a campaign task does). ``conformance`` (an envelope of
+    :data:`mxsim.engine.conformance.ENVELOPES`): every result is also judged against it, and
+    the envelope decides the values' verdict (:attr:`Report.passed`): a chunk whose value
+    mismatches all lie inside it does not stop the run."""
     backend = backend or backend_for(sim, bulk=bulk, waves=waves)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rep = Report(unit_name or spec.name, sim, backend.mode)
+    if conformance is not None:
+        rep.conformance = envelopes.Summary(conformance, spec.d_format)
     tag = (f"{backend.design}-{spec.digest()}" if backend.design
            else design_tag(spec, microarch, fault))
     t0 = time.perf_counter()
@@ -233,15 +270,20 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
         run = backend.run(vs, stimulus, name=f"chunk{i}")
         rep.add(run)
         cov = coverage.measure(spec, vs, run.trace, microarch.lanes,
-                               backpressure=backend.backpressure)
+                               backpressure=backend.backpressure, want=run.want)
         unreachable = getattr(backend, "unreachable", None)
         if unreachable is not None:
             coverage.drop_bins(cov, unreachable())
         rep.coverage.merge(cov)
-        if run.mismatches:
-            rep.mismatches += [replace(m, chunk=i) for m in run.mismatches]
+        outside: list[int] = []
+        if rep.conformance is not None:
+            verdicts = envelopes.check(spec, vs, _values(run, spec), rep.conformance.envelope)
+            rep.conformance.add(verdicts, chunk=i)
+            outside = verdicts.outside[:envelopes.LISTED].tolist()
+        rep.mismatches += [replace(m, chunk=i) for m in run.mismatches]
+        if not rep.passed:
             if keep_failing:
-                failing = failing_dots(run.mismatches, vs.k // spec.k)
+                failing = sorted(set(failing_dots(run.mismatches, vs.k // spec.k)) | set(outside))
                 fail_set = minimal_set(vs, failing or list(range(min(4, vs.num_dots))))
                 _keep(rep, fail_set, stimulus, out / f"failing-{tag}-chunk{i}.npz", backend,
                       spec, microarch, fault, bar, show, replay_command, run)
@@ -253,6 +295,17 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
     return rep
 
 
+def _values(run: Run, spec: UnitSpec) -> envelopes.Values:
+    """A run's results as exact values: a foreign design's decoded results (codes, or a
+    fixed-point mantissa and exponent), else the output codes of ``spec.d_format``."""
+    res = getattr(run, "results", None)
+    if res is None:
+        return envelopes.Values.of_codes(spec.d_format, run.outputs)
+    if res.encoding == "fixed":
+        return envelopes.Values.of_fixed(res.mant, res.exp, res.nan)
+    return envelopes.Values.of_codes(res.encoding, res.codes)
+
+
 def _keep(rep: Report, fail_set: VectorSet, stimulus: Stimulus, path: Path, backend: Backend,
           spec: UnitSpec, microarch: MicroArch, fault: str | None, bar: Progress,
           show: bool, replay_command: str | None, failed: Run) -> None:
@@ -262,10 +315,11 @@ def _keep(rep: Report, fail_set: VectorSet, stimulus: Stimulus, path: Path, back
     vectors.save(fail_set, path)
     rep.failing = str(path)
     # A line to paste into a shell: paths with spaces or quotes are quoted.
+    conform = "" if rep.conformance is None else f" --conformance {rep.conformance.envelope}"
     rep.replay = (replay_command or
                   f"mxsim verify --unit {shlex.quote(rep.unit)} --a-format {spec.a_format} "
                   f"--b-format {spec.b_format} --lanes {microarch.lanes} --stages "
-                  f"{microarch.stages} --sim {rep.sim}") + \
+                  f"{microarch.stages} --sim {rep.sim}{conform}") + \
         f" --replay {shlex.quote(str(path))} --waves"
     waves = backend.with_waves()
     if waves is None:
