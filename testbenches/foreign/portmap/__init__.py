@@ -141,8 +141,8 @@ class PortMap:
     def data_fields(self) -> list[Field | Lanes]:
         """Every field the testbench drives with each instruction, in a fixed order."""
         acc = self.accumulator
-        parts = [self.a, self.b, self.scales.a, self.scales.b, acc.c, acc.first, acc.last,
-                 acc.clear]
+        parts = [self.a, self.b, self.scales.a, self.scales.b, self.scales.sum, acc.c,
+                 acc.first, acc.last, acc.clear]
         return [p for p in parts if p is not None]
 
     def data_ports(self) -> list[str]:
@@ -209,7 +209,7 @@ class PortMap:
                 yield from self._lane_uses(part)
             elif part is acc.c:
                 yield self._field_use(part, True, exact=_bits(acc.format))
-            elif part is sc.a or part is sc.b:
+            elif part is sc.a or part is sc.b or part is sc.sum:
                 yield self._field_use(part, True,
                                       least=8 if sc.exponent is None else sc.exponent.bits)
             else:

@@ -264,16 +264,20 @@ def pack_instructions(pm: MapLike, vs: VectorSet, spec=None) -> Beats:
     p.lanes(pm.a, spread(vs.a.reshape(nb, m, 1, per_dot, k), (k,)))
     p.lanes(pm.b, spread(vs.b.reshape(nb, 1, per_dot, k, n).transpose(0, 1, 4, 2, 3), (k,)))
     sc = pm.scales
-    if sc.a is not None:
+    if sc.a is not None or sc.sum is not None:
         per = 1 if sc.per == "instruction" else k // sc.block
         a_s = spread(vs.a_scale.reshape(nb, m, 1, per_dot, per), (per,))
         b_s = spread(vs.b_scale.reshape(nb, 1, per_dot, per, n).transpose(0, 1, 4, 2, 3),
                      (per,))
         if pm.int8_integer and vs.a_format == "int8":
             a_s, b_s = _int8_scales(pm, a_s, b_s)
-        if sc.exponent is not None:
-            a_s, b_s = _exponents(pm, vs, a_s, b_s)
-        for part, codes in ((sc.a, a_s), (sc.b, b_s)):
+        if sc.sum is not None:
+            fields = ((sc.sum, _exponent_sums(pm, a_s, b_s)),)
+        elif sc.exponent is not None:
+            fields = tuple(zip((sc.a, sc.b), _exponents(pm, vs, a_s, b_s), strict=True))
+        else:
+            fields = ((sc.a, a_s), (sc.b, b_s))
+        for part, codes in fields:
             if isinstance(part, Lanes):
                 p.lanes(part, codes)
             else:
@@ -334,6 +338,24 @@ def _exponents(pm: MapLike, vs: VectorSet, a_s: npt.NDArray, b_s: npt.NDArray) -
                            f" keep the vector set inside [domain]")
         out.append(ex.encode(codes))
     return out[0], out[1]
+
+
+def _exponent_sums(pm: MapLike, a_s: npt.NDArray, b_s: npt.NDArray) -> npt.NDArray:
+    """Each pair of E8M0 scale codes as the ``scales.sum`` field of their exponents' sum;
+    MapError for a pair the field cannot carry (a NaN code, a sum out of its range)."""
+    ex = pm.scales.exponent
+    lo, hi = ex.sums
+    s = a_s.astype(np.int64) + b_s.astype(np.int64) - 254
+    bad = (a_s == 0xFF) | (b_s == 0xFF) | (s < lo) | (s > hi)
+    if bad.any():
+        first, lane = (int(x) for x in np.argwhere(bad.reshape(len(bad), -1))[0])
+        pa, pb = (int(x.reshape(len(x), -1)[first, lane]) for x in (a_s, b_s))
+        what = ("the NaN code 0xFF" if 0xFF in (pa, pb)
+                else f"exponents summing to {pa + pb - 254}")
+        raise MapError(f"{pm.path}:{ex.line}: instruction {first} has a scale pair the design "
+                       f"cannot take ({what}; scales.sum holds sums {lo}..{hi}); keep the "
+                       f"vector set inside [domain]")
+    return ex.encode_exponents(s)
 
 
 # -- decoding -----------------------------------------------------------------------------

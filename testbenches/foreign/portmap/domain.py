@@ -30,6 +30,8 @@ import numpy.typing as npt
 from mxsim import formats
 from mxsim.vectors import VectorSet
 
+from .parts import MapError
+
 __all__ = ["Domain", "ELEMENT_CLASSES", "C_CLASSES", "element_classes"]
 
 #: The classes an operand may be declared to hold (the a_class/b_class coverage bins).
@@ -68,6 +70,35 @@ def _c_classes(fmt: formats.Format, codes: npt.NDArray) -> npt.NDArray:
     return out
 
 
+#: :func:`c_exponents` of a zero, Inf or NaN
+_NO_EXPONENT = -(1 << 20)
+
+
+def c_exponents(fmt: formats.Format, codes: npt.NDArray) -> npt.NDArray[np.int64]:
+    """floor(log2 |C|) of every finite non-zero code (exact: FP32/FP16/BF16 values are
+    float64 values); :data:`_NO_EXPONENT` for zeros, Infs and NaNs."""
+    v = fmt.decode(codes).astype(np.float64)
+    live = np.isfinite(v) & (v != 0)
+    _, e = np.frexp(np.where(live, v, 1.0))
+    return np.where(live, e.astype(np.int64) - 1, _NO_EXPONENT)
+
+
+def _c_in_binades(fmt: formats.Format, count: int, lo: int, hi: int,
+                  rng: np.random.Generator) -> npt.NDArray:
+    """``count`` codes of ``fmt`` with random sign, binade in [lo, hi] and significand: each
+    an integer q of the bits the binade holds times a power of two, so exact in ``fmt``."""
+    emin = 1 - fmt.bias                                      # the smallest normal binade
+    lo, hi = max(lo, emin - fmt.man_bits), min(hi, fmt.emax)
+    if lo > hi:
+        raise MapError(f"domain.c_exponent holds no {fmt.name} value of C; widen it")
+    e = rng.integers(lo, hi + 1, count)
+    bits = np.where(e >= emin, fmt.man_bits, fmt.man_bits - (emin - e))    # below: subnormal
+    q = (np.int64(1) << bits) + rng.integers(0, 1 << 62, count) % (np.int64(1) << bits)
+    v = np.ldexp(q.astype(np.float64), (e - bits).astype(np.int64))
+    v = np.where(rng.integers(0, 2, count) == 1, -v, v)
+    return fmt.encode(v, "rne", saturate=False)
+
+
 @dataclass(frozen=True)
 class Domain:
     """A checked ``[domain]`` table (see the module docstring); None ranges and classes mean
@@ -78,6 +109,8 @@ class Domain:
     a_scale: tuple[int, int] | None = None
     b_scale: tuple[int, int] | None = None
     scale_sum: tuple[int, int] | None = None
+    #: the binades a finite non-zero C may lie in: lo <= floor(log2 |C|) <= hi
+    c_exponent: tuple[int, int] | None = None
     line: int = 1
     lines: Mapping[str, int] | None = None
 
@@ -95,7 +128,7 @@ class Domain:
         for key in ("a", "b", "c"):
             if getattr(self, key) is not None:
                 parts.append(f"{key} {'/'.join(getattr(self, key))}")
-        for key in ("a_scale", "b_scale", "scale_sum"):
+        for key in ("a_scale", "b_scale", "scale_sum", "c_exponent"):
             rng = getattr(self, key)
             if rng is not None:
                 parts.append(f"{key} {rng[0]}..{rng[1]}")
@@ -138,6 +171,13 @@ class Domain:
             if out.any():
                 what = C_CLASSES[int(cls[out][0])]
                 note(out, f"C is {what} (c allows {', '.join(self.c)})")
+        if self.c_exponent is not None and f.c is not None:
+            lo, hi = self.c_exponent
+            e = c_exponents(formats.get(vs.c_format), f.c)
+            out = (e != _NO_EXPONENT) & ((e < lo) | (e > hi))
+            if out.any():
+                note(out, f"C is 2**{int(e[out][0])} or more (floor(log2|C|) = "
+                          f"{int(e[out][0])}), outside c_exponent [{lo}, {hi}]")
         if self.scaled and vs.a_scale is not None and vs.scale_format == "e8m0":
             blocks = k // vs.block
             sa = f.a_scale.astype(np.int64).reshape(nb, m, 1, blocks)
@@ -207,6 +247,16 @@ class Domain:
                 new = out.c.copy()
                 new[redo] = self._draw_c(fmt, int(redo.sum()), rng).astype(new.dtype)
                 changes["c"] = new
+        if self.c_exponent is not None and out.c is not None:
+            fmt = formats.get(out.c_format)
+            c = changes.get("c", out.c)
+            e = c_exponents(fmt, c)
+            lo, hi = self.c_exponent
+            redo = (e != _NO_EXPONENT) & ((e < lo) | (e > hi))
+            if redo.any():
+                c = c.copy()
+                c[redo] = _c_in_binades(fmt, int(redo.sum()), lo, hi, rng).astype(c.dtype)
+                changes["c"] = c
         if self.scaled and out.a_scale is not None and out.scale_format == "e8m0":
             changes.update(self._scales(out, rng))
         return out.replace(**changes) if changes else out

@@ -345,18 +345,26 @@ def _scales(r: _Reader, k: int | tuple[int, ...]) -> Scales:
     p = ("scales",)
     if "scales" not in r.data:
         return Scales()
-    r.table(p, ("format", "per", "block", "a", "b", "exponent"))
+    r.table(p, ("format", "per", "block", "a", "b", "sum", "exponent"))
     fmt = r.choice(p + ("format",), SCALE_FORMATS)
     if fmt == "none":
-        r.refuse(p, ("per", "block", "a", "b", "exponent"), "by scales.format = 'none'")
+        r.refuse(p, ("per", "block", "a", "b", "sum", "exponent"), "by scales.format = 'none'")
         return Scales(line=r.line(p))
-    exponent = _scale_exponent(r, fmt)
+    summed = r.get(p + ("sum",)) is not None
+    if summed:
+        r.refuse(p, ("a", "b"), "by scales.sum (the design takes the pair's exponents "
+                                "pre-summed: give sum alone)")
+        if r.get(p + ("exponent",)) is None:
+            raise r.fail(p + ("sum",), "scales.sum sends the sum of the two scale exponents; "
+                                       "say how in scales.exponent = { bits, signed, bias }")
+    exponent = _scale_exponent(r, fmt, summed)
     bits = SCALE_BITS if exponent is None else exponent.bits
     per = r.choice(p + ("per",), ("instruction", "block"), "instruction")
     block = None
     if per == "instruction":
         r.refuse(p, ("block",), "by scales.per = 'instruction' (one scale per instruction)")
-        parts = [r.field(p + (name,), bits=bits) for name in ("a", "b")]
+        parts = [r.field(p + (name,), bits=bits) for name in (("sum",) if summed
+                                                              else ("a", "b"))]
     else:
         if isinstance(k, tuple):
             raise r.fail(p + ("per",), "scales.per = 'block' needs one instruction.k; with a k "
@@ -366,12 +374,16 @@ def _scales(r: _Reader, k: int | tuple[int, ...]) -> Scales:
             raise r.fail(p + ("block",), f"scales.block {block} does not divide "
                                          f"instruction.k {k}; use a divisor of k")
         parts = [r.lanes(p + (name,), k // block, bits, f"an {fmt} scale"
-                         if exponent is None else "a scale exponent") for name in ("a", "b")]
+                         if exponent is None else "a scale exponent")
+                 for name in (("sum",) if summed else ("a", "b"))]
+    if summed:
+        return Scales(fmt, per, block, None, None, r.line(p), exponent, parts[0])
     return Scales(fmt, per, block, parts[0], parts[1], r.line(p), exponent)
 
 
-def _scale_exponent(r: _Reader, fmt: str) -> ScaleExponent | None:
-    """``scales.exponent = { bits, signed, bias }``: E8M0 scales sent as integer exponents."""
+def _scale_exponent(r: _Reader, fmt: str, summed: bool = False) -> ScaleExponent | None:
+    """``scales.exponent = { bits, signed, bias }``: E8M0 scales sent as integer exponents
+    (``summed``: the sum of each pair's exponents, ``scales.sum``)."""
     p = ("scales", "exponent")
     if r.get(p) is None:
         return None
@@ -381,11 +393,19 @@ def _scale_exponent(r: _Reader, fmt: str) -> ScaleExponent | None:
                         f"{fmt}; remove it")
     ex = ScaleExponent(r.integer(p + ("bits",), least=2, most=16), r.boolean(p + ("signed",), True),
                        r.integer(p + ("bias",), 0, least=-(1 << 16), most=1 << 16), r.line(p))
-    lo, hi = ex.exponents
+    lo, hi = ex.sums if summed else ex.exponents
     if lo > hi:
         raise r.fail(p + ("bias",), f"scales.exponent with bias {ex.bias} holds no exponent of "
                                     f"E8M0 (-127..127); fix the bias")
-    if (lo, hi) != (-127, 127):
+    if summed:
+        dom = r.get(("domain",)) or {}
+        rng = dom.get("scale_sum")
+        if not (isinstance(rng, list) and len(rng) == 2 and all(isinstance(v, int) for v in rng)
+                and lo <= rng[0] and rng[1] <= hi):
+            raise r.fail(p, f"scales.exponent holds sums of scale exponents {lo}..{hi} only "
+                            f"(scales.sum); declare [domain] scale_sum = [{lo}, {hi}] (or "
+                            f"narrower) so that every sum sent fits")
+    elif (lo, hi) != (-127, 127):
         dom = r.get(("domain",)) or {}
         for key in ("a_scale", "b_scale"):
             rng = dom.get(key)
@@ -504,7 +524,7 @@ def _domain(r: _Reader, scales: Scales) -> Domain | None:
     p = ("domain",)
     if "domain" not in r.data:
         return None
-    keys = ("a", "b", "c", "a_scale", "b_scale", "scale_sum")
+    keys = ("a", "b", "c", "a_scale", "b_scale", "scale_sum", "c_exponent")
     table = r.table(p, keys)
     if not table:
         raise r.fail(p, f"[domain] is empty; give at least one of {', '.join(keys)}, or remove "
@@ -534,6 +554,15 @@ def _domain(r: _Reader, scales: Scales) -> Domain | None:
             raise r.fail(p + (key,), f"domain.{key} limits E8M0 scale exponents, but "
                                      f"scales.format is {scales.format}; remove it")
         args[key] = (value[0], value[1])
+    if "c_exponent" in table:
+        value = table["c_exponent"]
+        if not (isinstance(value, list) and len(value) == 2 and all(
+                isinstance(v, int) and not isinstance(v, bool) and -200 <= v <= 200
+                for v in value) and value[0] <= value[1]):
+            raise r.fail(p + ("c_exponent",), f"domain.c_exponent must be [lo, hi], integers "
+                                              f"with -200 <= lo <= hi <= 200 (the binades of "
+                                              f"C: floor(log2|C|)), not {_show(value)}")
+        args["c_exponent"] = (value[0], value[1])
     dom = Domain(**args, line=r.line(p), lines={k: r.line(p + (k,)) for k in table})
     if dom.scaled:
         (lo_a, hi_a), (lo_b, hi_b) = dom.exponent_ranges()

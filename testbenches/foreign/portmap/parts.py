@@ -204,6 +204,9 @@ class Scales:
     #: ``scales.exponent``: each E8M0 scale sent as its exponent (code - 127) plus ``bias``,
     #: in ``bits`` bits, two's complement when ``signed``; None: the scale codes themselves
     exponent: ScaleExponent | None = None
+    #: ``scales.sum`` (instead of ``a`` and ``b``): the pair's exponents pre-summed, one
+    #: ``scales.exponent`` field per instruction or per block
+    sum: Field | Lanes | None = None
 
 
 @dataclass(frozen=True)
@@ -221,12 +224,24 @@ class ScaleExponent:
             (0, (1 << self.bits) - 1)
         return max(lo - self.bias, -127), min(hi - self.bias, 127)
 
+    @property
+    def sums(self) -> tuple[int, int]:
+        """The sums of two scale exponents (-254..254) the field holds (``scales.sum``)."""
+        lo, hi = (-(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1) if self.signed else \
+            (0, (1 << self.bits) - 1)
+        return max(lo - self.bias, -254), min(hi - self.bias, 254)
+
     def encode(self, codes):
         """E8M0 codes as the field's bits (codes whose exponent is outside :attr:`exponents`
         are the caller's to refuse)."""
         import numpy as np
-        e = codes.astype(np.int64) - 127 + self.bias
-        return (e & ((1 << self.bits) - 1)).astype(np.uint32)
+        return self.encode_exponents(codes.astype(np.int64) - 127)
+
+    def encode_exponents(self, e):
+        """Exponents (or their sums) as the field's bits (the caller refuses those outside
+        :attr:`exponents` or :attr:`sums`)."""
+        import numpy as np
+        return ((np.asarray(e, np.int64) + self.bias) & ((1 << self.bits) - 1)).astype(np.uint32)
 
 
 @dataclass(frozen=True)
