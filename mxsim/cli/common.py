@@ -13,7 +13,7 @@ from .. import vectors
 from ..errors import MxsimError, Parser, printable
 
 __all__ = ["Parser", "int_range", "add_verb", "add_allow_large", "add_campaign_executor",
-           "out_dir", "emit", "engine_path", "refuse_unread", "map_formats"]
+           "out_dir", "emit", "engine_path", "refuse_unread", "map_formats", "spec_settings"]
 
 
 def int_range(lo: int, hi: int | None = None):
@@ -130,3 +130,28 @@ def map_formats(pm, a_format: str | None, b_format: str | None) -> tuple[str, st
                          f"{pm.format_select.by} {pm.format_select.name!r}; choose one with "
                          f"--a-format ({', '.join(pm.format_select.values)})")
     return a, b_format or (pm.b_format if a_format is None and pm.b_format else a)
+
+
+def spec_settings(texts: list[str]) -> dict[str, object]:
+    """``--set FIELD=VALUE`` arguments as {field: value}, each value as a spec file spells it
+    (an integer, hexadecimal too, ``none``, ``true``/``false``, a word), as ``verify --rtl
+    --set`` reads them; MxsimError for one that is not FIELD=VALUE or names no field of a unit
+    spec."""
+    from dataclasses import fields
+
+    from ..spec import UnitSpec
+    names = {f.name for f in fields(UnitSpec)} - {"name", "provenance"}
+    out: dict[str, object] = {}
+    for text in texts:
+        name, eq, value = text.partition("=")
+        if not eq or not name or not value:
+            raise MxsimError(f"--set takes FIELD=VALUE (e.g. acc_rounding=rd), not {text!r}")
+        if name not in names:
+            raise MxsimError(f"--set: {name!r} is not a field of a unit spec; docs/units.md "
+                             f"lists them")
+        words = {"none": None, "true": True, "false": False}
+        try:
+            out[name] = words[value] if value in words else int(value, 0)
+        except ValueError:
+            out[name] = value
+    return out

@@ -8,7 +8,7 @@ from pathlib import Path
 from .. import vectors
 from ..errors import MxsimError
 from ..output import check_output, write_text
-from .common import emit, map_formats, out_dir, refuse_unread
+from .common import emit, map_formats, out_dir, refuse_unread, spec_settings
 from .verbs import hook, install_hint
 
 __all__ = ["cmd_probe", "cmd_fit"]
@@ -111,8 +111,8 @@ def _device(vs) -> str:
 
 
 def _fit_rtl(args: argparse.Namespace):
-    """The probe suite through the design behind ``--rtl`` and the fit of its outputs (the
-    observed set is written to ``--out``)."""
+    """The probe suite through the design behind ``--rtl``, in the mode ``--set`` gives, and
+    the fit of its outputs (the observed set is written to ``--out``)."""
     if args.inputs is not None:
         raise MxsimError("fit --rtl runs its own probe suite through the design: give no "
                          "IN.npz / GPU_OUT.npz with it")
@@ -124,15 +124,25 @@ def _fit_rtl(args: argparse.Namespace):
         gone = f" ({exc.name} is not installed)" if exc.name else ""
         raise MxsimError(f"fit --rtl needs the rtl extra{gone}: {install_hint('rtl')}") \
             from None
+    fields = spec_settings(args.set_fields)                  # a bad --set before anything runs
     pm = foreign_map(args.rtl, Path(args.out) / "ports")     # written only for a bad design
-    if args.k is not None and args.k != pm.k:
-        raise MxsimError(f"-k {args.k} differs from the port map's k = {pm.k}; leave -k out")
     a, b = map_formats(pm, args.a_format, args.b_format)
+    k = pm.k_by_format.get(a, pm.k) if pm.k_by_format else pm.k
+    if args.k is not None and args.k != k:
+        per = f" for {a}" if pm.k_by_format else ""
+        raise MxsimError(f"-k {args.k} differs from the port map's k = {k}{per}; leave -k out")
     work = out_dir(args.out)
     observed, result = characterise(pm, a, b, work, seed=args.seed, bulk=not args.cocotb,
-                                    keep=work / "observed.npz")
-    return result, f"{pm.path}: {observed.num_dots} probe dot products through the design " \
-                   f"(observed outputs in {work / 'observed.npz'})\n"
+                                    keep=work / "observed.npz", fields=fields,
+                                    other_modes=not args.one_mode)
+    head = f"{pm.path}: {observed.num_dots} probe dot products through the design"
+    mode = observed.extra.get("mode") or {}
+    if mode:
+        head += " in mode " + ", ".join(f"{n} = {v}" for n, v in mode.items())
+    moved, _ = observed.extra.get("domain_redrawn") or (0, 0)
+    if moved:
+        head += f" ({moved} redrawn inside the map's [domain])"
+    return result, f"{head}\n(observed outputs in {work / 'observed.npz'})\n"
 
 
 def _fit_campaign(args: argparse.Namespace) -> int:
@@ -176,6 +186,9 @@ def _fit_campaign(args: argparse.Namespace) -> int:
 def cmd_fit(args: argparse.Namespace) -> int:
     from ..probe.fit import default_k, fit
 
+    if (args.set_fields or args.one_mode) and args.rtl is None:
+        raise MxsimError(f"{'--set' if args.set_fields else '--one-mode'} picks the mode a "
+                         f"design behind --rtl runs in; give --rtl MAP.toml")
     if args.plan:
         return _fit_plan(args)
     refuse_unread(("--plan-unit", args.plan_unit, False, "is for --plan"),
@@ -206,5 +219,6 @@ def cmd_fit(args: argparse.Namespace) -> int:
     emit(args, text, {"exact": result.exact, "equal": result.equal, "total": result.total,
                       "spec": result.spec.to_dict(), "evidence": result.evidence,
                       "unexplained": result.unexplained, "unseparated": result.unseparated,
-                      "hypotheses": result.hypotheses, "picked": result.picked})
+                      "hypotheses": result.hypotheses, "picked": result.picked,
+                      "notes": result.notes})
     return 0 if result.exact else 1

@@ -234,6 +234,17 @@ def _add_fit(sub: Any) -> argparse.ArgumentParser:
                     help="with --rtl: probe-suite seed (default: %(default)s)")
     fi.add_argument("--cocotb", action="store_true",
                     help="with --rtl: run the probes through cocotb, not the bulk C++ harness")
+    fi.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    dest="set_fields",
+                    help="with --rtl: the mode to probe, as unit-spec fields spelt as a spec "
+                         "file spells them (--set acc_rounding=rd --set d_format=bf16); the "
+                         "fields the map's [control] inputs follow stay in the fitted spec; "
+                         "repeat for more")
+    fi.add_argument("--one-mode", action="store_true",
+                    help="with --rtl: probe only the mode --set gives; by default an exact fit "
+                         "is also held to each other value of the map's [control] inputs, one "
+                         "at a time (a probe run each), which decide what this mode's outputs "
+                         "leave open")
     fi.add_argument("--out", default="mxsim-fit", metavar="DIR",
                     help="with --rtl: builds and the observed outputs (default: %(default)s)")
     fi.add_argument("-k", type=int_range(1), default=None,

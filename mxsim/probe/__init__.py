@@ -35,7 +35,8 @@ of the element's range). Their families (``MX_FAMILIES``) are ``pair-cancel``, `
 ``random`` (LLM-like codes, scales spread over 2**±27), ``overflow`` (sums beyond FP32 and
 E8M14: Inf, saturation, and ties at FLT_MAX's half ulp) and ``specials`` (NaN codes, scale
 0xFF, Inf/NaN C, subnormal results), which separate a unit that handles NaN/Inf from one that
-reads their codes as numbers (``specials = "none"``).
+reads their codes as numbers (``specials = "none"``). :mod:`mxsim.probe.design` builds the same
+families for a design's own formats, block and C (``mxsim fit --rtl``), with C = -0 dots.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from ..errors import VectorFileError
 from ..vectors import VectorSet
 
 __all__ = ["probe_suite", "mx_suite", "MxEncoding", "KINDS", "FAMILIES", "MX_FAMILIES", "MAX_K",
-           "ROWS", "COLS"]
+           "ROWS", "COLS", "MX_BUILDERS", "mx_special_codes"]
 
 KINDS = ("fp8", "mxfp8", "mxint8")
 FAMILIES = ("pair-cancel", "c-gap", "tie", "one-large", "upcast", "random", "specials")
@@ -241,11 +242,11 @@ def mx_suite(kind: str, k: int, seed: int, block: int, scale_format: str,
                 sa = mx.scale_codes(rng.integers(-27, 28, sa.shape))
                 fsb = mx.scale_codes(rng.integers(-27, 28, fsb.shape))
         else:
-            values, c = _MX_BUILDERS[family](mx, rng)
+            values, c = MX_BUILDERS[family](mx, rng)
             (a, sa), fb, fsb = mx.encode(values), b, sb
             c = np.asarray(c, np.float32).view(np.uint32) if c.dtype != np.uint32 else c
             if family == "specials":
-                a, sa = _mx_special_codes(mx, rng, a, sa)
+                a, sa = mx_special_codes(mx, rng, a, sa)
         for name, x in zip(parts, (a, sa, fb, fsb, c), strict=True):
             parts[name].append(np.asarray(x))
     return VectorSet(a=np.stack(parts["a"]).astype(np.uint8),
@@ -316,7 +317,7 @@ def _mx_overflow(mx: MxEncoding, rng) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _mx_specials(mx: MxEncoding, rng) -> tuple[np.ndarray, np.ndarray]:
-    """Values for the specials family (codes and scales follow in _mx_special_codes): small
+    """Values for the specials family (codes and scales follow in mx_special_codes): small
     terms, C Inf/NaN codes against products near -2**104, and subnormal sums."""
     rows = rng.choice([0.0, 2.0 ** -3, -(2.0 ** -2), 1.0, -1.5], size=(ROWS, mx.k))
     c = np.zeros((ROWS, COLS), np.uint32)
@@ -332,7 +333,7 @@ def _mx_specials(mx: MxEncoding, rng) -> tuple[np.ndarray, np.ndarray]:
     return rows, c
 
 
-def _mx_special_codes(mx: MxEncoding, rng, a: np.ndarray, sa: np.ndarray
+def mx_special_codes(mx: MxEncoding, rng, a: np.ndarray, sa: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray]:
     """Rows 0 mod 4: a NaN element code (E4M3 S.1111.111; INT8's -2.0 code 0x80, which
     encoders never produce); rows 1 mod 4: a scale NaN code (E8M0 0xFF, UE4M3 0x7F)."""
@@ -347,5 +348,6 @@ def _mx_special_codes(mx: MxEncoding, rng, a: np.ndarray, sa: np.ndarray
     return a, sa
 
 
-_MX_BUILDERS = {"pair-cancel": _mx_pair_cancel, "c-gap": _mx_c_gap, "tie": _mx_tie,
+#: The value builders of the designed MX families: family -> f(encoding, rng) -> (rows, C).
+MX_BUILDERS = {"pair-cancel": _mx_pair_cancel, "c-gap": _mx_c_gap, "tie": _mx_tie,
                 "overflow": _mx_overflow, "specials": _mx_specials}
