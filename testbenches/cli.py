@@ -32,6 +32,7 @@ from mxsim.cli.common import (
     int_range,
     map_formats,
     out_dir,
+    spec_settings,
 )
 from mxsim.cli.verbs import Verb
 from mxsim.engine.conformance import ENVELOPES
@@ -54,27 +55,9 @@ def foreign_map(path: str, work: str | Path):
 
 
 def settings(texts: list[str]) -> dict[str, object]:
-    """``--set FIELD=VALUE`` arguments as {field: value}, each value as a spec file spells it
-    (an integer, hexadecimal too, ``none``, ``true``/``false``, a word); MxsimError for one
-    that is not FIELD=VALUE or names no field of a unit spec."""
-    from dataclasses import fields
-
-    from mxsim.spec import UnitSpec
-    names = {f.name for f in fields(UnitSpec)} - {"name", "provenance"}
-    out: dict[str, object] = {}
-    for text in texts:
-        name, eq, value = text.partition("=")
-        if not eq or not name or not value:
-            raise MxsimError(f"--set takes FIELD=VALUE (e.g. acc_rounding=rd), not {text!r}")
-        if name not in names:
-            raise MxsimError(f"--set: {name!r} is not a field of a unit spec; docs/units.md "
-                             f"lists them")
-        words = {"none": None, "true": True, "false": False}
-        try:
-            out[name] = words[value] if value in words else int(value, 0)
-        except ValueError:
-            out[name] = value
-    return out
+    """``--set FIELD=VALUE`` arguments as {field: value}
+    (:func:`mxsim.cli.common.spec_settings`, which ``fit --rtl --set`` reads them with too)."""
+    return spec_settings(texts)
 
 
 def with_fields(spec, texts: list[str]):
