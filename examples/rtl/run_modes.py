@@ -3,7 +3,7 @@
     python examples/rtl/run_modes.py --list
     python examples/rtl/run_modes.py run DIR [--vectors N] [--jobs J] [--only MODE ...]
         [--work WORK]
-    python examples/rtl/run_modes.py checks DIR --vectors 20000
+    python examples/rtl/run_modes.py checks DIR --vectors 20000 [--jobs J]
     python examples/rtl/run_modes.py record DIR -o docs/data/foreign_rtl_modes_DATE.json
     python examples/rtl/run_modes.py --table docs/data/foreign_rtl_modes_DATE.json
 
@@ -146,9 +146,28 @@ def _mxsim(args: list[str]) -> tuple[int, dict, float]:
     return p.returncode, rep, round(time.perf_counter() - t0, 1)
 
 
-def checks(out: Path, vectors: int) -> dict:
+def _fit_verify(mode: str, spec: Path, out: Path, vectors: int, seed: int) -> dict:
+    """The fitted ``spec`` verified in one mode, on a copy of the design's built harness."""
+    rtl_map, m_args = modes()[mode]
+    unit = m_args.index("--unit")
+    v_args = [*m_args[:unit], "--unit", str(spec), *m_args[unit + 2:]]
+    work = out / "fit-verify" / _slug(mode)
+    if work.exists():
+        shutil.rmtree(work)
+    shutil.copytree(out / "build" / Path(rtl_map).stem, work)
+    cmd = ["verify", "--rtl", rtl_map, *v_args, "--bulk", "--vectors", str(vectors),
+           "--seed", str(seed), "--out", str(work)]
+    rc, rep, took = _mxsim(cmd)
+    shutil.rmtree(work, ignore_errors=True)
+    return {"mode": mode, "exit": rc, "seconds": took, "command": " ".join(["mxsim", *cmd]),
+            "result": rep.get("result", rep.get("error")), "dots": rep.get("dots"),
+            "value_mismatches": rep.get("value_mismatches")}
+
+
+def checks(out: Path, vectors: int, jobs: int = 1) -> dict:
     """Each bug build in its modes (``vectors`` dots), and ``fit --rtl`` of each design whose
-    spec is then verified (``vectors`` dots) in every mode: written to ``out/checks.json``."""
+    spec is then verified (``vectors`` dots) in every mode, ``jobs`` at a time, each on a copy
+    of the design's one build: written to ``out/checks.json``."""
     out.mkdir(parents=True, exist_ok=True)
     names = list(modes())
     bugs = []
@@ -172,21 +191,18 @@ def checks(out: Path, vectors: int) -> dict:
                "seconds": took, "exact": rep.get("exact"), "equal": rep.get("equal"),
                "total": rep.get("total"), "error": rep.get("error"),
                "spec": spec.read_text() if spec.exists() else None, "modes": []}
-        for mode, (m_map, m_args) in modes().items():
-            if m_map != rtl_map or not spec.exists():
-                continue
-            unit = m_args.index("--unit")
-            v_args = [*m_args[:unit], "--unit", str(spec), *m_args[unit + 2:]]
-            cmd = ["verify", "--rtl", rtl_map, *v_args, "--bulk", "--vectors", str(vectors),
-                   "--seed", str(301 + names.index(mode)), "--out",
-                   str(out / "fit-verify" / _slug(mode))]
-            rc, rep, took = _mxsim(cmd)
-            fit["modes"].append({"mode": mode, "exit": rc, "seconds": took,
-                                 "command": " ".join(["mxsim", *cmd]),
-                                 "result": rep.get("result", rep.get("error")),
-                                 "dots": rep.get("dots"),
-                                 "value_mismatches": rep.get("value_mismatches")})
-            print(f"fit {design} -> {mode}: {fit['modes'][-1]['result']}", flush=True)
+        print(f"fit {design}: exact={fit['exact']} {fit['equal']}/{fit['total']}", flush=True)
+        todo = [m for m, (m_map, _) in modes().items() if m_map == rtl_map and spec.exists()]
+        if todo:
+            where = out / "build" / Path(rtl_map).stem
+            if not where.exists():
+                _build(rtl_map, modes()[todo[0]][1], where)
+            with ThreadPoolExecutor(jobs) as pool:
+                for res in pool.map(lambda m, s=spec: _fit_verify(m, s, out, vectors,
+                                                               301 + names.index(m)), todo):
+                    fit["modes"].append(res)
+                    print(f"fit {design} -> {res['mode']}: {res['result']} "
+                          f"{res['seconds']} s", flush=True)
         fits.append(fit)
     rec = {"bugs": bugs, "fits": fits, "machine": machine()}
     (out / "checks.json").write_text(json.dumps(rec, indent=1) + "\n")
@@ -257,7 +273,7 @@ def main() -> None:
     elif args.action == "run":
         run(args.dir, args.vectors, args.jobs, args.only, args.work or args.dir)
     elif args.action == "checks":
-        checks(args.dir, args.vectors)
+        checks(args.dir, args.vectors, args.jobs)
     else:
         rec = record(args.dir)
         text = json.dumps(rec, indent=1) + "\n"
