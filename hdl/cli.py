@@ -1,28 +1,40 @@
 """The ``rtl`` and ``explore`` verbs of ``mxsim``: a unit's Verilog, its lint and Yosys
-statistics, and the design-space sweep whose area is that Verilog through Yosys.
+statistics (``rtl observe``: your RTL's outputs on a vector set), and the design-space sweep
+whose area is that Verilog through Yosys.
 
 Registered with the command through the ``mxsim.verbs`` entry points (pyproject.toml), which
 name :data:`RTL` and :data:`EXPLORE`. The module imports argparse and the mxsim core only;
 Amaranth is imported inside the verbs, so their help builds where the ``rtl`` extra is missing.
 What ``rtl`` shares with ``verify`` (the unit options, the resolved unit, ``--scale``) is here:
-the testbenches build on hdl.
+the testbenches build on hdl. ``rtl observe`` runs a design behind a port map, which the
+testbenches own: it calls them through the ``foreign_map`` and ``observe`` entry points of
+``mxsim.hooks``, as ``fit --rtl`` does.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
-from mxsim import units
-from mxsim.cli.common import add_verb, emit, engine_path, int_range, out_dir
-from mxsim.cli.verbs import Verb
+from mxsim import units, vectors
+from mxsim.cli.common import (
+    add_allow_large,
+    add_verb,
+    emit,
+    engine_path,
+    int_range,
+    out_dir,
+    spec_settings,
+)
+from mxsim.cli.verbs import Verb, hook, install_hint
 from mxsim.errors import MxsimError, exit_status
 from mxsim.output import check_output, write_text
 
 __all__ = ["RTL", "EXPLORE", "add_rtl_unit_args", "rtl_unit", "parse_scale", "cmd_rtl",
-           "explore_verilog", "explore_synthesis", "cmd_explore"]
+           "cmd_rtl_observe", "explore_verilog", "explore_synthesis", "cmd_explore"]
 
 
 def add_rtl_unit_args(sp: argparse.ArgumentParser, unit: str, note: str, stages: int,
@@ -76,7 +88,8 @@ def parse_scale(text: str | None) -> tuple[str | None, int | None] | None:
 
 def _add_rtl(sub: Any) -> argparse.ArgumentParser:
     rp = add_verb(sub, "rtl", cmd_rtl, "Verilog of a unit's datapath, its lint and Yosys "
-                                       "statistics")
+                                       "statistics; `rtl observe`: your own RTL's outputs on a "
+                                       "vector set")
     add_rtl_unit_args(rp, "hopper-wgmma", "", stages=1)
     rp.add_argument("-o", "--output", default=None, metavar="OUT.v", help="write the Verilog")
     rp.add_argument("--lint", action="store_true",
@@ -87,6 +100,42 @@ def _add_rtl(sub: Any) -> argparse.ArgumentParser:
                          "generic synthesis), ice40 (synth_ice40: 5 to 30 min at 32 lanes) or "
                          "none (default: %(default)s)")
     rp.add_argument("--no-ice40", action="store_true", help=argparse.SUPPRESS)  # = --fpga none
+    # `mxsim rtl observe ...`: an action of its own; `mxsim rtl [options]` runs as before.
+    mine = {a.dest: (max(a.option_strings, key=len), a.default) for a in rp._actions
+            if a.option_strings and a.dest not in ("help", "json")}
+    # argparse writes an optional action as if it were required ("ACTION ..."): say it is not
+    usage = rp.format_usage().removeprefix("usage: ").rstrip("\n").replace("%", "%%")
+    rp.usage = f"{usage} [observe ...]"
+    actions = rp.add_subparsers(dest="rtl_action", metavar="ACTION", title="actions",
+                                prog=rp.prog)
+    ob = add_verb(actions, "observe", cmd_rtl_observe,
+                  "run a vector set through your RTL, described by a port map "
+                  "(docs/foreign-rtl.md), and write it with the design's outputs as d, for "
+                  "mxsim fit IN OUT")
+    ob.add_argument("map", metavar="MAP.toml", help="the port map of your design")
+    ob.add_argument("inputs", metavar="IN.npz",
+                    help="the vector set to run (in the design's formats, k and scales)")
+    ob.add_argument("-o", "--output", required=True, metavar="OUT.npz",
+                    help="where to write the set with d = the design's outputs")
+    ob.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
+                    help="simulator of the cocotb testbench (default: %(default)s)")
+    ob.add_argument("--bulk", action="store_true",
+                    help="the C++ harness on Verilator instead of cocotb (millions of vectors)")
+    ob.add_argument("--unit", default=None, metavar="SPEC",
+                    help="a preset or spec file whose fields the map's [control] inputs and "
+                         "d_format follow (default: one exact rounding; only the mode matters, "
+                         "nothing is compared)")
+    ob.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    dest="set_fields",
+                    help="the mode to run, as unit-spec fields spelt as a spec file spells "
+                         "them (--set acc_rounding=rd --set d_format=bf16); repeat for more")
+    ob.add_argument("--seed", type=int_range(0), default=0,
+                    help="seed of the registers' random initial values (default: 0)")
+    ob.add_argument("--out", default="mxsim-observe", metavar="DIR",
+                    help="builds, reused while the design is unchanged (default: %(default)s)")
+    add_allow_large(ob)
+    theirs = {a.dest for a in ob._actions}
+    ob.set_defaults(rtl_options={d: v for d, v in mine.items() if d not in theirs})
     return rp
 
 
@@ -143,6 +192,55 @@ def cmd_rtl(args: argparse.Namespace) -> int:
                          f"--fpga ice40 for synth_ice40, {verilog.ICE40_TIME})")
     emit(args, "\n".join(lines), info)
     return status
+
+
+def cmd_rtl_observe(args: argparse.Namespace) -> int:
+    """``rtl observe``: a vector set through the design behind a port map, its outputs kept
+    (testbenches.foreign.observing, named by the ``observe`` hook: hdl never imports the
+    testbenches)."""
+    given = [flag for dest, (flag, default) in args.rtl_options.items()
+             if getattr(args, dest, default) != default]
+    if given:
+        raise MxsimError(f"{given[0]} is an option of `mxsim rtl` (a unit's Verilog), not of "
+                         f"`mxsim rtl observe`; leave it out")
+    if args.bulk and args.sim != "verilator":
+        raise MxsimError(f"--bulk runs the C++ harness on Verilator, not --sim {args.sim}; "
+                         f"leave one out")
+    check_output(args.output)
+    try:
+        foreign_map, observe_set = hook("foreign_map"), hook("observe")
+    except ImportError as exc:
+        gone = f" ({exc.name} is not installed)" if exc.name else ""
+        raise MxsimError(f"rtl observe needs the rtl extra{gone}: {install_hint('rtl')}") \
+            from None
+    fields = spec_settings(args.set_fields)               # a bad --set before anything runs
+    vs = vectors.load(args.inputs, allow_large=args.allow_large)
+    pm = foreign_map(args.map, Path(args.out) / "ports")  # written only for a bad design
+    obs = observe_set(pm, vs, args.out, sim=args.sim, bulk=args.bulk, fields=fields,
+                      unit=args.unit, seed=args.seed)
+    vectors.save(obs.observed, args.output)
+    info = obs.to_dict()
+    per = vs.k // info["instruction_k"]
+    refit = f"mxsim fit {shlex.quote(args.inputs)} {shlex.quote(args.output)} -o FITTED.toml"
+    mode = " in mode " + ", ".join(f"{n} = {v}" for n, v in obs.mode.items()) \
+        if obs.mode else ""
+    what = ("the FP32 codes of its fixed-point values (mxsim fit compares them as values)"
+            if info["compare"] == "value" else f"{info['d_format']} codes")
+    lines = [f"{pm.path}: {info['dots']:,} dot products ({per} instruction"
+             f"{'s' if per > 1 else ''} each) through {pm.design.top} ({obs.backend}){mode}: "
+             f"{obs.cycles:,} cycles, {obs.seconds:.2f} s ({obs.total_seconds:.1f} s "
+             f"with the build)",
+             f"wrote {args.output}: d = the design's outputs, {what}"]
+    if obs.timing_mismatches:
+        lines.append(f"timing: the design broke the timing its map declares "
+                     f"{obs.timing_mismatches} times (its results are kept); `mxsim verify "
+                     f"--rtl {shlex.quote(args.map)} --unit SPEC --replay "
+                     f"{shlex.quote(args.inputs)}` says where")
+    lines.append(f"fit them: {refit}")
+    emit(args, "\n".join(lines), {"map": str(pm.path), "top": pm.design.top,
+                                  "input": str(args.inputs), "output": str(args.output),
+                                  **info, "fit": refit})
+    return 0
 
 
 # -- explore -----------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from .. import vectors
@@ -112,7 +113,8 @@ def _device(vs) -> str:
 
 def _fit_rtl(args: argparse.Namespace):
     """The probe suite through the design behind ``--rtl``, in the mode ``--set`` gives, and
-    the fit of its outputs (the observed set is written to ``--out``)."""
+    the fit of its outputs: ``(fit, report head, files)``. The probes and the observed set
+    are written to ``--out`` (``probes.npz``, ``observed.npz``) before the fit starts."""
     if args.inputs is not None:
         raise MxsimError("fit --rtl runs its own probe suite through the design: give no "
                          "IN.npz / GPU_OUT.npz with it")
@@ -132,9 +134,10 @@ def _fit_rtl(args: argparse.Namespace):
         per = f" for {a}" if pm.k_by_format else ""
         raise MxsimError(f"-k {args.k} differs from the port map's k = {k}{per}; leave -k out")
     work = out_dir(args.out)
+    files = {"probes": str(work / "probes.npz"), "observed": str(work / "observed.npz")}
     observed, result = characterise(pm, a, b, work, seed=args.seed, bulk=not args.cocotb,
-                                    keep=work / "observed.npz", fields=fields,
-                                    other_modes=not args.one_mode)
+                                    keep=files["observed"], keep_inputs=files["probes"],
+                                    fields=fields, other_modes=not args.one_mode)
     head = f"{pm.path}: {observed.num_dots} probe dot products through the design"
     mode = observed.extra.get("mode") or {}
     if mode:
@@ -142,7 +145,10 @@ def _fit_rtl(args: argparse.Namespace):
     moved, _ = observed.extra.get("domain_redrawn") or (0, 0)
     if moved:
         head += f" ({moved} redrawn inside the map's [domain])"
-    return result, f"{head}\n(observed outputs in {work / 'observed.npz'})\n"
+    files["refit"] = f"mxsim fit {shlex.quote(files['probes'])} " \
+                     f"{shlex.quote(files['observed'])} -o FITTED.toml"
+    return result, (f"{head}\n(probes in {files['probes']}, the design's outputs in "
+                    f"{files['observed']}; `{files['refit']}` fits them again)\n"), files
 
 
 def _fit_campaign(args: argparse.Namespace) -> int:
@@ -196,8 +202,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if args.campaign is not None:
         return _fit_campaign(args)
     check_output(args.output)
+    files: dict[str, str] = {}
     if args.rtl is not None:
-        result, head = _fit_rtl(args)
+        result, head, files = _fit_rtl(args)
     else:
         if args.inputs is None:
             raise MxsimError("fit needs IN.npz and GPU_OUT.npz (the vectors and their "
@@ -220,5 +227,5 @@ def cmd_fit(args: argparse.Namespace) -> int:
                       "spec": result.spec.to_dict(), "evidence": result.evidence,
                       "unexplained": result.unexplained, "unseparated": result.unseparated,
                       "hypotheses": result.hypotheses, "picked": result.picked,
-                      "notes": result.notes})
+                      "notes": result.notes, **files})
     return 0 if result.exact else 1

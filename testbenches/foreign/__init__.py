@@ -1,1 +1,1 @@
-"""RTL that users wrote, behind a port map: backend, harnesses, timing, fit --rtl."""
+"""RTL that users wrote, behind a port map: backend, harnesses, timing, fit --rtl, rtl observe."""

@@ -35,10 +35,10 @@ from mxsim.microarch import MicroArch
 from mxsim.spec import SpecError, UnitSpec, from_dict
 from mxsim.vectors import VectorSet
 
-from ..sim.backend import Backend, Stimulus
+from ..sim.backend import Backend, Run, Stimulus
 
-__all__ = ["carrier_spec", "observe", "fp32_results", "probe_design", "characterise",
-           "DEFAULT_NAN"]
+__all__ = ["carrier_spec", "observe", "observe_run", "fp32_results", "probe_design",
+           "characterise", "inputs_of", "DEFAULT_NAN"]
 
 #: Fields a mode cannot set: the formats come from --a-format/--b-format, k and the block from
 #: the map.
@@ -87,13 +87,26 @@ def carrier_spec(pm, a_format: str, b_format: str, fields: Mapping[str, Any] | N
 
 
 def observe(pm, vs: VectorSet, out_dir: str | Path, *, bulk: bool = True,
-            backend: Backend | None = None, spec: UnitSpec | None = None) -> VectorSet:
-    """``vs`` with the design's result of every dot product as ``d``, run at full rate (no
-    gaps, no back-pressure) in the mode of ``spec`` (default: :func:`carrier_spec` of the
-    set's formats). ``d`` is in the result's encoding: FP32/FP16/BF16 codes as the design
-    gave them, or a fixed-point result as the FP32 code of its value
-    (:func:`fp32_results`, with ``meta['compare'] = "value"``). The bulk C++ harness runs it
-    unless ``bulk=False`` (the cocotb testbench) or ``backend`` is given."""
+            backend: Backend | None = None, spec: UnitSpec | None = None,
+            seed: int = 0) -> VectorSet:
+    """``vs`` with the design's result of every dot product as ``d`` (:func:`observe_run`,
+    whose run is dropped)."""
+    return observe_run(pm, vs, out_dir, bulk=bulk, backend=backend, spec=spec, seed=seed)[0]
+
+
+def observe_run(pm, vs: VectorSet, out_dir: str | Path, *, bulk: bool = True,
+                backend: Backend | None = None, spec: UnitSpec | None = None, seed: int = 0,
+                why: str = "fit --rtl fits fixed-point results that FP32 holds exactly",
+                ) -> tuple[VectorSet, Run]:
+    """``(observed, run)``: ``vs`` with the design's result of every dot product as ``d``,
+    run at full rate (no gaps, no back-pressure; ``seed`` seeds the registers' random initial
+    values) in the mode of ``spec`` (default: :func:`carrier_spec` of the set's formats), and
+    the simulator run (its cycles, seconds and timing mismatches; its value mismatches are
+    against the carrier spec, meaningless). ``d`` is in the result's encoding: FP32/FP16/BF16
+    codes as the design gave them, or a fixed-point result as the FP32 code of its value
+    (:func:`fp32_results`, whose error ends with ``why``; ``meta['compare'] = "value"``). The
+    bulk C++ harness runs it unless ``bulk=False`` (the cocotb testbench) or ``backend`` is
+    given."""
     from mxsim import formats
 
     from .backend import ForeignBackend
@@ -103,15 +116,14 @@ def observe(pm, vs: VectorSet, out_dir: str | Path, *, bulk: bool = True,
     if not backend:
         backend = ForeignBulkBackend(pm) if bulk else ForeignBackend(pm)
     backend.build(spec, MicroArch(lanes=spec.k, stages=1), Path(out_dir))
-    run = backend.run(vs, Stimulus.random(0), name="observe")
+    run = backend.run(vs, Stimulus.random(seed), name="observe")
     results = getattr(run, "results", None)
-    extra: dict[str, Any] = {}
+    fixed = results is not None and results.encoding == "fixed"
     d_format = "fp32"
     if results is None:
         got = run.outputs
-    elif results.encoding == "fixed":
-        got = fp32_results(pm, results)
-        extra["compare"] = "value"
+    elif fixed:
+        got = fp32_results(pm, results, why=why)
     else:
         d_format = results.encoding
         got = np.asarray(results.codes).astype(formats.get(d_format).code_dtype)
@@ -122,17 +134,22 @@ def observe(pm, vs: VectorSet, out_dir: str | Path, *, bulk: bool = True,
     out = vs.with_result(np.asarray(got).reshape(shape), d_format=d_format,
                          producer=f"{pm.design.top} (RTL, {backend.mode})",
                          rtl_map=str(pm.path))
-    return out.replace(extra={**out.extra, **extra}) if extra else out
+    # A set observed before (a fixed-point design's) may say its results compare as values.
+    extra = {k: v for k, v in out.extra.items() if k != "compare"}
+    return out.replace(extra={**extra, "compare": "value"} if fixed else extra), run
 
 
 #: The NaN a fixed-point result's NaN flag reads as (its value is compared, not its code).
 DEFAULT_NAN = 0x7FFFFFFF
 
 
-def fp32_results(pm, results) -> np.ndarray:
+def fp32_results(pm, results, *,
+                 why: str = "fit --rtl fits fixed-point results that FP32 holds exactly",
+                 ) -> np.ndarray:
     """The FP32 code of every decoded result, exactly: FP32/FP16/BF16 results as FP32 codes;
     fixed-point results (whose NaN flag reads as :data:`DEFAULT_NAN`) only when FP32 holds
-    each value exactly, else a one-line MxsimError (a fit compares FP32 values)."""
+    each value exactly, else a one-line MxsimError ending with ``why`` (a fit compares FP32
+    values)."""
     codes = np.asarray(results.fp32_codes(), np.uint32).copy()
     if results.encoding != "fixed":
         return codes
@@ -146,8 +163,7 @@ def fp32_results(pm, results) -> np.ndarray:
     if len(bad):
         i = int(bad[0])
         raise MxsimError(f"{pm.path}: {len(bad)} of the design's results are not FP32 values "
-                         f"(first: {int(mant[i])}*2^{int(results.exp[i])}); fit --rtl fits "
-                         f"fixed-point results that FP32 holds exactly")
+                         f"(first: {int(mant[i])}*2^{int(results.exp[i])}); {why}")
     codes[nan] = DEFAULT_NAN
     return codes
 
@@ -265,16 +281,26 @@ def _start(observed: VectorSet, k: int, mode: dict[str, Any], admissible) -> Uni
     return first
 
 
+def inputs_of(observed: VectorSet) -> VectorSet:
+    """The inputs of an observed set alone (no ``d``, no producer's entries): the vectors to
+    run again, through ``mxsim rtl observe`` or beside the outputs in ``mxsim fit IN OUT``."""
+    extra = {k: v for k, v in observed.extra.items() if k not in ("rtl_map", "compare")}
+    return observed.replace(d=None, d_format="fp32", producer="mxsim.probe.design",
+                            extra=extra)
+
+
 def characterise(pm, a_format: str, b_format: str, out_dir: str | Path, *, seed: int = 0,
                  bulk: bool = True, keep: str | Path | None = None, progress=None,
-                 fields: Mapping[str, Any] | None = None, other_modes: bool = True):
+                 fields: Mapping[str, Any] | None = None, other_modes: bool = True,
+                 keep_inputs: str | Path | None = None):
     """``(observed, fit)``: the observed set of :func:`probe_design` in the mode ``fields``
     (``--set``'s unit-spec fields, {field: value}) and the fit of its outputs, which starts
     from the mode, keeps the fields the map's ``[control]`` inputs follow (pinned) and only
     proposes specs the map accepts; with ``other_modes``, an exact fit is then held to the
     design's other ``[control]`` modes too (:func:`_other_modes`). ``keep``: where to save the
-    observed set, written before the fit starts, so the design's outputs outlast whatever the
-    fit does."""
+    observed set, and ``keep_inputs`` its inputs alone (:func:`inputs_of`), both written before
+    the fit starts, so the design's outputs outlast whatever the fit does and ``mxsim fit
+    INPUTS OBSERVED`` fits them again."""
     from mxsim import vectors
     from mxsim.probe.fit import fit
 
@@ -282,6 +308,8 @@ def characterise(pm, a_format: str, b_format: str, out_dir: str | Path, *, seed:
                             fields=dict(fields or {}))
     if keep is not None:
         vectors.save(observed, keep)
+    if keep_inputs is not None:
+        vectors.save(inputs_of(observed), keep_inputs)
     k = observed.extra.get("instruction_k", pm.k)
     mode = {n: v for n, v in dict(observed.extra.get("mode") or {}).items() if n != "d_format"}
     # The fields the map's controls follow ran the design: the fitted spec keeps them, so that

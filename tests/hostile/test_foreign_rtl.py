@@ -306,11 +306,14 @@ def test_characterise_saves_the_designs_outputs_before_the_fit(tmp_path, monkeyp
 
     def broken(*args, **kwargs):
         assert vectors.load(tmp_path / "observed.npz").inputs_equal(observed)
+        probes = vectors.load(tmp_path / "probes.npz")      # the inputs alone, for fit IN OUT
+        assert probes.inputs_equal(observed) and probes.d is None
         raise RuntimeError("a bug in the fit")
 
     monkeypatch.setattr(characterise, "probe_design", lambda *args, **kwargs: observed)
     monkeypatch.setattr(mxsim.probe.fit, "fit", broken)
     with pytest.raises(RuntimeError, match="a bug in the fit"):
         characterise.characterise(SimpleNamespace(k=32), "e4m3", "e4m3", tmp_path,
-                                  keep=tmp_path / "observed.npz")
+                                  keep=tmp_path / "observed.npz",
+                                  keep_inputs=tmp_path / "probes.npz")
     assert np.array_equal(vectors.load(tmp_path / "observed.npz").d, observed.d)

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from gpu.cli import cmd_gpu_run
-from hdl.cli import rtl_unit
+from hdl.cli import cmd_rtl_observe, rtl_unit
 from mxsim import cli, spec, units, vectors
 from mxsim.cli.common import map_formats
 from testbenches.cli import cmd_verify, foreign_map
@@ -46,6 +46,10 @@ REDUCED = {
     "mxsim verify --rtl examples/rtl/mxfp8_coproc/mxfp8_coproc.toml --unit "
     "examples/rtl/mxfp8_coproc/mxfp8_coproc_spec.toml --bulk": PARSE,
     "mxsim fit --rtl examples/rtl/mxfp8_coproc/mxfp8_coproc.toml -o coproc.toml": PARSE,
+    # Reads the probes fit --rtl wrote (parsed only, above); tests/testbenches/foreign/
+    # test_observe.py runs it on example 5.
+    "mxsim rtl observe examples/rtl/mxfp8_coproc/mxfp8_coproc.toml mxsim-fit/probes.npz -o "
+    "coproc_out.npz --bulk": PARSE,
     # ~8 min of syntheses and accuracy runs; --check reads and checks every point.
     "mxsim explore docs/sweeps/alignment.toml -o results/alignment":
         "mxsim explore docs/sweeps/alignment.toml -o results/alignment --check",
@@ -93,7 +97,9 @@ def _parse_only(command: str, cwd: Path) -> None:
     files it names exist: everything but the run."""
     argv = shlex.split(command)[1:]
     args = cli.build_parser().parse_args(argv)
-    if getattr(args, "rtl", None) is not None:              # a port map: checked, not run
+    if args.func is cmd_rtl_observe:                         # a port map: checked, not run
+        foreign_map(str(cwd / args.map), cwd / "ports")
+    elif getattr(args, "rtl", None) is not None:            # a port map: checked, not run
         pm = foreign_map(str(cwd / args.rtl), cwd / "ports")
         a, b = map_formats(pm, args.a_format, args.b_format)
         if args.func is cmd_verify:

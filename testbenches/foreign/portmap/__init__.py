@@ -483,13 +483,14 @@ class PortMap:
                 "result": "|".join(self.result.encodings) or self.result.encoding,
                 "domain": None if self.domain is None else self.domain.describe()}
 
-    def check_domain(self, vs: VectorSet) -> None:
+    def check_domain(self, vs: VectorSet, *, fix: str = "replay in-domain dot products, or "
+                                                        "drop [domain] to check every input",
+                     ) -> None:
         """Refuse ``vs`` when a dot product lies outside ``[domain]`` (MapError naming the
-        first, and why)."""
+        first, and why, then ``fix``: what to do)."""
         if self.domain is None:
             return
         first = self.domain.first_outside(vs)
         if first is not None:
             raise self._fail(self.domain.line, f"the vector set is outside [domain]: {first}; "
-                                               f"replay in-domain dot products, or drop "
-                                               f"[domain] to check every input")
+                                               f"{fix}")

@@ -232,10 +232,12 @@ def _fit(pm: MapLike, vs: VectorSet) -> int:
     want = None if sc.format == "none" else sc.format
     if vs.scale_format != want or (want and vs.block != (pm.k if sc.per == "instruction" else
                                                          sc.block)):
-        raise fail(sc.line, f"the vector set has {vs.scale_format or 'no'} scales per "
-                            f"{vs.block} elements; the design takes {sc.format} scales "
-                            f"{'per instruction' if sc.per == 'instruction' else f'per {sc.block}'}"
-                            f"; generate a set with those")
+        has = (f"{vs.scale_format} scales per {vs.block} elements" if vs.scale_format
+               else "no scales")
+        per = "per instruction" if sc.per == "instruction" else f"per {sc.block}"
+        takes = f"{sc.format} scales {per}" if want else "no scales"
+        raise fail(sc.line, f"the vector set has {has}; the design takes {takes}; generate a "
+                            f"set with those")
     if acc.kind == "port":
         if vs.c is not None and vs.c_format != acc.format:
             raise fail(acc.line, f"the vector set's C is {vs.c_format}; the design takes "
