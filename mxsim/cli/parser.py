@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import __version__, units, vectors
 from ..vectors.importers import KM_REPOSITORY, LAYOUTS
-from . import array, fitting, listing, planning, quantizing, running, torch_eval
+from . import array, explaining, fitting, listing, planning, quantizing, running, torch_eval
 from .common import add_allow_large, add_campaign_executor, add_verb, int_range
 from .verbs import Verb, VerbParser, add_verbs, plugin_verbs
 
@@ -285,6 +285,7 @@ CORE_VERBS = (
     Verb(name="probe", rank=120, add=_add_probe),
     Verb(name="fit", rank=130, add=_add_fit),
     *planning.VERBS,
+    *explaining.VERBS,
 )
 
 

@@ -10,7 +10,6 @@ Slow by design; tests hold the fast engine equal to it. The ``exact`` unit's ref
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -32,36 +31,14 @@ from ...vectors import VectorSet
 
 # Plumbing only (which vectors and which unit run before the FP32 scales), no arithmetic.
 from ..epilogue import without_epilogue
+from . import trace
 from .exact import matmul_exact, round_fp32_rne
+from .values import _align, _code, _round_mag, _round_value, _sum_specials, _Val
 
 __all__ = ["matmul_exact", "dot", "exception_flags", "round_fp32_rne"]
 
 
 # -- the general unit, one dot at a time ----------------------------------------------------
-
-@dataclass(frozen=True)
-class _Val:
-    """A value in flight: a finite Fraction (with the sign of a zero), NaN, or ±Inf."""
-    kind: str                      # "num", "nan" or "inf"
-    q: Fraction = Fraction(0)
-    neg: bool = False              # sign of a zero or an Inf
-
-    @classmethod
-    def of_code(cls, fmt: formats.Format, code: int) -> _Val:
-        v = float(fmt.decode(np.array([code], fmt.code_dtype))[0])
-        if math.isnan(v):
-            return cls("nan")
-        if math.isinf(v):
-            return cls("inf", neg=v < 0)
-        return cls("num", Fraction(v), math.copysign(1.0, v) < 0)
-
-    @classmethod
-    def of_bits(cls, fmt: formats.Format, code: int) -> _Val:
-        """The number the bits of ``code`` spell, NaN and Inf codes included."""
-        sign, e, sig = (int(x[0]) for x in fmt.fields(np.array([code], fmt.code_dtype)))
-        q = sig * Fraction(2) ** (e - fmt.man_bits)
-        return cls("num", -q if sign else q, bool(sign))
-
 
 def _input(spec: UnitSpec, fmt: formats.Format, code: int) -> _Val:
     """An input code (element, scale or C) as the unit reads it: with ``specials="none"``
@@ -69,89 +46,6 @@ def _input(spec: UnitSpec, fmt: formats.Format, code: int) -> _Val:
     if spec.specials is Specials.NONE:
         return _Val.of_bits(fmt, code)
     return _Val.of_code(fmt, code)
-
-
-def _exponent(mag: Fraction) -> int:
-    """floor(log2(mag)) of a positive rational."""
-    e = mag.numerator.bit_length() - mag.denominator.bit_length()
-    return e - 1 if Fraction(2) ** e > mag else e
-
-
-def _round_mag(mag: Fraction, neg: bool, fmt: formats.Format, rounding: Rounding,
-               unbounded: bool = False) -> Fraction:
-    """The magnitude ``mag`` > 0 rounded to ``fmt``'s precision: with its subnormals, or
-    (``unbounded``) with no least exponent; the range above is the caller's."""
-    e = _exponent(mag)
-    lsb = Fraction(2) ** ((e if unbounded else max(e, fmt.emin)) - fmt.man_bits)
-    units = mag / lsb
-    low = math.floor(units)
-    frac = units - low
-    if rounding is Rounding.RZ or frac == 0:
-        up = False
-    elif rounding is Rounding.RNE:
-        up = frac > Fraction(1, 2) or (frac == Fraction(1, 2) and low % 2 == 1)
-    elif rounding is Rounding.RNA:
-        up = frac >= Fraction(1, 2)
-    elif rounding is Rounding.RU:
-        up = not neg
-    elif rounding is Rounding.RD:
-        up = neg
-    else:
-        raise ValueError(f"Rounding {rounding} is not used by unit specs")
-    return (low + up) * lsb
-
-
-def _round_value(q: Fraction, fmt: formats.Format, rounding: Rounding,
-                 overflow: Overflow) -> _Val:
-    """``q`` rounded to ``fmt`` (its precision, subnormals and range), as a _Val."""
-    if q == 0:
-        return _Val("num", Fraction(0), False)
-    neg = q < 0
-    r = _round_mag(abs(q), neg, fmt, rounding)
-    if r > Fraction(fmt.max):
-        if overflow is Overflow.SATURATE or (overflow is Overflow.IEEE and (
-                rounding is Rounding.RZ or (rounding is Rounding.RU and neg)
-                or (rounding is Rounding.RD and not neg))):
-            return _Val("num", -Fraction(fmt.max) if neg else Fraction(fmt.max), neg)
-        return _Val("inf", neg=neg)
-    return _Val("num", -r if neg else r, neg)
-
-
-def _code(fmt: formats.Format, v: _Val) -> int:
-    if v.kind == "nan":
-        return fmt.code_of_nan
-    if v.kind == "inf":
-        return fmt.code_of_inf | (int(v.neg) << fmt.sign_shift)
-    if v.q == 0:
-        return int(v.neg) << fmt.sign_shift
-    return int(fmt.encode(np.array([float(v.q)]), "rne", saturate=False)[0])
-
-
-def _sum_specials(values: list[_Val]) -> _Val | None:
-    """NaN or ±Inf if the values force one (IEEE: NaN wins, +Inf + -Inf is NaN)."""
-    if any(v.kind == "nan" for v in values):
-        return _Val("nan")
-    infs = {v.neg for v in values if v.kind == "inf"}
-    if len(infs) == 2:
-        return _Val("nan")
-    if infs:
-        return _Val("inf", neg=infs.pop())
-    return None
-
-
-def _align(x: Fraction, align: Align) -> int:
-    """``x`` (in units of the step's LSB) as an integer, by the spec's alignment rounding."""
-    if align is Align.RZ:
-        return math.trunc(x)
-    if align is Align.RD:
-        return math.floor(x)
-    if align is Align.RNE:
-        return round(x)                 # Fraction.__round__ rounds half to even
-    twice = abs(x) * 2                  # RZ_JAM: units of half an LSB, plus a jam bit
-    t = math.floor(twice)
-    if t != twice:
-        t |= 1
-    return -t if x < 0 else t
 
 
 def _product(spec: UnitSpec, vs: VectorSet, bt: tuple, i: int, j: int, kk: int,
@@ -179,6 +73,9 @@ def _product(spec: UnitSpec, vs: VectorSet, bt: tuple, i: int, j: int, kk: int,
         scale, scale_e = _scale_pair(spec, vs, bt, i, j, kk)
         factors.append(scale)
         e += scale_e
+    trace.note("product", f"p{kk}", _mul_vals(factors), a=hex(ca), b=hex(cb),
+               a_value=trace.exact(va), b_value=trace.exact(vb), exponent=e,
+               block=kk // vs.block if scaled and vs.scale_format is not None else None)
     return _mul_vals(factors), e
 
 
@@ -194,6 +91,11 @@ def _scale_pair(spec: UnitSpec, vs: VectorSet, bt: tuple, i: int, j: int,
              int(vs.b_scale[bt + (blk, j)]) & fs.value_mask]
     values = [_input(spec, fs, code) for code in codes]
     e = sum(int(fs.fields(code).e) for code in codes)
+    trace.note("scale", f"scale{blk}", _mul_vals(values), a_scale=hex(codes[0]),
+               b_scale=hex(codes[1]), exponent_sum=e, **(
+                   {} if spec.scale_sum_bits is None else
+                   {"held_in_bits": spec.scale_sum_bits,
+                    "overflow": spec.scale_sum_overflow.value}))
     if spec.scale_sum_bits is None:
         return _mul_vals(values), e
     half = 1 << (spec.scale_sum_bits - 1)
@@ -282,18 +184,23 @@ def _terms(spec: UnitSpec, vs: VectorSet, bt, i, j, idx) -> list[tuple[_Val, int
         # scale is -0); a sum that cancels to zero is +0.
         total = sum((v.q for v, _ in members), Fraction(0))
         out.append((_Val("num", total * scale.q, total < 0), e))
+        trace.note("group", f"g{idx[g0]}", out[-1][0], tuple(
+            trace.name(f"p{kk}") for kk in idx[g0:g0 + spec.group]), exponent=e)
     return out
 
 
 def _step_ref(spec: UnitSpec, terms: list[tuple[_Val, int]], acc: _Val | None,
-              acc_e: int | None) -> _Val:
-    """One fused step: align, sum exactly, round once to acc_format."""
+              acc_e: int | None, names: tuple[str, ...] = ()) -> _Val:
+    """One fused step: align, sum exactly, round once to acc_format (``names``: the terms'
+    node names, for a recording)."""
     acc_fmt = formats.get(spec.acc_format)
     values = [v for v, _ in terms] + ([acc] if acc is not None else [])
     special = _sum_specials(values)
     if special is not None:
         return special
     exps = [e for _, e in terms] + ([acc_e] if acc is not None else [])
+    if acc is not None:
+        trace.note("acc", "acc", acc, exponent=acc_e)
     if spec.frac_bits is None:
         total = sum((v.q for v in values), Fraction(0))
         unit = None
@@ -304,6 +211,8 @@ def _step_ref(spec: UnitSpec, terms: list[tuple[_Val, int]], acc: _Val | None,
             total = sum(unit_q) * unit / 2
         else:
             total = sum(_align(v.q / unit, spec.align) for v in values) * unit
+        if trace.active():
+            _note_alignment(spec, values, exps, unit, names, acc is not None)
     r = _round_value(total, acc_fmt, spec.acc_rounding, spec.overflow)
     if r.kind == "num" and r.q == 0:
         if spec.zero_sign is ZeroSign.C:           # IEEE 754 6.3: -0 only rounding down
@@ -312,19 +221,39 @@ def _step_ref(spec: UnitSpec, terms: list[tuple[_Val, int]], acc: _Val | None,
             all_neg_zero = all(v.q == 0 and v.neg for v in values)
             neg = spec.zero_sign is ZeroSign.IEEE and (all_neg_zero if total == 0 else
                                                        total < 0)
-        return _Val("num", Fraction(0), neg)
+        r = _Val("num", Fraction(0), neg)
+    trace.note("step", "round", r, names + ((trace.name("acc"),) if acc is not None else ()),
+               exact=total, format=acc_fmt.name, rounding=spec.acc_rounding.value)
     return r
 
 
-def _tree_ref(spec: UnitSpec, terms: list[tuple[_Val, int]]) -> _Val:
+def _note_alignment(spec: UnitSpec, values: list[_Val], exps: list[int], unit: Fraction,
+                    names: tuple[str, ...], with_acc: bool) -> None:
+    """Note each term aligned to the step's window: its value there and what it lost."""
+    jam = spec.align is Align.RZ_JAM
+    for n, (v, e) in enumerate(zip(values, exps, strict=True)):
+        kept = _align(v.q / unit, spec.align) * (unit / 2 if jam else unit)
+        part = trace.name("acc") if with_acc and n == len(values) - 1 else (
+            names[n] if n < len(names) else f"t{n}")
+        trace.note("align", f"aligned.{part.rsplit('.', 1)[-1]}", _Val("num", kept, v.neg),
+                   (part,), exponent=e, lsb=unit, lost=v.q - kept,
+                   window_top=max(exps), align=spec.align.value)
+
+
+def _tree_ref(spec: UnitSpec, terms: list[tuple[_Val, int]], names: tuple[str, ...] = ()
+              ) -> _Val:
     """A reduction tree: the terms added pairwise, ((t0 + t1) + (t2 + t3)) + ..., each node
     rounded once to its level's format (tree_formats, or acc_format); a lone term is rounded
     once to acc_format, as t0 + 0."""
     nodes = [v for v, _ in terms] + ([_Val("num")] if len(terms) == 1 else [])
-    for name in spec.tree_level_formats() or (spec.acc_format,):
+    names = list(names) + ["0"] * (len(nodes) - len(names))
+    for depth, name in enumerate(spec.tree_level_formats() or (spec.acc_format,)):
         level = formats.get(name)
         nodes = [_add_ref(x, y, level, spec.acc_rounding, spec.overflow, spec.zero_sign)
                  for x, y in zip(nodes[::2], nodes[1::2], strict=True)]
+        names = [trace.note("tree", f"L{depth + 1}.n{n}", v, tuple(names[2 * n:2 * n + 2]),
+                            format=name, rounding=spec.acc_rounding.value)
+                 for n, v in enumerate(nodes)]
     assert len(nodes) == 1
     return nodes[0]
 
@@ -352,23 +281,42 @@ def _instruction(spec: UnitSpec, vs: VectorSet, bt: tuple, i: int, j: int, inst:
     d_fmt, acc_fmt = formats.get(spec.d_format), formats.get(spec.acc_format)
     acc, acc_in = (None if spec.c_mode is CMode.AFTER else d), d_fmt
     if spec.reduce is Reduce.TREE:
-        terms = _terms(spec, vs, bt, i, j, list(range(inst * spec.k, (inst + 1) * spec.k)))
-        acc = _tree_ref(spec, terms)
-    for step in spec.steps() if spec.reduce is Reduce.CHAIN else ():
-        terms = _terms(spec, vs, bt, i, j, [inst * spec.k + s for s in step])
-        acc_e = _acc_exponent(spec, acc_in, acc) if acc is not None else None
-        acc = _step_ref(spec, terms, acc, acc_e)
+        idx = list(range(inst * spec.k, (inst + 1) * spec.k))
+        terms = _terms(spec, vs, bt, i, j, idx)
+        acc = _tree_ref(spec, terms, _term_names(spec, idx))
+    for n, step in enumerate(spec.steps() if spec.reduce is Reduce.CHAIN else ()):
+        with trace.scope(f"s{n}"):
+            idx = [inst * spec.k + s for s in step]
+            terms = _terms(spec, vs, bt, i, j, idx)
+            acc_e = _acc_exponent(spec, acc_in, acc) if acc is not None else None
+            acc = _step_ref(spec, terms, acc, acc_e, _term_names(spec, idx))
         acc_in = acc_fmt
     if acc.kind == "num" and acc.q != 0:
+        exact = acc.q
         acc = _round_value(acc.q, d_fmt, spec.acc_rounding, spec.overflow)
+        trace.note("convert", "to_d", acc, exact=exact, format=d_fmt.name,
+                   rounding=spec.acc_rounding.value)
     if spec.c_mode is CMode.AFTER:
         acc = _add_ref(d, acc, d_fmt, spec.c_rounding, spec.overflow, spec.zero_sign)
+        trace.note("c", "c_after", acc, (trace.name("to_d"),), c=trace.exact(d),
+                   format=d_fmt.name, rounding=spec.c_rounding.value)
     # zero_sign c: C passes through where the products' exact sum is zero (one step or a tree,
     # so ``terms`` are the whole instruction's).
     if spec.zero_sign is ZeroSign.C and all(v.kind == "num" for v, _ in terms) \
             and sum((v.q for v, _ in terms), Fraction(0)) == 0:
+        trace.note("zero", "c_passes", d, ("c",), why="the products sum to exactly zero "
+                   "(zero_sign = c: C passes through)")
         return d
     return acc
+
+
+def _term_names(spec: UnitSpec, idx: list[int]) -> tuple[str, ...]:
+    """The node names of a step's terms (products, or GST groups), when recording."""
+    if not trace.active():
+        return ()
+    if spec.group is None:
+        return tuple(trace.name(f"p{kk}") for kk in idx)
+    return tuple(trace.name(f"g{idx[g]}") for g in range(0, len(idx), spec.group))
 
 
 def _acc_exponent(spec: UnitSpec, fmt: formats.Format, v: _Val) -> int:
@@ -447,23 +395,38 @@ def dot(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
         return _epilogue_ref(spec, vs)
     d_fmt = formats.get(spec.d_format)
     out = np.empty(vs.batch_shape + (vs.m, vs.n), d_fmt.code_dtype)
-    for index in np.ndindex(*vs.batch_shape, vs.m, vs.n):
+    for flat, index in enumerate(np.ndindex(*vs.batch_shape, vs.m, vs.n)):
         *bt, i, j = index
         bt = tuple(bt)
         c = _input(spec, d_fmt, int(vs.c[index])) if vs.c is not None else _Val("num")
-        d, total = c, None
-        if spec.promote_every is not None:
-            d, total = _Val("num"), c
-        for inst in range(vs.k // spec.k):
-            if total is not None and inst and inst % spec.promote_every == 0:
-                total = _add_ref(total, d, d_fmt, spec.promote_rounding, spec.overflow,
-                                 spec.zero_sign)
-                d = _Val("num")
-            d = _instruction(spec, vs, bt, i, j, inst, d)
-        if total is not None:
-            d = _add_ref(total, d, d_fmt, spec.promote_rounding, spec.overflow, spec.zero_sign)
-        out[index] = spec.d_nan if d.kind == "nan" else _code(d_fmt, d)
+        with trace.scope("", dot=flat):
+            d = _dot_one(spec, vs, bt, i, j, c)
+            out[index] = spec.d_nan if d.kind == "nan" else _code(d_fmt, d)
+            trace.note("result", "d", d, code=hex(int(out[index])), format=d_fmt.name)
     return out
+
+
+def _dot_one(spec: UnitSpec, vs: VectorSet, bt: tuple, i: int, j: int, c: _Val) -> _Val:
+    """One dot product from its C: its instructions (and promotions), as ``dot`` runs them."""
+    d_fmt = formats.get(spec.d_format)
+    trace.note("c", "c", c, code=hex(int(vs.c[bt + (i, j)])) if vs.c is not None else None)
+    d, total = c, None
+    if spec.promote_every is not None:
+        d, total = _Val("num"), c
+    for inst in range(vs.k // spec.k):
+        if total is not None and inst and inst % spec.promote_every == 0:
+            total = _add_ref(total, d, d_fmt, spec.promote_rounding, spec.overflow,
+                             spec.zero_sign)
+            trace.note("promote", f"promote{inst}", total, format=d_fmt.name,
+                       rounding=spec.promote_rounding.value)
+            d = _Val("num")
+        with trace.scope(f"i{inst}"):
+            d = _instruction(spec, vs, bt, i, j, inst, d)
+    if total is not None:
+        d = _add_ref(total, d, d_fmt, spec.promote_rounding, spec.overflow, spec.zero_sign)
+        trace.note("promote", "promote_last", d, format=d_fmt.name,
+                   rounding=spec.promote_rounding.value)
+    return d
 
 
 # -- IEEE 754 exception flags of a unit that rounds once --------------------------------------

@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from ... import formats
 from ...vectors import VectorSet
+from . import trace
 
 __all__ = ["matmul_exact", "round_fp32_rne"]
 
@@ -100,16 +101,35 @@ def matmul_exact(vs: VectorSet) -> npt.NDArray[np.uint32]:
          else np.zeros(vs.batch_shape + (vs.m, vs.n)))
     ts = float(vs.tensor_scale) if vs.tensor_scale is not None else None
     out = np.empty(vs.batch_shape + (vs.m, vs.n), np.uint32)
-    for idx in np.ndindex(*vs.batch_shape, vs.m, vs.n):
+    for flat, idx in enumerate(np.ndindex(*vs.batch_shape, vs.m, vs.n)):
         *bt, i, j = idx
         bt = tuple(bt)
         terms = []
-        for kk in range(vs.k):
-            factors = [float(a[bt + (i, kk)]), float(b[bt + (kk, j)])]
-            if vs.scale_format is not None:
-                factors += _scale_factors(vs, bt, i, j, kk)
-            if ts is not None:
-                factors.append(ts)
-            terms.append(_mul(*factors))
-        out[idx] = _dot(terms, float(c[idx]))
+        with trace.scope("", dot=flat):
+            trace.note("c", "c", _noted(float(c[idx])))
+            for kk in range(vs.k):
+                factors = [float(a[bt + (i, kk)]), float(b[bt + (kk, j)])]
+                if vs.scale_format is not None:
+                    factors += _scale_factors(vs, bt, i, j, kk)
+                if ts is not None:
+                    factors.append(ts)
+                terms.append(_mul(*factors))
+                trace.note("product", f"p{kk}", _noted(terms[-1]), factors=[
+                    trace.exact(Fraction(f)) if math.isfinite(f) else str(f) for f in factors])
+            out[idx] = _dot(terms, float(c[idx]))
+            trace.note("result", "d", _noted(float(np.uint32(out[idx]).view(np.float32))),
+                       code=hex(int(out[idx])), format="fp32", rounding="rne",
+                       exact=sum((t for t in terms + [_noted(float(c[idx])).q]
+                                  if isinstance(t, Fraction)), Fraction(0)))
     return out
+
+
+def _noted(v: Fraction | float):
+    """A term or float as the trace writes values (exact; NaN, Inf and a zero's sign)."""
+    if isinstance(v, Fraction):
+        return v
+    if math.isnan(v):
+        return trace.Value("nan")
+    if math.isinf(v):
+        return trace.Value("inf", neg=v < 0)
+    return trace.Value("num", Fraction(v), math.copysign(1.0, v) < 0)

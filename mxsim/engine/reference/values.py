@@ -1,0 +1,124 @@
+"""Values in flight in the reference engine: exact rationals with the sign of a zero, NaN and
+Inf, and the roundings, alignments and encodings the engine applies to them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from ... import formats
+from ...formats import Overflow, Rounding
+from ...spec import Align
+
+__all__ = ["_Val", "_exponent", "_round_mag", "_round_value", "_code", "_sum_specials",
+           "_align"]
+
+
+@dataclass(frozen=True)
+class _Val:
+    """A value in flight: a finite Fraction (with the sign of a zero), NaN, or ±Inf."""
+    kind: str                      # "num", "nan" or "inf"
+    q: Fraction = Fraction(0)
+    neg: bool = False              # sign of a zero or an Inf
+
+    @classmethod
+    def of_code(cls, fmt: formats.Format, code: int) -> _Val:
+        v = float(fmt.decode(np.array([code], fmt.code_dtype))[0])
+        if math.isnan(v):
+            return cls("nan")
+        if math.isinf(v):
+            return cls("inf", neg=v < 0)
+        return cls("num", Fraction(v), math.copysign(1.0, v) < 0)
+
+    @classmethod
+    def of_bits(cls, fmt: formats.Format, code: int) -> _Val:
+        """The number the bits of ``code`` spell, NaN and Inf codes included."""
+        sign, e, sig = (int(x[0]) for x in fmt.fields(np.array([code], fmt.code_dtype)))
+        q = sig * Fraction(2) ** (e - fmt.man_bits)
+        return cls("num", -q if sign else q, bool(sign))
+
+
+def _exponent(mag: Fraction) -> int:
+    """floor(log2(mag)) of a positive rational."""
+    e = mag.numerator.bit_length() - mag.denominator.bit_length()
+    return e - 1 if Fraction(2) ** e > mag else e
+
+
+def _round_mag(mag: Fraction, neg: bool, fmt: formats.Format, rounding: Rounding,
+               unbounded: bool = False) -> Fraction:
+    """The magnitude ``mag`` > 0 rounded to ``fmt``'s precision: with its subnormals, or
+    (``unbounded``) with no least exponent; the range above is the caller's."""
+    e = _exponent(mag)
+    lsb = Fraction(2) ** ((e if unbounded else max(e, fmt.emin)) - fmt.man_bits)
+    units = mag / lsb
+    low = math.floor(units)
+    frac = units - low
+    if rounding is Rounding.RZ or frac == 0:
+        up = False
+    elif rounding is Rounding.RNE:
+        up = frac > Fraction(1, 2) or (frac == Fraction(1, 2) and low % 2 == 1)
+    elif rounding is Rounding.RNA:
+        up = frac >= Fraction(1, 2)
+    elif rounding is Rounding.RU:
+        up = not neg
+    elif rounding is Rounding.RD:
+        up = neg
+    else:
+        raise ValueError(f"Rounding {rounding} is not used by unit specs")
+    return (low + up) * lsb
+
+
+def _round_value(q: Fraction, fmt: formats.Format, rounding: Rounding,
+                 overflow: Overflow) -> _Val:
+    """``q`` rounded to ``fmt`` (its precision, subnormals and range), as a _Val."""
+    if q == 0:
+        return _Val("num", Fraction(0), False)
+    neg = q < 0
+    r = _round_mag(abs(q), neg, fmt, rounding)
+    if r > Fraction(fmt.max):
+        if overflow is Overflow.SATURATE or (overflow is Overflow.IEEE and (
+                rounding is Rounding.RZ or (rounding is Rounding.RU and neg)
+                or (rounding is Rounding.RD and not neg))):
+            return _Val("num", -Fraction(fmt.max) if neg else Fraction(fmt.max), neg)
+        return _Val("inf", neg=neg)
+    return _Val("num", -r if neg else r, neg)
+
+
+def _code(fmt: formats.Format, v: _Val) -> int:
+    if v.kind == "nan":
+        return fmt.code_of_nan
+    if v.kind == "inf":
+        return fmt.code_of_inf | (int(v.neg) << fmt.sign_shift)
+    if v.q == 0:
+        return int(v.neg) << fmt.sign_shift
+    return int(fmt.encode(np.array([float(v.q)]), "rne", saturate=False)[0])
+
+
+def _sum_specials(values: list[_Val]) -> _Val | None:
+    """NaN or ±Inf if the values force one (IEEE: NaN wins, +Inf + -Inf is NaN)."""
+    if any(v.kind == "nan" for v in values):
+        return _Val("nan")
+    infs = {v.neg for v in values if v.kind == "inf"}
+    if len(infs) == 2:
+        return _Val("nan")
+    if infs:
+        return _Val("inf", neg=infs.pop())
+    return None
+
+
+def _align(x: Fraction, align: Align) -> int:
+    """``x`` (in units of the step's LSB) as an integer, by the spec's alignment rounding."""
+    if align is Align.RZ:
+        return math.trunc(x)
+    if align is Align.RD:
+        return math.floor(x)
+    if align is Align.RNE:
+        return round(x)                 # Fraction.__round__ rounds half to even
+    twice = abs(x) * 2                  # RZ_JAM: units of half an LSB, plus a jam bit
+    t = math.floor(twice)
+    if t != twice:
+        t |= 1
+    return -t if x < 0 else t
