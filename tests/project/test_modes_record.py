@@ -52,3 +52,27 @@ def test_the_docs_table_is_the_records(record):
     assert shown is not None
     assert shown.group(1) == _run_modes().table(record)
     assert RECORDS[-1].name in text
+
+
+def test_bug_builds_fail_and_fitted_specs_pass_every_mode(record):
+    """``run_modes.py checks``: each bug build gives the result it must in its mode (mx_fpu's
+    RDN bug fails in RDN and passes in RNE), and ``fit --rtl`` of each design reproduces every
+    probe output, its fitted spec then verified with no mismatch in every mode of the design."""
+    bugs = {b["bug"]: b for b in record["bugs"]}
+    assert set(bugs) == {"nrm_tree", "mx_fpu rd", "mx_fpu rne"}
+    for b in bugs.values():
+        assert b["result"].startswith(b["want"]), b
+        assert (b["exit"] == 1) == (b["want"] == "FAIL"), b
+        assert (b["value_mismatches"] > 0) == (b["want"] == "FAIL"), b
+    modes = _run_modes().modes()
+    fits = {f["design"]: f for f in record["fits"]}
+    assert set(fits) == {"nrm_tree", "mx_fpu"}
+    for design, f in fits.items():
+        assert f["exit"] == 0 and f["exact"] and f["equal"] == f["total"] > 0, design
+        rtl_map = _run_modes().FITS[design][0]
+        assert {m["mode"] for m in f["modes"]} == {m for m, (p, _) in modes.items()
+                                                   if p == rtl_map}, design
+        for m in f["modes"]:
+            assert m["exit"] == 0 and m["value_mismatches"] == 0, (design, m["mode"])
+            assert m["dots"] >= 20_000 and m["result"].startswith("PASS"), (design, m["mode"])
+            assert "--unit" in m["command"] and f"fitted-{design}.toml" in m["command"]
