@@ -77,8 +77,9 @@ class Explanation:
                          + ("consistent with " + "; ".join(h.what for h in self.consistent)
                             if self.consistent else
                             "consistent with none of the nearby computations tried "
-                            "(blocks, products or C left out; scales ignored; other roundings, "
-                            "alignments, zero signs, NaN codes)"))
+                            "(blocks, products or C left out; a block's scale one binade off; "
+                            "scales ignored; other roundings, alignments, zero signs, NaN "
+                            "codes; one tree node rounded otherwise)"))
         return "\n".join(lines)
 
 
@@ -162,6 +163,18 @@ def _hypotheses(spec: UnitSpec, vs: VectorSet):
     if vs.c is not None:
         yield Hypothesis("the sum without C (C = +0)", "input", {"c": 0}), spec, \
             vs.replace(c=np.zeros_like(vs.c))
+    if vs.scale_format == "e8m0" and blocks:
+        for b in range(blocks):
+            for step in (-1, 1):
+                a_scale = vs.a_scale.astype(np.int64)
+                a_scale[..., b] += step
+                if not (0 <= a_scale[..., b] <= 254).all():
+                    continue
+                yield Hypothesis(f"block {b} with its scale-exponent sum one "
+                                 f"{'less' if step < 0 else 'more'} (scaled 2^{step:+d} times "
+                                 f"the model's)", "input",
+                                 {"block_scale": b, "exponent": step}), \
+                    spec, vs.replace(a_scale=a_scale.astype(vs.a_scale.dtype))
     if vs.scale_format is not None and vs.scale_format in ("e8m0", "ue4m3"):
         one = int(formats.get(vs.scale_format).encode(np.array([1.0]), "rne")[0])
         for side in ("a_scale", "b_scale"):
@@ -211,4 +224,45 @@ def diagnose(spec: UnitSpec, vs: VectorSet, dot: int, observed: int) -> list[Hyp
             continue
         if got == observed:
             found.append(hyp)
+    if found:
+        return found
+    # One node computed otherwise (the reference engine, told which node to change).
+    with trace.recording() as rec:
+        reference.dot(spec, one)
+    tried = 0
+    for node in rec.dots.get(0, ()):
+        for hyp, change in _node_changes(node):
+            tried += 1
+            if tried > NODE_HYPOTHESES:
+                return found
+            with trace.recording({node.name: change}):
+                if int(reference.dot(spec, one).reshape(-1)[0]) == observed:
+                    found.append(hyp)
     return found
+
+
+#: At most this many one-node hypotheses are computed per dot (each a reference run).
+NODE_HYPOTHESES = 96
+
+
+def _node_changes(node: trace.Node):
+    """(Hypothesis, change) of one tree node rounded another way or to one bit more or
+    less."""
+    if node.op != "tree":
+        return
+    now = node.info["rounding"]
+    for r in ("rne", "rz", "rd", "ru", "rna"):
+        if r != now:
+            yield Hypothesis(f"tree node {node.name} rounded {r} instead of {now}", "node",
+                             {"node": node.name, "rounding": r}), {"rounding": r}
+    fmt = formats.get(node.info["format"])
+    if fmt.kind == "float":
+        for dm in (-1, 1):
+            other = f"e{fmt.exp_bits}m{fmt.man_bits + dm}"
+            try:
+                formats.get(other)
+            except (KeyError, ValueError):
+                continue
+            yield Hypothesis(f"tree node {node.name} rounded to {fmt.man_bits + dm + 1} "
+                             f"significant bits instead of {fmt.man_bits + 1} ({other})",
+                             "node", {"node": node.name, "format": other}), {"format": other}

@@ -248,12 +248,17 @@ def _tree_ref(spec: UnitSpec, terms: list[tuple[_Val, int]], names: tuple[str, .
     nodes = [v for v, _ in terms] + ([_Val("num")] if len(terms) == 1 else [])
     names = list(names) + ["0"] * (len(nodes) - len(names))
     for depth, name in enumerate(spec.tree_level_formats() or (spec.acc_format,)):
-        level = formats.get(name)
-        nodes = [_add_ref(x, y, level, spec.acc_rounding, spec.overflow, spec.zero_sign)
-                 for x, y in zip(nodes[::2], nodes[1::2], strict=True)]
-        names = [trace.note("tree", f"L{depth + 1}.n{n}", v, tuple(names[2 * n:2 * n + 2]),
-                            format=name, rounding=spec.acc_rounding.value)
-                 for n, v in enumerate(nodes)]
+        out, out_names = [], []
+        for n, (x, y) in enumerate(zip(nodes[::2], nodes[1::2], strict=True)):
+            part = f"L{depth + 1}.n{n}"
+            change = trace.changed(part)          # a diagnosis's other rounding of one node
+            fmt = change.get("format", name)
+            rounding = Rounding(change.get("rounding", spec.acc_rounding))
+            out.append(_add_ref(x, y, formats.get(fmt), rounding, spec.overflow,
+                                spec.zero_sign))
+            out_names.append(trace.note("tree", part, out[-1], tuple(names[2 * n:2 * n + 2]),
+                                        format=fmt, rounding=rounding.value))
+        nodes, names = out, out_names
     assert len(nodes) == 1
     return nodes[0]
 

@@ -49,6 +49,8 @@ class Recorder:
     dots: dict[int, list[Node]] = field(default_factory=dict)
     dot: int = 0
     prefix: tuple[str, ...] = ()
+    #: node name -> what to compute differently there (a diagnosis's one-node hypothesis)
+    changes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def add(self, node: Node) -> None:
         nodes = self.dots.setdefault(self.dot, [])
@@ -60,9 +62,11 @@ _RECORDER: ContextVar[Recorder | None] = ContextVar("mxsim_reference_recorder", 
 
 
 @contextlib.contextmanager
-def recording() -> Iterator[Recorder]:
-    """Record the reference engine's intermediates while the block runs."""
-    rec = Recorder()
+def recording(changes: dict[str, dict[str, Any]] | None = None) -> Iterator[Recorder]:
+    """Record the reference engine's intermediates while the block runs; ``changes`` (node
+    name -> {"rounding": ..., "format": ...}) computes the nodes it names otherwise (tree
+    nodes), to test a hypothesis about one node."""
+    rec = Recorder(changes=dict(changes or {}))
     token = _RECORDER.set(rec)
     try:
         yield rec
@@ -90,6 +94,12 @@ def scope(part: str, dot: int | None = None) -> Iterator[None]:
         yield
     finally:
         rec.prefix = saved
+
+
+def changed(part: str) -> dict[str, Any]:
+    """What a recording's ``changes`` asks of node ``part`` here (empty: nothing)."""
+    rec = _RECORDER.get()
+    return {} if rec is None or not rec.changes else rec.changes.get(name(part), {})
 
 
 def name(part: str) -> str:

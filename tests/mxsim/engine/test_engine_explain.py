@@ -213,3 +213,33 @@ def test_diagnose_finds_nothing_for_a_far_result():
     assert "consistent with none" in ex.format()
     same = explain(spec, vs, 0, observed=ex.code)
     assert "equal to the model's" in same.format()
+
+
+def test_diagnose_names_a_block_scale_one_binade_off():
+    spec = SPECS["chain-rz"]
+    one = _vs_for(spec, seed=13).take_dots([2])
+    a_scale = one.a_scale.copy()
+    a_scale[..., 1] -= 1
+    got = _observed(spec, one, 0, a_scale=a_scale)
+    found = diagnose(spec, one, 0, got)
+    assert {"block_scale": 1, "exponent": -1} in [h.changes for h in found], found
+
+
+def test_diagnose_names_one_tree_node_rounded_otherwise():
+    """A result whose one tree node rounds RZ (computed by the reference engine told to) is
+    named as exactly that node, where no spec-wide change explains it."""
+    spec = SPECS["tree"]
+    vs = _vs_for(spec, "normal", seed=21)
+    named = 0
+    for dot in range(vs.num_dots):
+        one = vs.take_dots([dot])
+        with trace.recording({"i1.L1.n2": {"rounding": "rz"}}):
+            got = int(reference.dot(spec, one).reshape(-1)[0])
+        if got == _observed(spec, one, 0):
+            continue
+        found = diagnose(spec, one, 0, got)
+        assert found, dot
+        if all(h.kind == "node" for h in found):
+            assert {"node": "i1.L1.n2", "rounding": "rz"} in [h.changes for h in found]
+            named += 1
+    assert named >= 1
