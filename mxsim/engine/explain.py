@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import formats
+from ..errors import VectorFileError
 from ..formats import Rounding
 from ..spec import Align, UnitSpec, ZeroSign
 from ..vectors import VectorSet
@@ -118,13 +119,16 @@ def explain(spec: UnitSpec, vs: VectorSet, dot: int = 0, observed: int | None = 
     if not 0 <= dot < vs.num_dots:
         raise ValueError(f"dot {dot} is not in the vector set: it has {vs.num_dots} dot "
                          f"product{'s' if vs.num_dots != 1 else ''} (0 to {vs.num_dots - 1})")
-    one = vs.take_dots([dot])
+    try:
+        one, at = vs.take_dots([dot]), 0
+    except VectorFileError:       # block-wise FP32 scales: a B scale covers 128 columns
+        one, at = vs, dot
     with trace.recording() as rec:
-        code = int(reference.dot(spec, one).reshape(-1)[0])
+        code = int(reference.dot(spec, one).reshape(-1)[at])
     index = tuple(int(x) for x in np.unravel_index(dot, vs.out_shape))
-    consistent = () if observed is None or observed == code else tuple(
+    consistent = () if observed is None or observed == code or one is vs else tuple(
         diagnose(spec, one, 0, observed))
-    return Explanation(spec.name, dot, index, tuple(rec.dots.get(0, ())), code,
+    return Explanation(spec.name, dot, index, tuple(rec.dots.get(at, ())), code,
                        spec.d_format, observed, consistent)
 
 

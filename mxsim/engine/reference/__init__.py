@@ -364,14 +364,19 @@ def _epilogue_ref(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
         else:
             r = _mul_ref(_mul_ref(acc, vb), va)
         out[index] = spec.d_nan if r.kind == "nan" else _code(fp32, r)
+        with trace.scope("", dot=int(np.ravel_multi_index(index, d.shape))):
+            trace.note("epilogue", "scaled", r, ("d",), a_scale=trace.exact(va),
+                       b_scale=trace.exact(vb), how=spec.epilogue, code=hex(int(out[index])))
     return out
 
 
 def _block_fma_ref(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
     """Block-wise FP32 scales: per 128-K block, total = fma(partial, fl(sa*sb), total)."""
     fp32 = formats.get("fp32")
-    parts = [dot(*without_epilogue(spec, vs, slice(kb * 128, (kb + 1) * 128)))
-             for kb in range(vs.k // 128)]
+    parts = []
+    for kb in range(vs.k // 128):
+        with trace.base(f"k{kb * 128}"):              # each K block's nodes named apart
+            parts.append(dot(*without_epilogue(spec, vs, slice(kb * 128, (kb + 1) * 128))))
     out = np.empty(vs.batch_shape + (vs.m, vs.n), np.uint32)
 
     def val(x) -> _Val:
@@ -381,11 +386,16 @@ def _block_fma_ref(spec: UnitSpec, vs: VectorSet) -> npt.NDArray:
         *bt, i, j = index
         bt = tuple(bt)
         total = _Val.of_code(fp32, int(vs.c[index])) if vs.c is not None else _Val("num")
-        for kb, part in enumerate(parts):
-            s = _mul_ref(val(vs.a_scale[bt + (i, kb)]), val(vs.b_scale[bt + (kb, j // 128)]))
-            prod = _mul_vals([_Val.of_code(fp32, int(part[index])), s])
-            total = _add_ref(total, prod, fp32, Rounding.RNE, Overflow.IEEE, ZeroSign.IEEE)
-        out[index] = spec.d_nan if total.kind == "nan" else _code(fp32, total)
+        with trace.scope("", dot=int(np.ravel_multi_index(index, out.shape))):
+            for kb, part in enumerate(parts):
+                s = _mul_ref(val(vs.a_scale[bt + (i, kb)]),
+                             val(vs.b_scale[bt + (kb, j // 128)]))
+                prod = _mul_vals([_Val.of_code(fp32, int(part[index])), s])
+                total = _add_ref(total, prod, fp32, Rounding.RNE, Overflow.IEEE, ZeroSign.IEEE)
+                trace.note("epilogue", f"fma{kb}", total, (f"k{kb * 128}.d",),
+                           scale=trace.exact(s), format="fp32", rounding="rne")
+            out[index] = spec.d_nan if total.kind == "nan" else _code(fp32, total)
+            trace.note("result", "d", total, code=hex(int(out[index])), format="fp32")
     return out
 
 

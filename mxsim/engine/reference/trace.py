@@ -49,6 +49,7 @@ class Recorder:
     dots: dict[int, list[Node]] = field(default_factory=dict)
     dot: int = 0
     prefix: tuple[str, ...] = ()
+    base: tuple[str, ...] = ()      #: where a dot's names start (a part of a larger dot)
     #: node name -> what to compute differently there (a diagnosis's one-node hypothesis)
     changes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -88,12 +89,28 @@ def scope(part: str, dot: int | None = None) -> Iterator[None]:
         return
     saved = rec.prefix
     if dot is not None:
-        rec.dot, rec.prefix = dot, ()
+        rec.dot, rec.prefix = dot, rec.base
     rec.prefix = rec.prefix + ((part,) if part else ())
     try:
         yield
     finally:
         rec.prefix = saved
+
+
+@contextlib.contextmanager
+def base(part: str) -> Iterator[None]:
+    """Start the names of every dot computed inside with ``part`` (one K block of a dot
+    that the engine computes as several)."""
+    rec = _RECORDER.get()
+    if rec is None:
+        yield
+        return
+    saved = rec.base
+    rec.base = saved + (part,)
+    try:
+        yield
+    finally:
+        rec.base = saved
 
 
 def changed(part: str) -> dict[str, Any]:

@@ -243,3 +243,21 @@ def test_diagnose_names_one_tree_node_rounded_otherwise():
             assert {"node": "i1.L1.n2", "rounding": "rz"} in [h.changes for h in found]
             named += 1
     assert named >= 1
+
+
+@pytest.mark.parametrize("name, kw", [
+    ("hopper-cublas-rowwise", dict(scale_granularity="row", k=256, m=2, n=2)),
+    ("hopper-cublas-blockwise", dict(scale_granularity="block", k=256, m=1, n=128)),
+])
+def test_explain_fp32_scale_epilogues(name, kw):
+    """Units whose FP32 scales an epilogue applies: the last node is D, the engines' code;
+    a block-wise set (whose dots cannot be taken one by one) keeps each K block's nodes."""
+    vs = vectors.generate("normal", a_format="e4m3", scale_format="fp32", with_c=False,
+                          seed=2, **kw)
+    spec = units.get(name).spec_for(vs)
+    ex = explain(spec, vs, 1)
+    assert ex.code == int(fast.dot(spec, vs).reshape(-1)[1])
+    assert int(ex.nodes[-1].info["code"], 16) == ex.code
+    names = {n.name for n in ex.nodes}
+    if name.endswith("blockwise"):
+        assert {"k0.d", "k128.d", "fma0", "fma1", "d"} <= names
