@@ -228,8 +228,6 @@ def diagnose(spec: UnitSpec, vs: VectorSet, dot: int, observed: int) -> list[Hyp
             continue
         if got == observed:
             found.append(hyp)
-    if found:
-        return found
     # One node computed otherwise (the reference engine, told which node to change).
     with trace.recording() as rec:
         reference.dot(spec, one)
@@ -259,6 +257,10 @@ def _node_changes(node: trace.Node):
         if r != now:
             yield Hypothesis(f"tree node {node.name} rounded {r} instead of {now}", "node",
                              {"node": node.name, "rounding": r}), {"rounding": r}
+    for ulps in (-1, 1):
+        yield Hypothesis(f"tree node {node.name} one unit in its last place "
+                         f"{'smaller' if ulps < 0 else 'larger'} in magnitude", "node",
+                         {"node": node.name, "ulp": ulps}), {"ulp": ulps}
     fmt = formats.get(node.info["format"])
     if fmt.kind == "float":
         for dm in (-1, 1):

@@ -256,11 +256,24 @@ def _tree_ref(spec: UnitSpec, terms: list[tuple[_Val, int]], names: tuple[str, .
             rounding = Rounding(change.get("rounding", spec.acc_rounding))
             out.append(_add_ref(x, y, formats.get(fmt), rounding, spec.overflow,
                                 spec.zero_sign))
+            if change.get("ulp") and out[-1].kind == "num" and out[-1].q != 0:
+                out[-1] = _nudge(out[-1], formats.get(fmt), change["ulp"])
             out_names.append(trace.note("tree", part, out[-1], tuple(names[2 * n:2 * n + 2]),
                                         format=fmt, rounding=rounding.value))
         nodes, names = out, out_names
     assert len(nodes) == 1
     return nodes[0]
+
+
+def _nudge(v: _Val, fmt: formats.Format, ulps: int) -> _Val:
+    """``v`` moved ``ulps`` units in its last place of ``fmt`` away from zero (a diagnosis's
+    node that lost or gained its last bit)."""
+    mag = abs(v.q)
+    e = max(mag.numerator.bit_length() - mag.denominator.bit_length()
+            - (Fraction(2) ** (mag.numerator.bit_length() - mag.denominator.bit_length()) > mag),
+            fmt.emin)
+    mag += ulps * Fraction(2) ** (e - fmt.man_bits)
+    return _Val("num", -mag if v.neg else mag, v.neg)
 
 
 def _add_ref(x: _Val, y: _Val, out: formats.Format, rounding: Rounding, overflow: Overflow,

@@ -261,3 +261,17 @@ def test_explain_fp32_scale_epilogues(name, kw):
     names = {n.name for n in ex.nodes}
     if name.endswith("blockwise"):
         assert {"k0.d", "k128.d", "fma0", "fma1", "d"} <= names
+
+
+def test_diagnose_names_a_tree_node_one_ulp_off():
+    spec = SPECS["tree"]
+    vs = _vs_for(spec, "normal", seed=22)
+    for dot in range(vs.num_dots):
+        one = vs.take_dots([dot])
+        with trace.recording({"i0.L2.n0": {"ulp": -1}}):
+            got = int(reference.dot(spec, one).reshape(-1)[0])
+        if got != _observed(spec, one, 0):
+            found = diagnose(spec, one, 0, got)
+            assert {"node": "i0.L2.n0", "ulp": -1} in [h.changes for h in found], found
+            return
+    pytest.fail("no dot where the node's last place shows")
