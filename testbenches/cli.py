@@ -40,7 +40,7 @@ from mxsim.errors import MxsimError
 from mxsim.output import write_text
 
 __all__ = ["VERIFY", "DEMO", "foreign_map", "numerics_line", "settings", "with_fields",
-           "cmd_verify", "cmd_demo"]
+           "waivers", "cmd_verify", "cmd_demo"]
 
 
 def foreign_map(path: str, work: str | Path):
@@ -90,6 +90,13 @@ def numerics_line(spec) -> str:
             f"{specials}; overflow {spec.overflow.value}")
 
 
+def waivers(texts: list[str]) -> list:
+    """``--waive [NAME:]WHEN`` arguments as waivers (:mod:`testbenches.sim.waive`), each
+    checked: a malformed one is one line naming the option (exit 2, nothing simulated)."""
+    from .sim.waive import parse_option
+    return [parse_option(text, i) for i, text in enumerate(texts, 1)]
+
+
 def _verify_foreign(args: argparse.Namespace) -> int:
     """``verify --rtl``: a design behind a port map, against the unit spec ``--unit`` names."""
     from mxsim.microarch import MicroArch
@@ -99,6 +106,7 @@ def _verify_foreign(args: argparse.Namespace) -> int:
     if args.vectors < 1:
         raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
     settings(args.set_fields)                                # a bad --set before anything runs
+    given = waivers(args.waive)                              # a bad --waive too
     pm = foreign_map(args.rtl, Path(args.out) / "ports")     # written only for a bad design
     if args.outside_domain and pm.domain is None:
         raise MxsimError(f"{pm.path}: --outside-domain needs a [domain] in the map (without "
@@ -124,8 +132,9 @@ def _verify_foreign(args: argparse.Namespace) -> int:
     from .foreign.backend import ForeignBackend
     from .foreign.bulk import ForeignBulkBackend
     from .unit.verify import verify
-    backend = ForeignBulkBackend(pm) if args.bulk else ForeignBackend(pm, sim=args.sim,
-                                                                      waves=args.waves)
+    probes = not args.no_probes
+    backend = ForeignBulkBackend(pm, probes=probes) if args.bulk else ForeignBackend(
+        pm, sim=args.sim, waves=args.waves, probes=probes)
     # A line to paste into a shell: paths with spaces or quotes are quoted.
     command = (f"mxsim verify --rtl {shlex.quote(args.rtl)} --unit {shlex.quote(unit_name)} "
                f"--a-format {spec.a_format} --b-format {spec.b_format} --sim {args.sim}"
@@ -134,7 +143,8 @@ def _verify_foreign(args: argparse.Namespace) -> int:
     rep = verify(spec, MicroArch(lanes=spec.k, stages=1), unit_name=unit_name, sim=args.sim,
                  dots=args.vectors, seed=args.seed, chunk=args.chunk, out_dir=out,
                  replay=replay, progress=None if not args.json else False, backend=backend,
-                 replay_command=command, conformance=args.conformance)
+                 replay_command=command, conformance=args.conformance,
+                 waivers=[*pm.waivers, *given], stop_at_first=args.stop_at_first)
     path = engine_path(spec)
     lines = [rep.format(), f"  design      {pm.path} (top {pm.design.top})",
              f"  numerics    {numerics_line(spec)}",
@@ -158,7 +168,8 @@ def _verify_campaign(args: argparse.Namespace) -> int:
     (testbenches.campaigns.pairs)."""
     given = [f"--{n.replace('_', '-')}" for n in ("unit", "a_format", "b_format", "rtl", "replay",
                                                   "conformance")
-             if getattr(args, n) is not None] + (["--waves"] if args.waves else [])
+             if getattr(args, n) is not None] + [f"--{n.replace('_', '-')}" for n in (
+                 "waves", "waive", "stop_at_first", "no_probes") if getattr(args, n)]
     if given:
         raise MxsimError(f"--campaign runs the documented unit of every pair; it takes no "
                          f"{', '.join(given)}")
@@ -206,6 +217,20 @@ def _add_verify(sub: Any) -> argparse.ArgumentParser:
     ve.add_argument("--replay", default=None, metavar="FAILING.npz",
                     help="run exactly this vector set (a failing set a run wrote)")
     ve.add_argument("--waves", action="store_true", help="write a waveform (FST/VCD)")
+    ve.add_argument("--waive", action="append", default=[], metavar="[NAME:]WHEN",
+                    help="a known deviation, counted apart and never failing the run: the "
+                         "mismatches the predicate WHEN matches, e.g. 'exact zero, C = -0: "
+                         "want.zero and got.zero and c.neg_zero' (the language: 'Census and "
+                         "waivers' in docs/foreign-rtl.md; a port map's [[waive]] tables add "
+                         "theirs); repeat for more")
+    ve.add_argument("--no-probes", action="store_true",
+                    help="with --rtl: leave the map's [probes] unread (builds and runs as a map "
+                         "without them; failing dots are then localised by what their results "
+                         "are consistent with)")
+    ve.add_argument("--stop-at-first", action="store_true",
+                    help="stop after the first chunk with a mismatch (default: every chunk "
+                         "of --vectors runs, and the report's census counts every mismatch "
+                         "by class)")
     ve.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     dest="set_fields",
                     help="with --rtl: change one field of the unit spec for this run, as a "
@@ -250,9 +275,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.outside_domain:
         raise MxsimError("--outside-domain checks inputs outside a port map's [domain]; give "
                          "--rtl MAP.toml")
+    if args.no_probes:
+        raise MxsimError("--no-probes leaves a port map's [probes] unread; give --rtl MAP.toml "
+                         "(the RTL mxsim generates has none)")
     unit, spec, ua = rtl_unit(args)
     if args.vectors < 1:
         raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
+    given = waivers(args.waive)
     replay = vectors.load(args.replay, allow_large=args.allow_large) if args.replay else None
     try:
         Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -265,7 +294,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     rep = verify(spec, ua, unit_name=unit.name, sim=args.sim, dots=args.vectors,
                  seed=args.seed, chunk=args.chunk, out_dir=args.out, bulk=args.bulk,
                  replay=replay, waves=args.waves, progress=None if not args.json else False,
-                 conformance=args.conformance)
+                 conformance=args.conformance, waivers=given, stop_at_first=args.stop_at_first)
     # The expected values come from the fast engine: say which of its paths computed them.
     path = engine_path(spec)
     emit(args, rep.format() + f"\n  model       fast engine: {path['note']}",

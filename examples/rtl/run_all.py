@@ -82,9 +82,10 @@ def run_example(name: str, rtl_map: str, bug: str, unit: str, fmt: str | None,
     rec["cocotb"] = {k: cov[k] for k in ("dots", "cycles", "result", "value_mismatches",
                                          "cycle_mismatches", "holes", "loop_seconds")}
     rec["cocotb"].update(command=" ".join(cmd), seconds=round(took, 1))
+    # --stop-at-first: the table reports the mismatches of the first failing chunk
     caught, cmd, _ = _mxsim(["verify", "--rtl", f"examples/rtl/{bug}", *base, "--bulk",
-                             "--vectors", "20000", "--seed", "3", "--out", str(out / "bug")],
-                            (1,))
+                             "--vectors", "20000", "--seed", "3", "--stop-at-first", "--out",
+                             str(out / "bug")], (1,))
     again, _, _ = _mxsim(["verify", "--rtl", f"examples/rtl/{bug}", *base, "--bulk", "--replay",
                           caught["failing"], "--out", str(out / "bug-replay")], (1,))
     rec["bug"] = {"command": " ".join(cmd), "result": caught["result"],

@@ -13,6 +13,10 @@ every result port of every result, and :func:`finish` checks them: values with
 against
 what the map declares. :mod:`testbenches.foreign.bulk` runs the same protocol in generated C++.
 
+With the map's ``[probes]`` (unless a backend is made with ``probes=False``) both harnesses
+also sample internal signals (:mod:`testbenches.foreign.probing`) and the run carries them
+(``ForeignRun.probes``), for :func:`testbenches.foreign.localise.localise`.
+
 A run's results file (written by both harnesses, read by :func:`read_results`): u32 magic
 ``MXR1``, u32 ports, u64 results, u32 words per port, u64 cycle of each result, then per
 port its words, result by result (least significant word first); little-endian.
@@ -45,6 +49,8 @@ from ..sim.toolchain import (
     simulator_env,
 )
 from . import timing
+from .localise import localise
+from .probing import channels, collect, read_probes
 
 __all__ = ["Plan", "plan_of", "MapDesign", "ForeignBackend", "ForeignRun", "read_results",
            "write_results", "finish", "Recorded", "design_key", "stimulus_arrays", "array_lows",
@@ -179,6 +185,9 @@ class ForeignRun(Run):
     result_cycles: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     raw: dict[str, npt.NDArray[np.uint32]] = field(default_factory=dict)
     results: Any = None
+    #: the map's [probes] as sampled, by probe name (:class:`~.probing.Samples`: per
+    #: instruction, in issue order); empty where the map has none or probes were off
+    probes: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -191,6 +200,7 @@ class Recorded:
     seconds: float
     loop_seconds: float
     waveform: str | None = None
+    probes: dict[str, Any] = field(default_factory=dict)
 
 
 def finish(pm: Any, plan: Plan, spec: UnitSpec, vs: VectorSet, beats: Any,
@@ -218,7 +228,7 @@ def finish(pm: Any, plan: Plan, spec: UnitSpec, vs: VectorSet, beats: Any,
     mismatches += timing.check(plan.declared(beats.per_dot), trace, rec.result_cycles)
     return ForeignRun(vs.num_dots, taken, trace.cycles, trace, mismatches, rec.seconds,
                       rec.loop_seconds, rec.waveform, want, result_cycles=rec.result_cycles,
-                      raw=raw, results=results)
+                      raw=raw, results=results, probes=rec.probes)
 
 
 def stimulus_arrays(plan: Plan, beats: Any, stimulus: Stimulus) -> dict[str, npt.NDArray]:
@@ -281,19 +291,37 @@ class MapDesign:
             vs = pm.domain.constrain(vs, seed)
         return vs
 
+    def localise(self, spec: UnitSpec, vs: VectorSet, run: Run, dots: list[int]
+                 ) -> list[dict[str, Any]]:
+        """Where each failing dot first goes wrong (:func:`.localise.localise`: the first
+        probed node that differs, else what the result is consistent with)."""
+        return localise(self.pm, spec, vs, run, dots)
+
     def unreachable(self) -> dict[str, set[str]]:
         """Coverage bins no input inside the map's ``[domain]`` can hit (not holes)."""
         if self.pm.domain is None:
             return {}
         return self.pm.domain.unreachable(self._spec, takes_c=self.takes_c)
 
+    @property
+    def probing(self) -> bool:
+        """Whether runs sample the map's ``[probes]`` (it has some, and they are not off)."""
+        return bool(self.pm.probes) and getattr(self, "probes", True)
+
     def prepare(self, spec: UnitSpec, fault: str | None) -> dict[str, int | str]:
         """The start of every build: no mutants (a foreign design injects its bugs with a
-        define), the map checked against ``spec``; the design's parameters for it."""
+        define), the map checked against ``spec`` (and its probes' nodes against the spec's,
+        when probing); the design's parameters for it."""
         if fault is not None:
             raise MxsimError(f"A foreign design has no mutants ({fault!r}); inject a bug with a "
                              f"define in its port map instead")
         self.pm.check_spec(spec)
+        if self.probing:
+            from .localise import unit_nodes
+            from .portmap.probes import check_nodes
+            nodes = unit_nodes(spec)
+            if nodes is not None:
+                check_nodes(self.pm, nodes, spec.name)
         self._spec = spec
         return self.pm.parameters(spec)
 
@@ -305,10 +333,11 @@ class ForeignBackend(MapDesign):
     digest (reused when the sources are unchanged)."""
     mode = "cocotb"
 
-    def __init__(self, pm: Any, *, sim: str = "verilator", waves: bool = False):
+    def __init__(self, pm: Any, *, sim: str = "verilator", waves: bool = False,
+                 probes: bool = True):
         if sim not in SIMULATORS:
             raise MxsimError(f"Simulator must be one of {', '.join(SIMULATORS)}, not {sim!r}")
-        self.pm, self.sim, self.waves = pm, sim, waves
+        self.pm, self.sim, self.waves, self.probes = pm, sim, waves, probes
         self.plan = plan_of(pm)
         self._dir: Path | None = None
         self._spec: UnitSpec | None = None
@@ -334,7 +363,7 @@ class ForeignBackend(MapDesign):
         key = design_key(self.pm, parameters, self.sim, str(self.waves), str(x_initial))
         out = (Path(out_dir) / f"foreign-{self.sim}-{self.plan.top}-{key}").resolve()
         out.mkdir(parents=True, exist_ok=True)
-        check_ports(self.pm, out, spec)
+        check_ports(self.pm, out, spec, probes=self.probing)
         if (out / ".built").exists() and (out / ".built").read_text() == key:
             self._dir = out
             return
@@ -362,12 +391,15 @@ class ForeignBackend(MapDesign):
         beats = self.pm.pack(self._spec, vs)
         out = self._dir
         tb = out / f"{name}.npz"
-        plan = {**self.plan.__dict__, "idle": self.plan.idle_limit}
+        chans = channels(self.pm) if self.probing else []
+        plan = {**self.plan.__dict__, "idle": self.plan.idle_limit, "probes": chans}
         np.savez(tb, plan=np.array(json.dumps(plan)), seed=np.int64(stimulus.seed),
                  **stimulus_arrays(self.plan, beats, stimulus), **array_lows(self.pm, beats))
         paths = {"MXSIM_FTB": tb, "MXSIM_FTB_TRACE": out / f"{name}_trace.bin",
                  "MXSIM_FTB_RESULTS": out / f"{name}_results.bin",
                  "MXSIM_FTB_OUT": out / f"{name}_out.json"}
+        if chans:
+            paths["MXSIM_FTB_PROBES"] = out / f"{name}_probes.bin"
         for p in list(paths.values())[1:]:
             p.unlink(missing_ok=True)
         t0 = time.perf_counter()
@@ -378,9 +410,11 @@ class ForeignBackend(MapDesign):
         summary = json.loads(paths["MXSIM_FTB_OUT"].read_text())
         trace = cycle.Trace.from_bytes(paths["MXSIM_FTB_TRACE"].read_bytes())
         cycles, raw = read_results(paths["MXSIM_FTB_RESULTS"], self.plan.results)
+        probes = collect(self.pm, read_probes(paths["MXSIM_FTB_PROBES"], len(chans))) \
+            if chans else {}
         return finish(self.pm, self.plan, self._spec, vs, beats,
                       Recorded(trace, cycles, raw, seconds, summary["loop_seconds"],
-                               last_waveform(out) if self.waves else None))
+                               last_waveform(out) if self.waves else None, probes))
 
     def _simulate(self, name: str, env: dict[str, str], seed: int) -> None:
         out = self._dir
@@ -398,11 +432,17 @@ class ForeignBackend(MapDesign):
             pass              # under pytest the runner exits on a failed test: the files say
 
     def with_waves(self) -> ForeignBackend | None:
-        return None if self.waves else ForeignBackend(self.pm, sim=self.sim, waves=True)
+        return None if self.waves else ForeignBackend(self.pm, sim=self.sim, waves=True,
+                                                      probes=self.probes)
 
 
-def check_ports(pm: Any, work_dir: Path, spec: UnitSpec) -> None:
+def check_ports(pm: Any, work_dir: Path, spec: UnitSpec, *, probes: bool = False) -> None:
     """Refuse a map whose ports the design (elaborated for ``spec``) lacks or whose widths
-    differ (``MapError``); after it the map knows the design's port widths."""
-    from .portmap.ports import design_ports
-    pm.check_ports(design_ports(pm, work_dir, spec))
+    differ (``MapError``); after it the map knows the design's port widths. With ``probes``,
+    its ``[probes]`` signals too (:func:`~.portmap.probes.check_signals`)."""
+    from .portmap.ports import Hierarchy, design_tree, ports_of
+    from .portmap.probes import check_signals
+    tree = design_tree(pm, work_dir, spec)
+    pm.check_ports(ports_of(pm, tree))
+    if probes and pm.probes:
+        check_signals(pm, Hierarchy(pm, tree).find)

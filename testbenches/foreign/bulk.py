@@ -11,6 +11,10 @@ the copy, so no widths are generated). It writes the trace record
 checks both,
 the values against the numerics engine and the cycles against the timing the map declares.
 Registers start random (``Verilated::randReset(2)``), so only the reset gives them a value.
+With the map's ``[probes]`` (and ``probes=True``, the default) the model is built with a
+Verilator configuration file that makes the probed signals readable, and the harness samples
+them into a probes file (:mod:`testbenches.foreign.probing`); without, the model and harness
+are those of a map without probes.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from .backend import (
     read_results,
     stimulus_arrays,
 )
+from .probing import channels, collect, harness_lines, read_probes, vlt_text
 
 __all__ = ["ForeignBulkBackend", "harness_text", "cxx_name"]
 
@@ -59,9 +64,10 @@ def cxx_name(port: str) -> str:
     return port.replace("__", "___05F")
 
 
-def harness_text(plan: Plan, inputs: list[str]) -> str:
+def harness_text(plan: Plan, inputs: list[str], probes: list[str] | None = None) -> str:
     """The harness for a design with ``plan`` whose instructions drive the ports ``inputs``
-    (in this order, as the stimulus file holds them)."""
+    (in this order, as the stimulus file holds them); ``probes``: the lines that name its
+    probe channels (:func:`testbenches.foreign.probing.harness_lines`; None: none)."""
     def member(port: str | None) -> str | None:
         return f"t->{cxx_name(port)}" if port else None
 
@@ -84,6 +90,7 @@ def harness_text(plan: Plan, inputs: list[str]) -> str:
              f"#define IN_READY() {getter(plan.in_ready)}",
              f"#define OUT_VALID() {getter(plan.out_valid)}",
              f"#define RESULT_LOW32() low32({member(plan.results[0])})",
+             *(probes or ["#define N_PROBES 0"]),
              "static inline void set_inputs(Top* t, const uint32_t* const* in, uint32_t n) {"]
     lines += [f"    put({member(p)}, in[{j}] + (size_t)n * words_of({member(p)}));"
               for j, p in enumerate(inputs)]
@@ -105,7 +112,8 @@ def _cflags() -> list[str]:
     return [] if "OPT_FAST" in os.environ.get("MAKEFLAGS", "") else ["-CFLAGS", "-O2"]
 
 
-def _verilate(pm: Any, parameters: dict, out: Path, harness: Path) -> Path:
+def _verilate(pm: Any, parameters: dict, out: Path, harness: Path, vlt: Path | None = None
+              ) -> Path:
     from ..sim.toolchain import verilate
     d = pm.design
     base = Path(pm.path).resolve().parent
@@ -114,7 +122,8 @@ def _verilate(pm: Any, parameters: dict, out: Path, harness: Path) -> Path:
     flags += [f"-D{k}={v}" for k, v in d.defines.items()]
     flags += [f'-G{k}="{v}"' if isinstance(v, str) else f"-G{k}={v}"
               for k, v in parameters.items()]
-    verilate(out / "obj", [*((base / s).resolve() for s in d.sources), harness], top=d.top,
+    verilate(out / "obj", [*([vlt] if vlt else []), *((base / s).resolve() for s in d.sources),
+                           harness], top=d.top,
              log=out / "build.log", what=f"{d.top} with the bulk harness", flags=flags,
              includes=[(base / p).resolve() for p in d.include_dirs])
     exe = out / "obj" / f"V{d.top}"
@@ -131,8 +140,8 @@ class ForeignBulkBackend(MapDesign):
     mode = "bulk C++ harness"
     build_seconds = BUILD_SECONDS
 
-    def __init__(self, pm: Any):
-        self.pm = pm
+    def __init__(self, pm: Any, *, probes: bool = True):
+        self.pm, self.probes = pm, probes
         self.plan = plan_of(pm)
         self._exe: Path | None = None
         self._spec: UnitSpec | None = None
@@ -149,20 +158,31 @@ class ForeignBulkBackend(MapDesign):
     def build(self, spec: UnitSpec, microarch: MicroArch | None, out_dir: Path, *,
               fault: str | None = None) -> None:
         parameters = self.prepare(spec, fault)
-        out = (Path(out_dir) / f"foreign-bulk-{self.plan.top}-"
-                               f"{design_key(self.pm, parameters, 'bulk')}").resolve()
+        probing, config = self.probing, None
+        key = design_key(self.pm, parameters, "bulk")
+        if probing:              # another model: the probed signals are public in it
+            check_ports(self.pm, Path(out_dir), spec, probes=True)
+            config = vlt_text(self.pm)
+            key = design_key(self.pm, parameters, "bulk", config)
+        out = (Path(out_dir) / f"foreign-bulk-{self.plan.top}-{key}").resolve()
         out.mkdir(parents=True, exist_ok=True)
-        check_ports(self.pm, out, spec)
+        if not probing:
+            check_ports(self.pm, out, spec)
         self._inputs = [p for p in self.pm.data_ports() if p not in self.plan.handshake_ports()]
-        text = harness_text(self.plan, self._inputs)
+        text = harness_text(self.plan, self._inputs, harness_lines(self.pm) if probing else None)
         # One Verilated model per design; one executable per harness (maps of one design
         # differ in their harness only: make recompiles the harness alone).
         exe = out / f"V{self.plan.top}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
         if not exe.exists():
             harness = out / "harness.cpp"
             harness.write_text(text)
-            shutil.copy(_verilate(self.pm, parameters, out, harness), exe)
+            vlt = None
+            if config is not None:
+                vlt = out / "probes.vlt"
+                vlt.write_text(config)
+            shutil.copy(_verilate(self.pm, parameters, out, harness, vlt), exe)
         self._exe = exe
+        self._channels = len(channels(self.pm)) if probing else 0
 
     def run(self, vs: VectorSet, stimulus: Stimulus, *, name: str = "run") -> ForeignRun:
         if self._exe is None or self._spec is None:
@@ -171,15 +191,18 @@ class ForeignBulkBackend(MapDesign):
         work = self._exe.parent
         stim, trace_path, results_path = (work / f"{name}.stim", work / f"{name}_trace.bin",
                                           work / f"{name}_results.bin")
+        outputs = [trace_path, results_path] + (
+            [work / f"{name}_probes.bin"] if self._channels else [])
         self._write_stimulus(stim, beats, stimulus)
-        trace_path.unlink(missing_ok=True)
-        results_path.unlink(missing_ok=True)
-        seconds = execute([self._exe, stim, trace_path, results_path],
-                          [trace_path, results_path])
+        for path in outputs:
+            path.unlink(missing_ok=True)
+        seconds = execute([self._exe, stim, *outputs], outputs)
         trace = read_trace(trace_path, work)
         cycles, raw = read_results(results_path, self.plan.results)
+        probes = collect(self.pm, read_probes(outputs[2], self._channels)) \
+            if self._channels else {}
         return finish(self.pm, self.plan, self._spec, vs, beats,
-                      Recorded(trace, cycles, raw, seconds, seconds))
+                      Recorded(trace, cycles, raw, seconds, seconds, probes=probes))
 
     def _write_stimulus(self, path: Path, beats: Any, stimulus: Stimulus) -> None:
         arrays = stimulus_arrays(self.plan, beats, stimulus)

@@ -114,7 +114,9 @@ def observe_run(pm, vs: VectorSet, out_dir: str | Path, *, bulk: bool = True,
 
     spec = spec or carrier_spec(pm, vs.a_format, vs.b_format)
     if not backend:
-        backend = ForeignBulkBackend(pm) if bulk else ForeignBackend(pm)
+        # the carrier spec is not the design's structure: [probes] would not apply
+        backend = ForeignBulkBackend(pm, probes=False) if bulk else ForeignBackend(
+            pm, probes=False)
     backend.build(spec, MicroArch(lanes=spec.k, stages=1), Path(out_dir))
     run = backend.run(vs, Stimulus.random(seed), name="observe")
     results = getattr(run, "results", None)
@@ -242,7 +244,8 @@ def probe_design(pm, a_format: str, b_format: str, out_dir: str | Path, *, seed:
 
     fields = dict(fields or {})
     spec = carrier_spec(pm, a_format, b_format, fields)
-    backend = ForeignBulkBackend(pm) if bulk else ForeignBackend(pm)
+    backend = ForeignBulkBackend(pm, probes=False) if bulk else ForeignBackend(pm,
+                                                                                probes=False)
     c_format = spec.d_format if backend.takes_c else "fp32"
     vs = design_suite(a_format, b_format, k=spec.k, block=spec.block,
                       scale_format=spec.scale_format, c_format=c_format, seed=seed)

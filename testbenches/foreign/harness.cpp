@@ -1,7 +1,7 @@
 // Bulk Verilator harness for a foreign design (testbenches/foreign/bulk.py generates the
 // port-specific part from the port map, builds and drives it). No arithmetic here.
 //
-// Usage: Vtop STIMULUS TRACE RESULTS
+// Usage: Vtop STIMULUS TRACE RESULTS [PROBES]
 // Drives the map's handshake with the protocol of testbenches/foreign/tb.py (the cocotb test):
 // instruction n is offered from the first cycle at or after the previous input handshake whose
 // gap bit is 1 and held until taken; out_ready from the ready pattern. valid-ready: taken on
@@ -24,6 +24,10 @@
 // results:  as testbenches.foreign.backend.read_results reads it: u32 magic 'MXR1', u32 ports,
 //           u64 results, u32 words[ports], u64 cycle[results], then per port
 //           u32 [results][words]
+// probes:   (with the map's [probes] only) as testbenches.foreign.probing.read_probes reads
+//           it: u32 magic 'MXP1', u32 channels, per channel u32 bits, u32 words, u64 samples,
+//           then per channel u32 [samples][words]; a channel's samples are the cycles its
+//           strobe was 1, taken where results are read (after the inputs settle)
 
 #include <cstdint>
 #include <cstdio>
@@ -69,8 +73,77 @@ template <std::size_t N> static inline uint32_t low32(const VlWide<N>& m) {
     return m.m_storage[0];
 }
 
+// A probe channel: a signal (Verilator scope, variable, element index or -1) sampled in every
+// cycle its one-bit strobe (likewise) is 1 (testbenches/foreign/probing.py).
+struct ProbeSpec {
+    const char* scope; const char* var; int index;
+    const char* strobe_scope; const char* strobe_var; int strobe_index;
+};
+
 // ---- the design's ports (generated from the port map) -----------------------------------
 // @GENERATED@
+
+// ---- probes: internal signals made public_flat_rd by a .vlt file, read in place ---------
+#if N_PROBES
+#include "verilated_syms.h"
+static const uint8_t* probe_var(const char* scope, const char* var, int index, uint32_t* bytes,
+                                uint32_t* bits) {
+    const VerilatedScope* s = Verilated::threadContextp()->scopeFind(scope);
+    const VerilatedVar* v = s ? s->varFind(var) : nullptr;
+    if (!v) { fprintf(stderr, "harness: no public signal %s.%s\n", scope, var); exit(2); }
+    void* p = v->datap();
+    if (index >= 0) p = v->datapAdjustIndex(p, 1, index);
+    if (!p) { fprintf(stderr, "harness: %s.%s has no element %d\n", scope, var, index); exit(2); }
+    *bytes = v->entSize();
+    *bits = (uint32_t)v->entBits();
+    return (const uint8_t*)p;
+}
+struct Channel {
+    const uint8_t* data; const uint8_t* strobe; uint32_t bytes, bits, words;
+    std::vector<uint32_t> out;
+};
+struct Probes {
+    Channel ch[N_PROBES];
+    void init(uint32_t expect) {
+        for (int j = 0; j < N_PROBES; j++) {
+            const ProbeSpec& p = PROBE_SPECS[j];
+            uint32_t sb, sbits;
+            ch[j].data = probe_var(p.scope, p.var, p.index, &ch[j].bytes, &ch[j].bits);
+            ch[j].strobe = probe_var(p.strobe_scope, p.strobe_var, p.strobe_index, &sb, &sbits);
+            ch[j].words = (ch[j].bytes + 3) / 4;
+            ch[j].out.reserve((size_t)expect * ch[j].words);
+        }
+    }
+    inline void sample() {          // after the inputs settle, as the results are read
+        for (int j = 0; j < N_PROBES; j++) {
+            Channel& c = ch[j];
+            if (!(*c.strobe & 1)) continue;
+            const size_t at = c.out.size();
+            c.out.resize(at + c.words);
+            memcpy(&c.out[at], c.data, c.bytes);
+        }
+    }
+    bool write(const char* path) {
+        FILE* out = fopen(path, "wb");
+        if (!out) { perror(path); return false; }
+        const uint32_t head[2] = {0x3150584d, (uint32_t)N_PROBES};
+        fwrite(head, 4, 2, out);
+        for (int j = 0; j < N_PROBES; j++) {
+            const uint32_t bw[2] = {ch[j].bits, ch[j].words};
+            const uint64_t n = ch[j].out.size() / ch[j].words;
+            fwrite(bw, 4, 2, out);
+            fwrite(&n, 8, 1, out);
+        }
+        for (int j = 0; j < N_PROBES; j++) fwrite(ch[j].out.data(), 4, ch[j].out.size(), out);
+        fclose(out);
+        return true;
+    }
+};
+#define PROBES_SAMPLE() run.probes.sample()
+#else
+struct Probes {};
+#define PROBES_SAMPLE() ((void)0)
+#endif
 
 static void read_all(FILE* f, void* p, size_t n) {
     if (fread(p, 1, n, f) != n) { fprintf(stderr, "harness: short stimulus file\n"); exit(2); }
@@ -84,6 +157,7 @@ struct Run {
     std::vector<uint64_t> result_cycles;
     std::vector<std::vector<uint32_t>> results;  // per result port
     uint32_t result_words[N_RESULTS > 0 ? N_RESULTS : 1];
+    Probes probes;
 
     void record(bool iv, bool ir, bool ov, bool o_r, uint32_t p) {
         flags.push_back((uint8_t)(iv | (ir << 1) | (ov << 2) | (o_r << 3)));
@@ -139,6 +213,9 @@ int main(int argc, char** argv) {
         }
         run.in.push_back(data[j].data());
     }
+#if N_PROBES
+    run.probes.init(N);
+#endif
     run.results.resize(N_RESULTS);
     for (int j = 0; j < N_RESULTS; j++) {
         run.result_words[j] = result_words(t, j);
@@ -171,6 +248,7 @@ int main(int argc, char** argv) {
         const bool r = ready[c % rlen];
         OUT_READY(r);
         t->eval();
+        PROBES_SAMPLE();
         const bool ir = IN_READY(), ov = OUT_VALID();
         run.record(offering, ir, ov, r, ov ? RESULT_LOW32() : 0u);
         if (offering && ir) { n++; offering = false; last = c; }
@@ -191,6 +269,7 @@ int main(int argc, char** argv) {
         if (issue) { set_inputs(t, run.in.data(), n); due[n] = c + latency; }
         IN_VALID(issue);
         t->eval();
+        PROBES_SAMPLE();
         const bool read = head < n + issue && due[head] == c;
         const bool end = read && ends[head];
         const bool ov = HAS_OUT_VALID ? (bool)OUT_VALID() : end;
@@ -212,6 +291,7 @@ int main(int argc, char** argv) {
         if (issue) { set_inputs(t, run.in.data(), n); busy = true; began = c; }
         IN_VALID(issue);
         t->eval();
+        PROBES_SAMPLE();
         const bool d = OUT_VALID();
         run.record(offering, idle_now, d, true, d ? RESULT_LOW32() : 0u);
         if (d && busy) {
@@ -228,6 +308,7 @@ int main(int argc, char** argv) {
     for (; n < N; n++, c++) {
         set_inputs(t, run.in.data(), n);
         t->eval();
+        PROBES_SAMPLE();
         run.record(true, true, true, true, RESULT_LOW32());
         if (ends[n]) run.take(c);
     }
@@ -252,6 +333,9 @@ int main(int argc, char** argv) {
     fwrite(run.result_cycles.data(), 8, nres, out);
     for (int j = 0; j < N_RESULTS; j++) fwrite(run.results[j].data(), 4, run.results[j].size(), out);
     fclose(out);
+#if N_PROBES
+    if (argc > 4 && !run.probes.write(argv[4])) return 2;
+#endif
     t->final();
     delete t;
     return 0;

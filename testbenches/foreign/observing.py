@@ -156,7 +156,8 @@ def observe_set(pm, vs: VectorSet, work: str | Path, *, sim: str = "verilator",
     except OSError as exc:
         raise MxsimError(f"{work}: cannot create the output folder ({exc.strerror or exc})") \
             from None
-    backend = ForeignBulkBackend(pm) if bulk else ForeignBackend(pm, sim=sim)
+    backend = ForeignBulkBackend(pm, probes=False) if bulk else ForeignBackend(
+        pm, sim=sim, probes=False)           # observe compares nothing: [probes] unused
     observed, run = observe_run(pm, vs, work, backend=backend, spec=spec, seed=seed,
                                 why="rtl observe writes a fixed-point result as the FP32 "
                                     "value it equals, which mxsim fit compares")

@@ -22,6 +22,9 @@ start-done
 combinational
     no clock: inputs set, a 1 ns settle, results read; one "cycle" per instruction.
 
+With the map's ``[probes]`` (``plan["probes"]``: (signal, strobe) paths), each probed signal
+is read in every cycle its strobe is 1, after the inputs settle
+(:class:`testbenches.foreign.probing.Sampler`), and written to ``MXSIM_FTB_PROBES``.
 Only instructions that end a dot product give results. It writes the trace
 (``MXSIM_FTB_TRACE``, :meth:`mxsim.microarch.cycle.Trace.to_bytes`; ``out_payload`` the low 32 bits
 of
@@ -47,6 +50,7 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, Timer
 from mxsim.microarch import cycle
 
 from .backend import write_results
+from .probing import Sampler
 
 M32 = 0xFFFFFFFF
 
@@ -127,7 +131,8 @@ def drive(cols: list, n: int) -> None:
         h.value = vals[n]
 
 
-async def valid_ready(dut, plan, cols, gaps, ready, ends, res: Results, rec: Record) -> int:
+async def valid_ready(dut, plan, cols, gaps, ready, ends, res: Results, rec: Record,
+                      probe: Sampler | None = None) -> int:
     """The valid-ready loop; the instructions taken."""
     iv = getattr(dut, plan["in_valid"])
     ir = getattr(dut, plan["in_ready"])
@@ -150,6 +155,8 @@ async def valid_ready(dut, plan, cols, gaps, ready, ends, res: Results, rec: Rec
         if r != r_was and ordy is not None:
             ordy.value = r_was = r
         await settled
+        if probe is not None:
+            probe.sample()
         i_r, o_v = int(ir.value), int(ov.value)
         v = int(first.value) if o_v else 0
         flags.append(offering | (i_r << 1) | (o_v << 2) | (r << 3))
@@ -169,7 +176,8 @@ async def valid_ready(dut, plan, cols, gaps, ready, ends, res: Results, rec: Rec
     return n
 
 
-async def pipeline(dut, plan, cols, gaps, ends, res: Results, rec: Record) -> int:
+async def pipeline(dut, plan, cols, gaps, ends, res: Results, rec: Record,
+                   probe: Sampler | None = None) -> int:
     """The fixed-latency loop; the instructions issued."""
     iv = getattr(dut, plan["in_valid"]) if plan["in_valid"] else None
     ov = getattr(dut, plan["out_valid"]) if plan["out_valid"] else None
@@ -189,6 +197,8 @@ async def pipeline(dut, plan, cols, gaps, ends, res: Results, rec: Record) -> in
         if iv is not None and issue != valid:
             iv.value = valid = issue
         await settled
+        if probe is not None:
+            probe.sample()
         read = bool(due) and due[0][0] == c
         end = read and due[0][1]
         o_v = int(ov.value) if ov is not None else int(end)
@@ -206,7 +216,8 @@ async def pipeline(dut, plan, cols, gaps, ends, res: Results, rec: Record) -> in
     return n
 
 
-async def start_done(dut, plan, cols, gaps, ends, res: Results, rec: Record) -> int:
+async def start_done(dut, plan, cols, gaps, ends, res: Results, rec: Record,
+                     probe: Sampler | None = None) -> int:
     """The start-done loop; the instructions started."""
     start = getattr(dut, plan["in_valid"])
     done = getattr(dut, plan["out_valid"])
@@ -226,6 +237,8 @@ async def start_done(dut, plan, cols, gaps, ends, res: Results, rec: Record) -> 
         if issue != pulse:
             start.value = pulse = issue
         await settled
+        if probe is not None:
+            probe.sample()
         d = int(done.value)
         v = int(first.value) if d else 0
         if d and busy:
@@ -243,7 +256,8 @@ async def start_done(dut, plan, cols, gaps, ends, res: Results, rec: Record) -> 
     return n
 
 
-async def combinational(dut, cols, ends, res: Results, rec: Record) -> int:
+async def combinational(dut, cols, ends, res: Results, rec: Record,
+                        probe: Sampler | None = None) -> int:
     """One instruction at a time: inputs set, settle, results read."""
     first = res.first
     settle = Timer(1, "ns")
@@ -251,6 +265,8 @@ async def combinational(dut, cols, ends, res: Results, rec: Record) -> int:
         for h, vals in cols:
             h.value = vals[n]
         await settle
+        if probe is not None:
+            probe.sample()
         v = int(first.value)
         if end:
             res.take(n, v)
@@ -284,6 +300,7 @@ async def foreign_design_runs(dut):
     ends = [(i % per_dot) == per_dot - 1 for i in range(n_in)]
     gaps, ready = data["gaps"].astype(int).tolist(), data["ready"].astype(int).tolist()
     res, rec = Results(dut, plan["results"]), Record()
+    probe = Sampler(dut, plan["probes"]) if plan.get("probes") else None
     for h, vals in fixed + (moving if n_in else []):
         h.value = vals[0]
     dut._log.info("MXSIM_FTB=%s: %s, %d instructions", os.environ["MXSIM_FTB"], plan["kind"],
@@ -293,17 +310,19 @@ async def foreign_design_runs(dut):
         await reset(dut, plan)
     t0 = time.perf_counter()
     if kind == "valid-ready":
-        taken = await valid_ready(dut, plan, moving, gaps, ready, ends, res, rec)
+        taken = await valid_ready(dut, plan, moving, gaps, ready, ends, res, rec, probe)
     elif kind == "pipeline":
-        taken = await pipeline(dut, plan, moving, gaps, ends, res, rec)
+        taken = await pipeline(dut, plan, moving, gaps, ends, res, rec, probe)
     elif kind == "start-done":
-        taken = await start_done(dut, plan, moving, gaps, ends, res, rec)
+        taken = await start_done(dut, plan, moving, gaps, ends, res, rec, probe)
     else:
-        taken = await combinational(dut, moving, ends, res, rec)
+        taken = await combinational(dut, moving, ends, res, rec, probe)
     loop = time.perf_counter() - t0
     with open(os.environ["MXSIM_FTB_TRACE"], "wb") as f:
         f.write(rec.trace().to_bytes())
     res.write(os.environ["MXSIM_FTB_RESULTS"])
+    if probe is not None:
+        probe.write(os.environ["MXSIM_FTB_PROBES"])
     with open(os.environ["MXSIM_FTB_OUT"], "w") as f:
         json.dump({"cycles": len(rec.flags), "instructions": taken,
                    "results": len(res.cycles), "loop_seconds": loop}, f)

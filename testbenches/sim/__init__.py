@@ -1,1 +1,1 @@
-"""Running RTL under test: the backend protocol, the simulators, the build cache."""
+"""Running RTL under test: the backend protocol, simulators, build cache, census and waivers."""

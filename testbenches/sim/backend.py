@@ -28,12 +28,20 @@ from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
 __all__ = ["Backend", "Run", "Stimulus", "Mismatch", "MismatchKind", "AmaranthBackend",
-           "check", "design_tag", "build_message", "not_listed", "count"]
+           "check", "design_tag", "build_message", "not_listed", "count", "mixed_patterns",
+           "PRESSURE", "SEGMENT"]
 
 #: Value mismatches listed per run (one more entry stands for the rest: :func:`not_listed`).
 VALUE_LIMIT = 20
 #: Handshake mismatches listed per run and direction.
 HANDSHAKE_LIMIT = 10
+#: (valid probability, ready probability) of the segments of a :func:`mixed_patterns`
+#: pattern, in turn: full throughput, light and heavy gaps with back-pressure, gaps alone
+#: (mostly), back-pressure alone (mostly).
+PRESSURE = ((1.0, 1.0), (0.8, 0.7), (0.4, 0.3), (0.9, 0.5), (0.5, 0.9))
+#: Cycles of one segment of a :func:`mixed_patterns` pattern (long enough to fill and drain
+#: a pipeline, short enough that a chunk of a few hundred beats meets several kinds).
+SEGMENT = 128
 
 
 class MismatchKind(enum.Enum):
@@ -110,6 +118,29 @@ class Stimulus:
         """Seeded random patterns (:func:`mxsim.microarch.cycle.patterns`, 4096 cycles)."""
         gaps, ready = cycle.patterns(4096, valid_p=valid_p, ready_p=ready_p, seed=seed)
         return cls(gaps, ready, seed)
+
+    @classmethod
+    def mixed(cls, seed: int, *, start: int = 0) -> Stimulus:
+        """Seeded piecewise patterns (:func:`mixed_patterns`): every run meets full throughput,
+        gaps, back-pressure and both, whatever its index."""
+        gaps, ready = mixed_patterns(seed, start=start)
+        return cls(gaps, ready, seed)
+
+
+def mixed_patterns(seed: int, *, start: int = 0, segments: int = 32, segment: int = SEGMENT
+                   ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Valid-gap and ready patterns of ``segments`` segments of ``segment`` cycles each (4096
+    in all, repeated by every harness as one pattern), segment ``j`` drawn with the
+    probabilities ``PRESSURE[(start + j) % len(PRESSURE)]``: within one run the handshake
+    goes from full throughput to gaps, back-pressure and both, and ``start`` (a chunk's
+    index) picks the kind it begins with. Seeded: the same arguments give the same bits."""
+    rng = np.random.default_rng([seed, 7, start])
+    gaps, ready = [], []
+    for j in range(segments):
+        valid_p, ready_p = PRESSURE[(start + j) % len(PRESSURE)]
+        gaps.append(rng.random(segment) < valid_p)
+        ready.append(rng.random(segment) < ready_p)
+    return np.concatenate(gaps), np.concatenate(ready)
 
 
 @dataclass
@@ -238,6 +269,8 @@ def _cycle_mismatches(trace: cycle.Trace, model: cycle.Trace) -> list[Mismatch]:
                                           f"model"))
         out += [Mismatch(cyc, note=f"{name} {int(i)}: RTL cycle {int(rtl[i])}, model "
                                    f"{int(mod[i])}") for i in diff[:HANDSHAKE_LIMIT]]
+        if len(diff) > HANDSHAKE_LIMIT:
+            out.append(not_listed(cyc, len(diff), HANDSHAKE_LIMIT, f"{name}: "))
     # Every cycle, as the cocotb scoreboard checks it: i.ready, o.valid, and o.payload held
     # while o.ready is low (the values that leave are checked apart).
     n = min(trace.cycles, model.cycles)

@@ -45,7 +45,8 @@ def run(unit: str = "blackwell-mxf8f6f4", a: str = "e4m3", b: str = "e4m3", *,
     for fault in faults or default:
         t0 = time.perf_counter()
         rep = verify(spec, ua, sim=sim, dots=dots, seed=seed, chunk=2000, out_dir=out_dir,
-                     fault=fault, keep_failing=False, progress=False, bulk=bulk)
+                     fault=fault, keep_failing=False, progress=False, bulk=bulk,
+                     stop_at_first=True)                    # dots_to_kill: where it first fails
         first = rep.mismatches[0].to_dict() if rep.mismatches else None
         where = FAULTS.get(fault) or GROUP_FAULTS[fault]
         rows.append({"fault": fault, "where": where, "killed": not rep.passed,

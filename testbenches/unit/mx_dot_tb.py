@@ -10,7 +10,8 @@ The shape is cocotb's matrix-multiplier example: a :class:`Driver` (through
 a beat is offered from the first cycle whose gap bit is 1 and held until taken), a :class:`Monitor`
 (samples the handshakes in ``ReadOnly``) and an in-order :class:`Scoreboard` (every cycle's
 ``i.ready``/``o.valid``/``o.payload`` against the model, so an output must carry the engine's
-value on the very cycle the model predicts). One clocked loop calls them, which keeps Python per
+value on the very cycle the model predicts; it stops the run at its tenth cycle mismatch, never
+for a value). One clocked loop calls them, which keeps Python per
 cycle to a few handle reads and writes. A summary goes to ``MXSIM_TB_OUT`` (JSON; the first
 difference names its cycle, beat and both values), and the RTL's trace (every cycle before the
 scoreboard stopped the run) to ``MXSIM_TB_TRACE`` as a :meth:`mxsim.microarch.cycle.Trace.to_bytes`
@@ -30,7 +31,7 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from mxsim.microarch import cycle
 
-from ..sim.backend import Mismatch, MismatchKind
+from ..sim.backend import Mismatch, MismatchKind, not_listed
 
 
 class Driver:
@@ -74,23 +75,36 @@ class Monitor:
 
 
 class Scoreboard:
-    """In order, cycle by cycle: what the RTL did against what the cycle model says."""
+    """In order, cycle by cycle: what the RTL did against what the cycle model says. The run
+    stops at the ``limit``-th cycle mismatch (the traces then part ways); value mismatches
+    never stop it: the first ``limit`` are listed and the rest counted (:meth:`listed`), so
+    verify's census sees every result."""
 
     def __init__(self, in_ready, out_valid, out_payload, limit: int = 10):
         self.want = list(zip(in_ready, out_valid, out_payload, strict=True))
         self.mismatches: list[Mismatch] = []
         self.limit = limit
+        self.counts = {MismatchKind.VALUE: 0, MismatchKind.CYCLE: 0}
 
     def check(self, c: int, beat: int, got: tuple[int, int, int]) -> bool:
-        """Compare cycle ``c`` (``beat`` beats taken before it); False at the limit. A
-        difference of only the payload is a value mismatch, of a handshake bit a cycle one."""
+        """Compare cycle ``c`` (``beat`` beats taken before it); False at the limit of cycle
+        mismatches. A difference of only the payload is a value mismatch, of a handshake bit
+        a cycle one."""
         want = self.want[c]
         if got != want:
             kind = MismatchKind.VALUE if got[:2] == want[:2] else MismatchKind.CYCLE
-            self.mismatches.append(Mismatch(kind, cycle=c, beat=beat,
-                                            rtl=[got[0], got[1], f"{got[2]:#010x}"],
-                                            model=[want[0], want[1], f"{want[2]:#010x}"]))
-        return len(self.mismatches) < self.limit
+            self.counts[kind] += 1
+            if self.counts[kind] <= self.limit:
+                self.mismatches.append(Mismatch(kind, cycle=c, beat=beat,
+                                                rtl=[got[0], got[1], f"{got[2]:#010x}"],
+                                                model=[want[0], want[1], f"{want[2]:#010x}"]))
+        return self.counts[MismatchKind.CYCLE] < self.limit
+
+    def listed(self) -> list[Mismatch]:
+        """The mismatches listed, with one entry for the value mismatches not listed."""
+        n = self.counts[MismatchKind.VALUE]
+        return self.mismatches + ([not_listed(MismatchKind.VALUE, n, self.limit)]
+                                  if n > self.limit else [])
 
 
 @cocotb.test()
@@ -127,7 +141,7 @@ async def mx_dot_matches_model(dut):
             break
         driver.record(got)
     summary = {"cycles": c + 1, "beats": driver.n, "results": len(driver.recorder.results),
-               "mismatches": [m.to_dict() for m in board.mismatches],
+               "mismatches": [m.to_dict() for m in board.listed()],
                "loop_seconds": time.perf_counter() - t0}
     if os.environ.get("MXSIM_TB_TRACE"):
         with open(os.environ["MXSIM_TB_TRACE"], "wb") as f:

@@ -96,7 +96,8 @@ def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
 
 def test(b: Build, vs: VectorSet, stimulus: Stimulus, *, name: str = "run") -> Run:
     """Run the cocotb test on a build: every cycle of ``vs`` against the cycle model, by the
-    testbench's scoreboard (which stops at its tenth mismatch); the RTL's trace."""
+    testbench's scoreboard (which stops at its tenth cycle mismatch, never for a value); the
+    RTL's trace."""
     import time
 
     from hdl.payload import payload_ints, payload_words

@@ -2,11 +2,16 @@
 output bit against the engine and every cycle against the cycle model, measure coverage.
 
 The stimulus runs in chunks (one build, one backend run per chunk): chunk ``i`` has
-``1 + i % 3`` blocks per dot product and cycles through valid/ready probabilities, so chains,
-single blocks, bursts and back-pressure all occur. On a mismatch the failing dot products are
-written as a minimal vector set, rerun alone with waveforms (where the backend writes them), and
-a one-line replay command is printed. Any :class:`testbenches.sim.backend.Backend` runs the chunks
-the same way: the cocotb testbench by default, the C++ harness with ``bulk=True``
+``1 + i % 3`` blocks per dot product, and its handshake patterns go from segment to segment
+through full throughput, gaps, back-pressure and both
+(:func:`testbenches.sim.backend.mixed_patterns`, starting with the kind ``i`` picks), so
+chains, single blocks, bursts and back-pressure all occur in every chunk. Every chunk of the
+budget runs (``stop_at_first`` stops after the first chunk with a mismatch, as verify once
+did): the report's census (:mod:`testbenches.sim.census`) counts every mismatch by class,
+mismatches that a waiver (:mod:`testbenches.sim.waive`) names are counted apart, and each
+class gets a failing set, shrunk where reruns are cheap, a waveform and a one-line replay
+command (:mod:`testbenches.unit.failing`). Any :class:`testbenches.sim.backend.Backend` runs
+the chunks the same way: the cocotb testbench by default, the C++ harness with ``bulk=True``
 (:mod:`testbenches.unit.bulk`) for millions of vectors, or Amaranth's simulator.
 """
 
@@ -15,11 +20,13 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from mxsim import vectors
 from mxsim.engine import conformance as envelopes
+from mxsim.engine import fast
+from mxsim.engine.explain import explain
 from mxsim.microarch import MicroArch
 from mxsim.progress import Progress, Step, wanted
 from mxsim.spec import UnitSpec
@@ -36,12 +43,18 @@ from ..sim.backend import (
     count,
     design_tag,
 )
+from ..sim.census import Census, observe
+from ..sim.listed import split_listed
+from ..sim.localised import LOCALISED, explained, format_localised, intermediates
+from ..sim.waive import Waiver
 from . import coverage
+from .failing import VERDICT_KINDS, keep_sets, replay_stimulus
 
 __all__ = ["Report", "verify", "backend_for", "minimal_set", "failing_dots", "chunk_plan"]
 
-#: (valid probability, ready probability) per chunk, in turn.
-PRESSURE = ((1.0, 1.0), (0.8, 0.7), (0.4, 0.3), (0.9, 0.5), (0.5, 0.9))
+#: Chunks whose mismatches the report lists (as each run lists them, capped); one entry per
+#: kind stands for those of later chunks (every one counted in the census).
+LIST_CHUNKS = 5
 
 
 @dataclass
@@ -64,14 +77,28 @@ class Report:
     #: With a conformance check (``verify(conformance=...)``): every result judged against
     #: the envelope, added up.
     conformance: envelopes.Summary | None = None
+    #: Every mismatch by class, and what each waiver waived (:mod:`testbenches.sim.census`).
+    census: Census | None = None
+    #: The waived mismatches, listed as ``mismatches`` lists the others.
+    waived: list[Mismatch] = field(default_factory=list)
+    #: Whether the run stopped after its first chunk with a mismatch (``stop_at_first``).
+    stopped: bool = False
+    #: The first failing dots (:data:`~testbenches.sim.localised.LOCALISED`), each with where
+    #: it goes wrong: the first wrong probed node, or what its result is consistent with.
+    localised: list[dict] = field(default_factory=list)
+    #: The first localised dot's intermediates through the model
+    #: (:meth:`mxsim.engine.explain.Explanation.to_dict`), and its text.
+    intermediates: dict | None = None
+    intermediates_text: str = ""
 
     @property
     def passed(self) -> bool:
-        """No mismatches (the exit code is 0); coverage holes are reported by ``result``. With
-        a conformance check, the envelope judges the values instead: no cycle mismatch and
-        every result inside the envelope (value mismatches against the spec are reported)."""
+        """No unwaived mismatch (the exit code is 0); coverage holes are reported by
+        ``result``. With a conformance check, the envelope judges the values instead: no
+        cycle mismatch and every result inside the envelope (value mismatches against the
+        spec are reported)."""
         if self.conformance is None:
-            return not self.mismatches
+            return not (self.value_mismatches or self.cycle_mismatches)
         return not self.cycle_mismatches and self.conformance.all_inside
 
     def add(self, run: Run) -> None:
@@ -84,15 +111,37 @@ class Report:
 
     @property
     def value_mismatches(self) -> int:
-        """Mismatches of an output value (or a result that never left), every one counted
-        (the list ``mismatches`` is capped: :func:`testbenches.sim.backend.count`)."""
+        """Unwaived mismatches of an output value, its flags, or a result that never left,
+        every one counted: the census's (each dot once), else the list's
+        (:func:`testbenches.sim.backend.count`; the list is capped)."""
+        if self.census is not None:
+            return self.census.total("value", "flags", "missing")
         return count(self.mismatches, MismatchKind.VALUE)
 
     @property
     def cycle_mismatches(self) -> int:
-        """Mismatches of a handshake or a cycle of the trace against the cycle model, every
-        one counted."""
+        """Unwaived mismatches of a handshake or a cycle of the trace against the cycle model
+        (or the timing a port map declares), every one counted."""
+        if self.census is not None:
+            return self.census.total("cycle")
         return count(self.mismatches, MismatchKind.CYCLE)
+
+    @property
+    def waived_mismatches(self) -> int:
+        """Mismatches a waiver waived (counted apart, never in the verdict)."""
+        return 0 if self.census is None else self.census.waived
+
+    @property
+    def chunks(self) -> int:
+        """Chunks run."""
+        return 0 if self.census is None else self.census.chunks
+
+    def _waivers(self) -> str:
+        """What the result line says of waived mismatches (nothing without any)."""
+        if not self.waived_mismatches:
+            return ""
+        caught = [f"{e.count:,} {w.name}" for w, e in self.census.waivers if e.count]
+        return f" ({self.waived_mismatches:,} waived: {'; '.join(caught)})"
 
     def _first(self) -> str:
         """The first mismatch, and how many of them all the JSON report lists."""
@@ -133,27 +182,40 @@ class Report:
         loop = self.dots / self.loop_seconds if self.loop_seconds else 0
         cps = self.cycles / self.loop_seconds if self.loop_seconds else 0
         holes = len(self.coverage.holes())
+        chunks = "" if self.census is None else f" in {self.chunks:,} chunk" + (
+            "s" if self.chunks != 1 else "") + (" (stopped at the first with a mismatch)"
+                                                if self.stopped else "")
         lines = [f"mxsim verify: {self.unit} on {self.sim} ({self.mode})",
                  f"  vectors     {self.dots:,} dot products, {self.beats:,} blocks, "
-                 f"{self.cycles:,} cycles",
+                 f"{self.cycles:,} cycles{chunks}",
                  f"  mismatches  {self.value_mismatches} value, {self.cycle_mismatches} cycle"
                  + ("" if not self.mismatches else self._first()),
                  f"  speed       {loop:,.0f} dot products/s ({cps:,.0f} cycles/s) in the "
                  f"simulation loop ({self.loop_seconds:.1f} s); {rate:,.0f}/s with simulator "
                  f"start-up ({self.sim_seconds:.1f} s); {self.seconds:.1f} s in all",
                  "  coverage", self.coverage.summary()]
-        if self.failing:
+        if self.failing:                   # the first failing class's (the census has all)
             waves = self.waveform or "none (this backend writes none; the replay line " \
                                      "reruns the set through cocotb with --waves)"
             lines += [f"  failing     {self.failing}", f"  waveform    {waves}",
                       f"  replay      {self.replay}"]
+        if self.census is not None:
+            lines += self.census.lines()
+        if self.localised:
+            text = format_localised(self.localised).splitlines()
+            lines += [("  localised   " if n == 0 else "              ") + t
+                      for n, t in enumerate(text)]
+            lines += ["  model       " + t if n == 0 else "              " + t
+                      for n, t in enumerate(self.intermediates_text.splitlines())]
+            lines.append("              (every node: mxsim explain FAILING.npz --unit SPEC "
+                         "--observed CODE; the JSON report's 'intermediates')")
         if self.conformance is not None:
             lines.append(f"  conformance {self.conformance.line()}")
         result = self.result
         if result == "PASS with holes":
             result += f" ({holes} coverage hole{'s' if holes != 1 else ''}: 0 mismatches, "\
                       f"but not every coverpoint was reached)"
-        lines.append("  result      " + result + self._why())
+        lines.append("  result      " + result + self._why() + self._waivers())
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
@@ -167,6 +229,11 @@ class Report:
                 "loop_seconds": self.loop_seconds,
                 "seconds": self.seconds, "failing": self.failing, "replay": self.replay,
                 "waveform": self.waveform, "passed": self.passed,
+                "waived": self.waived_mismatches,
+                "waived_mismatches": [m.to_dict() for m in self.waived],
+                "chunks": self.chunks, "stopped_at_first": self.stopped,
+                "localised": self.localised, "intermediates": self.intermediates,
+                **({} if self.census is None else {"census": self.census.to_dict()}),
                 **({} if self.conformance is None
                    else {"conformance": self.conformance.to_dict()})}
 
@@ -202,8 +269,7 @@ def _chunks(spec: UnitSpec, dots: int, chunk: int, seed: int, replay: VectorSet 
     module docstring); a backend whose design chains no instructions gets one block per dot
     product, and one that takes no C a C of +0."""
     if replay is not None:
-        valid_p, ready_p = PRESSURE[1]
-        yield 0, replay, Stimulus.random(seed * 100003, valid_p=valid_p, ready_p=ready_p)
+        yield 0, replay, replay_stimulus(seed)
         return
     most = backend.max_blocks or 3
     for i, asked in enumerate(chunk_plan(spec, dots, chunk)):
@@ -215,8 +281,7 @@ def _chunks(spec: UnitSpec, dots: int, chunk: int, seed: int, replay: VectorSet 
         adapt = getattr(backend, "adapt", None)      # a foreign design's C format and domain
         if adapt is not None:
             vs = adapt(spec, vs, s)
-        valid_p, ready_p = PRESSURE[i % len(PRESSURE)]
-        yield i, vs, Stimulus.random(s, valid_p=valid_p, ready_p=ready_p)
+        yield i, vs, Stimulus.mixed(s, start=i)
 
 
 def chunk_plan(spec: UnitSpec, dots: int, chunk: int) -> list[int]:
@@ -237,24 +302,30 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
            progress: bool | None = None, replay: VectorSet | None = None,
            waves: bool = False, fault: str | None = None, keep_failing: bool = True,
            backend: Backend | None = None, replay_command: str | None = None,
-           chunks: range | None = None, conformance: str | None = None) -> Report:
+           chunks: range | None = None, conformance: str | None = None,
+           waivers: Sequence[Waiver] = (), stop_at_first: bool = False,
+           detailed: int = 8) -> Report:
     """Verify the RTL of ``spec`` built as ``microarch``, a design the RTL builds (as
     :func:`mxsim.design.resolve_design` resolves and checks it; see the module docstring).
 
     The backend is ``backend``, or the one ``sim``, ``bulk`` and ``waves`` name
     (:func:`backend_for`). ``fault`` builds a mutant instead (testbenches.unit.mutants);
-    ``keep_failing=False`` skips writing the failing set and its waveform. A foreign design
+    ``keep_failing=False`` skips writing the failing sets and their waveforms. A foreign design
     (a backend with a ``design`` name) is named by it in file names, and its replay line is
     ``replay_command`` (the command that names the design) with ``--replay FILE --waves``.
     ``chunks``: run only the chunks of these indices (of the run of ``dots``, each with its own
-    stimulus, as a campaign task does). ``conformance`` (an envelope of
+    stimulus, as a campaign task does). Every chunk runs unless ``stop_at_first``, which stops
+    after the first chunk with an unwaived mismatch. ``waivers`` (:mod:`testbenches.sim.waive`)
+    name known deviations: what they match is counted apart and never fails the run.
+    ``detailed``: how many classes of mismatch get shrunk sets and waveforms (the first, in
+    the order they showed). ``conformance`` (an envelope of
     :data:`mxsim.engine.conformance.ENVELOPES`): every result is also judged against it, and
-    the envelope decides the values' verdict (:attr:`Report.passed`): a chunk whose value
-    mismatches all lie inside it does not stop the run."""
+    the envelope decides the values' verdict (:attr:`Report.passed`)."""
     backend = backend or backend_for(sim, bulk=bulk, waves=waves)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rep = Report(unit_name or spec.name, sim, backend.mode)
+    rep.census = Census.of(list(waivers), detailed)
     if conformance is not None:
         rep.conformance = envelopes.Summary(conformance, spec.d_format)
     tag = (f"{backend.design}-{spec.digest()}" if backend.design
@@ -266,8 +337,13 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
         backend.build(spec, microarch, out, fault=fault)
     bar = Progress(dots if replay is None else replay.num_dots, show, label="verify")
     bar.update(0)
+    lists = _Lists()
+    writes_waves = False
     for i, vs, stimulus in _chunks(spec, dots, chunk, seed, replay, backend, chunks):
         run = backend.run(vs, stimulus, name=f"chunk{i}")
+        if run.want is None:
+            run.want = fast.dot(spec, vs).reshape(-1)
+        writes_waves |= run.waveform is not None
         rep.add(run)
         cov = coverage.measure(spec, vs, run.trace, microarch.lanes,
                                backpressure=backend.backpressure, want=run.want)
@@ -275,24 +351,80 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
         if unreachable is not None:
             coverage.drop_bins(cov, unreachable())
         rep.coverage.merge(cov)
-        outside: list[int] = []
+        records = observe(spec, vs, run, run.want)
+        waived_by = records.waived_by([w for w, _ in rep.census.waivers])
+        rep.census.add(i, vs, records, waived_by)
         if rep.conformance is not None:
             verdicts = envelopes.check(spec, vs, _values(run, spec), rep.conformance.envelope)
             rep.conformance.add(verdicts, chunk=i)
-            outside = verdicts.outside[:envelopes.LISTED].tolist()
-        rep.mismatches += [replace(m, chunk=i) for m in run.mismatches]
-        if not rep.passed:
-            if keep_failing:
-                failing = sorted(set(failing_dots(run.mismatches, vs.k // spec.k)) | set(outside))
-                fail_set = minimal_set(vs, failing or list(range(min(4, vs.num_dots))))
-                _keep(rep, fail_set, stimulus, out / f"failing-{tag}-chunk{i}.npz", backend,
-                      spec, microarch, fault, bar, show, replay_command, run)
+            rep.census.add_outside(i, vs, spec, verdicts.outside, rep.conformance.envelope)
+        unwaived, waived = split_listed(run, records, waived_by, i)
+        lists.add(unwaived, waived)
+        if not rep.localised:
+            rep.localised = _localise(backend, spec, vs, run, unwaived)
+            if rep.localised:
+                ex = explain(spec, vs, rep.localised[0]["dot"])
+                rep.intermediates, rep.intermediates_text = ex.to_dict(), intermediates(ex)
+        if stop_at_first and not rep.passed:
+            rep.stopped = True
             break
         bar.update(rep.dots)
     bar.close()
+    rep.mismatches, rep.waived = lists.close()
+    if keep_failing:
+        _sets(rep, out, tag, backend, spec, microarch, fault, replay_command, writes_waves,
+              show, bar)
     rep.seconds = time.perf_counter() - t0
     (out / f"report-{tag}.json").write_text(json.dumps(rep.to_dict(), indent=1, default=str))
     return rep
+
+
+def _localise(backend: Backend, spec: UnitSpec, vs: VectorSet, run: Run,
+              unwaived: list[Mismatch]) -> list[dict]:
+    """Where the chunk's first failing dots go wrong: the backend's own localisation (a port
+    map's probes) or, for the RTL mxsim generates, what each result is consistent with."""
+    bad = sorted({m.dot for m in unwaived if m.kind is MismatchKind.VALUE
+                  and m.dot is not None})[:LOCALISED]
+    if not bad or spec.exact or spec.epilogue is not None:
+        return []
+    own = getattr(backend, "localise", None)
+    if own is not None:
+        return own(spec, vs, run, bad)
+    if run.outputs is None:
+        return []
+    return explained(spec, vs, run.outputs, bad)
+
+
+class _Lists:
+    """The report's listed mismatches and waived mismatches: those of the first
+    :data:`LIST_CHUNKS` chunks that have any, as their runs list them (each list closed by an
+    entry for the rest: :func:`testbenches.sim.census.split_listed`), then one entry per kind
+    for every later one."""
+
+    def __init__(self) -> None:
+        self.listed: tuple[list[Mismatch], list[Mismatch]] = ([], [])
+        self.later = {(w, k): 0 for w in (0, 1) for k in MismatchKind}
+        self.chunks = 0
+
+    def add(self, unwaived: list[Mismatch], waived: list[Mismatch]) -> None:
+        if not (unwaived or waived):
+            return
+        self.chunks += 1
+        for w, got in enumerate((unwaived, waived)):
+            if self.chunks <= LIST_CHUNKS:
+                self.listed[w].extend(got)
+            else:
+                for kind in MismatchKind:
+                    self.later[w, kind] += count(got, kind)
+
+    def close(self) -> tuple[list[Mismatch], list[Mismatch]]:
+        for (w, kind), n in self.later.items():
+            if n:
+                self.listed[w].append(Mismatch(kind, note=f"... {n} more in chunks after the "
+                                                          f"first {LIST_CHUNKS} with "
+                                                          f"mismatches, not listed",
+                                               unlisted=n))
+        return self.listed
 
 
 def _values(run: Run, spec: UnitSpec) -> envelopes.Values:
@@ -306,26 +438,26 @@ def _values(run: Run, spec: UnitSpec) -> envelopes.Values:
     return envelopes.Values.of_codes(res.encoding, res.codes)
 
 
-def _keep(rep: Report, fail_set: VectorSet, stimulus: Stimulus, path: Path, backend: Backend,
-          spec: UnitSpec, microarch: MicroArch, fault: str | None, bar: Progress,
-          show: bool, replay_command: str | None, failed: Run) -> None:
-    """Write the failing set, the command that replays it, and its waveform: the one the
-    failed run ``failed`` wrote (a backend that writes waveforms, as ``--replay --waves``
-    asks), else one from a rerun of the set where the backend can write one."""
-    vectors.save(fail_set, path)
-    rep.failing = str(path)
+def _sets(rep: Report, out: Path, tag: str, backend: Backend, spec: UnitSpec,
+          microarch: MicroArch, fault: str | None, replay_command: str | None,
+          writes_waves: bool, show: bool, bar: Progress) -> None:
+    """Write the census's failing sets (:func:`testbenches.unit.failing.keep_sets`); the
+    report's ``failing``, ``replay`` and ``waveform`` are the first failing class's."""
+    census = rep.census
     # A line to paste into a shell: paths with spaces or quotes are quoted.
     conform = "" if rep.conformance is None else f" --conformance {rep.conformance.envelope}"
-    rep.replay = (replay_command or
-                  f"mxsim verify --unit {shlex.quote(rep.unit)} --a-format {spec.a_format} "
-                  f"--b-format {spec.b_format} --lanes {microarch.lanes} --stages "
-                  f"{microarch.stages} --sim {rep.sim}{conform}") + \
-        f" --replay {shlex.quote(str(path))} --waves"
-    waves = backend.with_waves()
-    if waves is None:
-        rep.waveform = failed.waveform
-    else:
-        bar.close()
-        with Step(build_message(waves, microarch), show, expect=waves.build_seconds):
-            waves.build(spec, microarch, path.parent, fault=fault)
-        rep.waveform = waves.run(fail_set, stimulus, name="failing").waveform
+    given = "".join(f" --waive {shlex.quote(w.option)}" for w, _ in census.waivers
+                    if w.option is not None)
+    head = (replay_command or
+            f"mxsim verify --unit {shlex.quote(rep.unit)} --a-format {spec.a_format} "
+            f"--b-format {spec.b_format} --lanes {microarch.lanes} --stages "
+            f"{microarch.stages} --sim {rep.sim}{conform}") + given
+    keep_sets(census, out=out, tag=tag, backend=backend, spec=spec, microarch=microarch,
+              fault=fault, conformance=rep.conformance is not None,
+              replay_line=lambda path: f"{head} --replay {shlex.quote(str(path))} --waves",
+              writes_waves=writes_waves, show=show, bar=bar)
+    failing = [e for k, e in census.ordered()
+               if k.kind in VERDICT_KINDS[rep.conformance is not None] and e.set]
+    if failing:
+        rep.failing, rep.replay, rep.waveform = failing[0].set, failing[0].replay, \
+            failing[0].waveform

@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from corpus import ROOT, Case, check, params
@@ -327,20 +326,38 @@ def test_verilate_failure_is_one_line_and_leaves_the_folder(tmp_path):
 def test_replay_line_quotes_paths(tmp_path):
     """The replay line of a failing run pastes into a shell as it is printed."""
     from mxsim import units, vectors
-    from mxsim.microarch import MicroArch
-    from testbenches.unit.verify import Report, _keep
+    from mxsim.engine import fast
+    from mxsim.microarch import MicroArch, cycle
+    from testbenches.sim.backend import Run, check
+    from testbenches.unit.verify import verify
 
-    class NoWaves:
+    class OneWrong:
+        """The cycle model as the design, its first result one bit off; no waveforms."""
+        mode, what, build_seconds = "bulk", "nothing", None
+        design, max_blocks, takes_c, backpressure = None, None, True, True
+
+        def build(self, spec, microarch, out_dir, *, fault=None):
+            self.spec, self.ua = spec, microarch
+
+        def run(self, vs, stimulus, *, name="run"):
+            want = fast.dot(self.spec, vs).reshape(-1)
+            got = want.copy()
+            got[0] ^= 1
+            trace = cycle.run(cycle.UnitModel(self.spec, self.ua),
+                              cycle.beats_of(self.spec, vs, got), stimulus.gaps, stimulus.ready)
+            return Run(vs.num_dots, vs.num_dots, trace.cycles, trace,
+                       check(self.spec, self.ua, vs, trace, stimulus, timing=False, want=want),
+                       want=want)
+
         def with_waves(self):
             return None
 
     spec = units.get("hopper-wgmma").spec_for_formats("e4m3", "e4m3")
-    rep = Report("my ünits/tiny.toml", "verilator", "bulk")
-    path = tmp_path / "sp ace" / "it's ü.npz"
-    path.parent.mkdir()
-    _keep(rep, vectors.generate("normal", k=32, seed=0), None, path, NoWaves(), spec,
-          MicroArch(lanes=4, stages=1), None, None, False, None,
-          SimpleNamespace(waveform="(none written)"))
+    out = tmp_path / "sp ace" / "it's ü"
+    rep = verify(spec, MicroArch(lanes=4, stages=1), unit_name="my ünits/tiny.toml",
+                 replay=vectors.generate("normal", k=32, seed=0).replace(d=None), out_dir=out,
+                 backend=OneWrong(), progress=False)
     words = shlex.split(rep.replay)
     assert words[words.index("--unit") + 1] == "my ünits/tiny.toml"
-    assert words[words.index("--replay") + 1] == str(path) and path.is_file()
+    path = Path(words[words.index("--replay") + 1])
+    assert str(path) == rep.failing and path.parent == out and path.is_file()

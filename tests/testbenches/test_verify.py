@@ -316,11 +316,12 @@ def test_rtl_cli_stats_from_yosys():
 
 def _model_run(spec, ua, vs, stimulus, *, flip_dot=None):
     """A stand-in backend's run: the cycle model's own trace (result ``flip_dot`` with its
-    last bit flipped), checked as a backend without a scoreboard checks it."""
+    last bit flipped, where the run has that many), checked as a backend without a scoreboard
+    checks it."""
     from testbenches.sim.backend import Run, check
     trace = cycle.run(cycle.UnitModel(spec, ua), cycle.beats_of(spec, vs), stimulus.gaps,
                       stimulus.ready)
-    if flip_dot is not None:
+    if flip_dot is not None and flip_dot < len(trace.results):
         at = np.nonzero(trace.out_valid & trace.out_ready)[0][flip_dot]
         held = np.nonzero(trace.out_valid[:at + 1])[0]
         start = held[np.nonzero(np.diff(np.r_[-2, held]) > 1)[0][-1]]    # the value's first cycle
@@ -353,8 +354,9 @@ class _ModelBackend:
 
 def test_verify_drives_any_backend_and_reports_its_mismatches(tmp_path):
     """verify() runs every chunk through the Backend protocol: a design that equals the model
-    passes; one wrong bit in one result is one value mismatch, and the failing set is that dot
-    product."""
+    passes; one wrong bit in one result of each chunk is one value mismatch per chunk (every
+    chunk runs), and the failing set is that dot product (alone it no longer fails on this
+    stand-in, which flips the fourth result of a run: the set is the dot as found)."""
     ua = MicroArch(lanes=8, stages=2)
     good = _ModelBackend()
     rep = verify(SMALL, ua, dots=300, chunk=150, seed=2, out_dir=tmp_path, backend=good,
@@ -365,14 +367,16 @@ def test_verify_drives_any_backend_and_reports_its_mismatches(tmp_path):
     bad = _ModelBackend(flip_dot=3)
     rep = verify(SMALL, ua, dots=300, chunk=150, seed=2, out_dir=tmp_path, backend=bad,
                  progress=False)
-    assert (rep.value_mismatches, rep.cycle_mismatches, rep.result) == (1, 0, "FAIL")
+    assert (rep.value_mismatches, rep.cycle_mismatches, rep.result) == (2, 0, "FAIL")
+    assert rep.chunks == 2 and rep.census.failing_chunks == 2
     m = rep.mismatches[0]
     assert (m.kind, m.dot, m.chunk) == (MismatchKind.VALUE, 3, 0)
+    assert [(x.dot, x.chunk) for x in rep.mismatches] == [(3, 0), (3, 1)]
     assert int(m.rtl, 16) == int(m.model, 16) ^ 1 and rep.waveform is None
     failing = vectors.load(rep.failing)
     assert failing.num_dots == 1 and failing.extra["dots"] == [3]
     assert json.loads((tmp_path / f"report-{SMALL.digest()}-l8-s2.json").read_text())[
-        "mismatches"] == [m.to_dict()]
+        "mismatches"] == [x.to_dict() for x in rep.mismatches]
 
 
 def test_verify_check_finds_every_kind_of_difference():
@@ -432,12 +436,17 @@ class _WavesBackend:
 
 
 def test_verify_reports_the_waveform_a_waves_backend_wrote(tmp_path):
-    """--replay --waves through cocotb: the run that failed wrote the waveform, and the
-    report names it (it said 'waveform none' while the file was there)."""
+    """--replay --waves through cocotb: a backend whose runs write waveforms reruns each
+    class's set through itself, and the report names that waveform, copied to a name of its
+    own (a simulator writes every run's to one file; it said 'waveform none' while the file
+    was there)."""
     vs = vectors.generate("normal", a_format="e5m2", b_format="e4m3", m=2, n=2, k=32,
                           scale_format="e8m0", block=32, seed=1)
     rep = verify(MXFP8, MicroArch(lanes=32, stages=1), replay=vs, out_dir=tmp_path,
                  backend=_WavesBackend(), progress=False)
-    assert rep.failing is not None and rep.waveform == str(tmp_path / "chunk0.vcd")
-    assert f"  waveform    {tmp_path / 'chunk0.vcd'}" in rep.format()
-    assert rep.to_dict()["waveform"] == str(tmp_path / "chunk0.vcd")      # --json says so too
+    key, entry = rep.census.ordered()[0]
+    wave = tmp_path / f"waves-stand-in-{MXFP8.digest()}-1-{key.slug}.vcd"
+    assert rep.failing == entry.set and rep.waveform == entry.waveform == str(wave)
+    assert wave.read_text() == "$end\n" and entry.reproduced      # the rerun of the set
+    assert f"        waveform {wave}" in rep.format()
+    assert rep.to_dict()["waveform"] == str(wave)                   # --json says so too

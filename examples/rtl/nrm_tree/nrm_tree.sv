@@ -54,6 +54,11 @@
 // intended [-32, 31] clamp would agree with the wrap on every in-domain input). Inside the
 // domain only a block whose exponents sum to exactly 31 is affected (scaled by 2**30 instead
 // of 2**31).
+//
+// `define NRM_TREE_NODE_BUG for another: the level-1 adder of blocks 2 and 3 (U1, the model's
+// node L1.n1) clears the last of its 12 significant bits after rounding, so an odd U1 loses
+// one ulp towards zero. The block terms and U0 stay right; examples/rtl/nrm_tree/
+// nrm_tree_node_bug.toml probes them and U1 (docs/foreign-rtl.md, "Probes").
 
 module nrm_tree (
     input  logic               clk,
@@ -230,6 +235,10 @@ module nrm_tree (
         end
         s1_u0_next = add_round(s1_t[0], s1_t[1], IW'(P1));
         s1_u1_next = add_round(s1_t[2], s1_t[3], IW'(P1));
+`ifdef NRM_TREE_NODE_BUG
+        // the second bug: level-1 node 1 keeps 11 of its 12 significant bits (drops its LSB)
+        s1_u1_next.mag[0] = 1'b0;
+`endif
     end
 
     always_ff @(posedge clk) begin

@@ -49,10 +49,11 @@ from .parts import (
     spec_text,
 )
 from .ports import Port
+from .probes import Probe
 
 __all__ = ["MapError", "PortMap", "Beats", "Results", "load", "port_words", "Design", "Clock",
            "Reset", "Handshake", "FormatSelect", "Field", "Lanes", "Scales", "Accumulator",
-           "Result", "Tie", "Control", "Status", "Domain"]
+           "Result", "Tie", "Control", "Status", "Domain", "Probe"]
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,13 @@ class PortMap:
     domain: Domain | None = None
     #: ``instruction.int8 = "integer"``: the design reads INT8 codes as whole integers
     int8_integer: bool = False
+    #: ``[probes]``: internal signals and the model nodes they hold
+    probes: tuple[Probe, ...] = ()
+    #: ``[[waive]]``: the design's known deviations (:mod:`testbenches.sim.waive`)
+    waivers: tuple[Any, ...] = ()
     ports: dict[str, Port] = field(default_factory=dict, compare=False, repr=False)
+    #: each probed signal (:class:`~.ports.Signal`) by path, after :func:`~.probes.check_signals`
+    signals: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def _fail(self, line: int, msg: str) -> MapError:
         return MapError(f"{self.path}:{line}: {msg}")
@@ -423,6 +430,7 @@ class PortMap:
             out = replace(out, result=replace(out.result, offset=out.result.offset + 12))
         if out is not self:
             out.ports.update(self.ports)
+            out.signals.update(self.signals)
         return out
 
     def _check_spec_scales(self, spec: UnitSpec, unit: str) -> None:

@@ -266,6 +266,9 @@ class Domain:
         """``count`` C codes of the allowed classes (random codes, rejected until inside)."""
         got = np.zeros(0, np.uint64)
         want = [C_CLASSES.index(x) for x in self.c]
+        if want == [C_CLASSES.index("zero")]:
+            # +0 and -0 alone: one random code in 2**(bits - 1) is a zero, so draw the sign
+            return rng.integers(0, 2, count, dtype=np.uint64) << np.uint64(fmt.bits - 1)
         while len(got) < count:
             draw = rng.integers(0, 1 << fmt.bits, 4 * count + 16, dtype=np.uint64)
             # small exponents are rare among random codes: also draw zeros and subnormals

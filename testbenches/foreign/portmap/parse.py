@@ -45,17 +45,20 @@ from .parts import (
     Status,
     Tie,
 )
+from .probes import parse_probes
 from .reader import IDENT as _IDENT
 from .reader import Key
 from .reader import Reader as _Reader
 from .reader import dotted as _dotted
 from .reader import show as _show
+from .waivers import parse_waivers
 
 __all__ = ["parse", "TABLES", "MAX_K", "FORMAT_BITS"]
 
 #: The top-level tables of a map, in the order they are read.
 TABLES = ("design", "clock", "reset", "handshake", "instruction", "format", "operands",
-          "scales", "accumulator", "result", "tie", "control", "status", "domain")
+          "scales", "accumulator", "result", "tie", "control", "status", "domain", "probes",
+          "waive")
 MAX_K = 1 << 16
 #: Bits of the C and result encodings.
 FORMAT_BITS = {"fp32": 32, "fp16": 16, "bf16": 16}
@@ -113,6 +116,8 @@ def parse(path: Path) -> dict[str, Any]:
     out["status"] = _status(r)
     out["domain"] = _domain(r, out["scales"])
     out["int8_integer"] = _int8(r, out)
+    out["probes"] = parse_probes(r)
+    out["waivers"] = parse_waivers(r)
     del out["element_formats"]
     return out
 

@@ -4,11 +4,13 @@
 (``--json-only``: parsing and elaboration, no C++) under the map's include folders, defines
 and parameters, and reads every port of the top module: direction, packed width and unpacked
 array length. Nothing is simulated; a design of a few thousand lines takes well under a
-second.
+second. :class:`Hierarchy` finds the signals below the top module that a map's ``[probes]``
+name (through instances and generate blocks) in the same JSON (:func:`design_tree`).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import tempfile
@@ -21,7 +23,8 @@ from mxsim.spec import UnitSpec
 from ...sim.toolchain import run_tool, verilator_command, verilator_env
 from .parts import MapError, MapLike
 
-__all__ = ["Port", "design_ports", "verilator_flags"]
+__all__ = ["Port", "design_ports", "design_tree", "ports_of", "verilator_flags", "Signal",
+           "Hierarchy"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,12 @@ def design_ports(pm: MapLike, work_dir: Path, spec: UnitSpec | None = None) -> d
     MxsimError
         When Verilator is not installed.
     """
+    return ports_of(pm, design_tree(pm, work_dir, spec))
+
+
+def design_tree(pm: MapLike, work_dir: Path, spec: UnitSpec | None = None) -> dict:
+    """Verilator's JSON of ``pm``'s elaborated design (see :func:`design_ports`, which reads
+    its top module's ports from it; :class:`Hierarchy` reads its signals)."""
     cmd = [*verilator_command(), "--json-only", "-Wno-fatal"]
     cmd += verilator_flags(pm, spec)
     with tempfile.TemporaryDirectory(prefix="mxsim-ports-") as tmp:
@@ -75,7 +84,7 @@ def design_ports(pm: MapLike, work_dir: Path, spec: UnitSpec | None = None) -> d
         cmd[3:3] = ["--Mdir", tmp, "--json-only-output", str(out)]
         proc = run_tool(cmd, env=verilator_env(), cwd=tmp, scratch=tmp)
         if proc.returncode == 0 and out.is_file():
-            return _ports(pm, json.loads(out.read_text()))
+            return json.loads(out.read_text())
     log = Path(work_dir) / "ports.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(proc.stdout + proc.stderr)
@@ -141,15 +150,21 @@ class _Widths:
         raise ValueError(node.get("type"))
 
 
-def _ports(pm: MapLike, tree: dict) -> dict[str, Port]:
-    nodes: dict[str, dict] = {}
-    _index(tree, nodes)
+def _top(pm: MapLike, tree: dict) -> dict:
     modules = [m for m in tree.get("modulesp", []) if m.get("type") == "MODULE"]
     named = [m for m in modules if m.get("verilogName", m.get("origName")) == pm.design.top]
     top = (named or [m for m in modules if m.get("level") == 1] or [None])[0]
     if top is None:
         raise MapError(f"{pm.path}:{pm.design.line}: Verilator found no top module "
                        f"{pm.design.top!r}; check design.top")
+    return top
+
+
+def ports_of(pm: MapLike, tree: dict) -> dict[str, Port]:
+    """The ports of the top module of ``tree`` (:func:`design_tree`), by name."""
+    nodes: dict[str, dict] = {}
+    _index(tree, nodes)
+    top = _top(pm, tree)
     sizes = _Widths(nodes)
     out = {}
     for var in top.get("stmtsp", []):
@@ -177,3 +192,76 @@ def _ports(pm: MapLike, tree: dict) -> dict[str, Port]:
         out[name] = Port(name, var.get("direction", "NONE").lower(), width, elements,
                          tuple(dims), low)
     return out
+
+
+# -- signals below the top module ([probes]) ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A variable below the top module: its ``path`` (as a map names it), the ``module``
+    that declares it (its name in the sources), the variable's name ``var``, the packed
+    ``width`` (of one element, for an element of an unpacked array) and that ``index``."""
+    path: str
+    module: str
+    var: str
+    width: int
+    index: int | None = None
+
+
+class Hierarchy:
+    """The instances, generate blocks and variables of an elaborated design (Verilator's
+    JSON, :func:`design_tree`), for finding the signals a map's ``[probes]`` name."""
+
+    def __init__(self, pm: MapLike, tree: dict):
+        self.nodes: dict[str, dict] = {}
+        _index(tree, self.nodes)
+        self.top = _top(pm, tree)
+        self.sizes = _Widths(self.nodes)
+
+    def find(self, path: str) -> Signal:
+        """The signal at ``path`` ("u_blk.term", "gen[1].u.arr[3]", "s1_u0"); LookupError
+        saying why there is none (the names that are there)."""
+        *scopes, last = path.split(".")
+        module, items = self.top, self.top.get("stmtsp", [])
+        for part in scopes:
+            found = next((n for n in items if n.get("type") in ("CELL", "GENBLOCK")
+                          and n.get("name") == part), None)
+            if found is None:
+                have = [n["name"] for n in items if n.get("type") in ("CELL", "GENBLOCK")]
+                raise LookupError(f"{path!r}: {module.get('origName')} has no instance or "
+                                  f"generate block {part!r}; it has {', '.join(have) or 'none'}")
+            if found["type"] == "CELL":
+                module = self.nodes.get(found.get("modp"), {})
+                items = module.get("stmtsp", [])
+            else:
+                items = found.get("itemsp", [])
+        name, _, index_text = last.partition("[")
+        var = next((n for n in items if n.get("type") == "VAR" and n.get("name") == name), None)
+        if var is None or var.get("isParam"):
+            have = [n["name"] for n in items if n.get("type") == "VAR" and not n.get("isParam")]
+            close = difflib.get_close_matches(name, have, 3)
+            shown = ", ".join(have[:24]) + (" ..." if len(have) > 24 else "")
+            raise LookupError(f"{path!r}: {module.get('origName')} has no signal {name!r}"
+                              + (f" (close: {', '.join(close)})" if close else "")
+                              + f"; its signals: {shown or 'none'}")
+        dtype = self.nodes.get(var.get("dtypep"), {})
+        index = int(index_text[:-1]) if index_text else None
+        try:
+            if dtype.get("type") == "UNPACKARRAYDTYPE":
+                length, low = _range_length(dtype["declRange"])
+                dtype = self.sizes.sub(dtype)
+                if dtype.get("type") == "UNPACKARRAYDTYPE":
+                    raise LookupError(f"{path!r}: {name} has more than one unpacked dimension;"
+                                      f" probe a one-dimensional array")
+                if index is None or not low <= index < low + length:
+                    raise LookupError(f"{path!r}: {name} is an unpacked array of elements "
+                                      f"{low}..{low + length - 1}; name one, as {name}[{low}]")
+            elif index is not None:
+                raise LookupError(f"{path!r}: {name} is not an unpacked array; drop [{index}] "
+                                  f"(a probe reads bits of a signal with encoding bits)")
+            width = self.sizes.width(dtype)
+        except (ValueError, KeyError) as exc:
+            raise LookupError(f"{path!r}: mxsim cannot read the width of {name}'s type "
+                              f"({exc}); probe a signal of a plain packed type") from None
+        return Signal(path, module.get("origName") or module.get("name"), name, width, index)
