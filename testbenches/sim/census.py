@@ -390,6 +390,11 @@ class Entry:
     reproduced: bool | None = None
     replay: str | None = None
     waveform: str | None = None
+    #: The coverage bins the kept dots hit (coverpoint -> {bin: hits}), where measured.
+    bins: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: With a design's probes: the first wrong node of each localised dot of the class
+    #: (node -> dots; "no probed node differs" where every probe agreed).
+    nodes: dict[str, int] = field(default_factory=dict)
 
     def first(self, chunk: int, vs: VectorSet, dots: npt.NDArray[np.int64],
               per_dot: bool) -> None:
@@ -406,7 +411,8 @@ class Entry:
     def to_dict(self) -> dict:
         return {"count": self.count, "chunk": self.chunk, "dot": self.dot, "set": self.set,
                 "set_dots": self.set_dots, "how": self.how, "reproduced": self.reproduced,
-                "replay": self.replay, "waveform": self.waveform}
+                "replay": self.replay, "waveform": self.waveform, "bins": self.bins,
+                "kept_dots": len(self.dots), "first_wrong_node": self.nodes}
 
 
 @dataclass
@@ -509,4 +515,15 @@ def _entry_lines(head: str, e: Entry) -> list[str]:
         out.append(f"        replay   {e.replay}")
     if e.waveform:
         out.append(f"        waveform {e.waveform}")
+    if e.nodes:
+        out.append(f"        node     first wrong node of {sum(e.nodes.values())} dot"
+                   f"{'s' if sum(e.nodes.values()) != 1 else ''} localised by probes: "
+                   + ", ".join(f"{n} {c}" for n, c in sorted(e.nodes.items(),
+                                                            key=lambda kv: -kv[1])))
+    if e.bins:
+        shown = "; ".join(f"{point} " + ", ".join(f"{b} {n}" for b, n in list(bins.items())[:6])
+                          for point, bins in list(e.bins.items())[:4])
+        out.append(f"        bins     of its {len(e.dots)} kept dot"
+                   f"{'s' if len(e.dots) != 1 else ''}: {shown}"
+                   + (" ..." if len(e.bins) > 4 else ""))
     return out

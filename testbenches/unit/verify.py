@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from mxsim.engine import conformance as envelopes
 from mxsim.engine import fast
 from mxsim.engine.explain import explain
@@ -360,6 +362,7 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
             rep.census.add_outside(i, vs, spec, verdicts.outside, rep.conformance.envelope)
         unwaived, waived = split_listed(run, records, waived_by, i)
         lists.add(unwaived, waived)
+        _probe_nodes(backend, spec, vs, run, records, waived_by, rep.census)
         if not rep.localised:
             rep.localised = _localise(backend, spec, vs, run, unwaived)
             if rep.localised:
@@ -371,12 +374,58 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
         bar.update(rep.dots)
     bar.close()
     rep.mismatches, rep.waived = lists.close()
+    _class_bins(rep.census, spec, microarch)
     if keep_failing:
         _sets(rep, out, tag, backend, spec, microarch, fault, replay_command, writes_waves,
               show, bar)
     rep.seconds = time.perf_counter() - t0
     (out / f"report-{tag}.json").write_text(json.dumps(rep.to_dict(), indent=1, default=str))
     return rep
+
+
+#: Dots of each class a run localises through a design's probes (the census's node counts).
+NODE_SAMPLE = 32
+#: Value coverpoints a class's bins are shown for (not the handshake's: a set has no trace).
+CLASS_POINTS = ("output_class", "cancellation", "spread", "carry_out", "round_carry",
+                "special_case", "group_case", "group_scale", "scale_class", "a_class",
+                "b_class")
+
+
+def _class_bins(census, spec: UnitSpec, microarch: MicroArch) -> None:
+    """Each class's coverage bins, measured on its kept dots (every bin they hit)."""
+    for key, entry in census.ordered():
+        if entry.kept is None or key.kind not in ("value", "flags"):
+            continue
+        cov = coverage.measure(spec, entry.kept, None, microarch.lanes, backpressure=False)
+        bins: dict[str, dict[str, int]] = {}
+        for point, hits in cov.hits.items():
+            name = point.split("@")[0]
+            if name not in CLASS_POINTS:
+                continue
+            mine = bins.setdefault(name, {})
+            for b, n in hits.items():          # lanes added up: lane3:normal -> normal
+                if n:
+                    b = b.split(":", 1)[-1]
+                    mine[b] = mine.get(b, 0) + n
+        entry.bins = {point: bins[point] for point in CLASS_POINTS if bins.get(point)}
+
+
+def _probe_nodes(backend: Backend, spec: UnitSpec, vs: VectorSet, run: Run, records,
+                 waived_by, census) -> None:
+    """With a design's probes: the first wrong node of up to :data:`NODE_SAMPLE` dots of
+    each value class, counted in the class's census entry."""
+    if not getattr(backend, "probing", False) or not getattr(run, "probes", None):
+        return
+    value = records.of("value") & (waived_by < 0)
+    for kid in np.unique(records.key[value]):
+        entry = census.classes.get(records.keys[int(kid)])
+        room = NODE_SAMPLE - sum(entry.nodes.values()) if entry is not None else 0
+        if room <= 0:
+            continue
+        dots = sorted({int(d) for d in records.dot[value & (records.key == kid)]})[:room]
+        for f in backend.localise(spec, vs, run, dots):
+            node = f["node"] or "no probed node differs"
+            entry.nodes[node] = entry.nodes.get(node, 0) + 1
 
 
 def _localise(backend: Backend, spec: UnitSpec, vs: VectorSet, run: Run,

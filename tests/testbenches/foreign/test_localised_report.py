@@ -38,13 +38,21 @@ def test_the_report_names_the_wrong_node(capsys, tmp_path_factory, harness, prob
     assert rep["intermediates"]["dot"] == found[0]["dot"] and nodes[-1]["op"] == "result"
     assert {"i0.L1.n0", "i0.L1.n1", "i0.L2.n0"} <= {n["name"] for n in nodes}
     assert "  model       dot " in text and "i0.L1.n1    tree" in text
+    classes = rep["census"]["classes"]
+    assert classes and all(c["bins"].get("output_class") for c in classes), classes
+    assert sum(sum(c["bins"]["output_class"].values()) == c["kept_dots"] for c in classes)
     if probes:
+        # the census: every localised dot of every class goes wrong first at i0.L1.n1
+        for c in classes:
+            assert set(c["first_wrong_node"]) == {"i0.L1.n1"}, c
+            assert 1 <= c["first_wrong_node"]["i0.L1.n1"] <= min(c["count"], 32)
         for f in found:
             assert f["node"] == "i0.L1.n1" and f["probe"] == "u1", f
             assert {x["name"] for x in f["inputs"]} == {"i0.g16", "i0.g24"}
             assert f["model"] != f["design"]
         assert "the first wrong node is i0.L1.n1 (probe u1)" in text
     else:
+        assert all(not c["first_wrong_node"] for c in classes)
         assert all(f["node"] is None and f["consistent"] for f in found)
         if len(found) > 1:
             assert "every dot explained is consistent with: " in text and SHARED in text
