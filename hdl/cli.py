@@ -115,13 +115,13 @@ def _add_rtl(sub: Any) -> argparse.ArgumentParser:
     ob.add_argument("map", metavar="MAP.toml", help="the port map of your design")
     ob.add_argument("inputs", metavar="IN.npz",
                     help="the vector set to run (in the design's formats, k and scales)")
-    ob.add_argument("-o", "--output", required=True, metavar="OUT.npz",
+    ob.add_argument("-o", "--output", required=True, metavar="OUT.npz", dest="observed",
                     help="where to write the set with d = the design's outputs")
     ob.add_argument("--sim", choices=("verilator", "icarus"), default="verilator",
                     help="simulator of the cocotb testbench (default: %(default)s)")
     ob.add_argument("--bulk", action="store_true",
                     help="the C++ harness on Verilator instead of cocotb (millions of vectors)")
-    ob.add_argument("--unit", default=None, metavar="SPEC",
+    ob.add_argument("--unit", default=None, metavar="SPEC", dest="observe_unit",
                     help="a preset or spec file whose fields the map's [control] inputs and "
                          "d_format follow (default: one exact rounding; only the mode matters, "
                          "nothing is compared)")
@@ -206,7 +206,7 @@ def cmd_rtl_observe(args: argparse.Namespace) -> int:
     if args.bulk and args.sim != "verilator":
         raise MxsimError(f"--bulk runs the C++ harness on Verilator, not --sim {args.sim}; "
                          f"leave one out")
-    check_output(args.output)
+    check_output(args.observed)
     try:
         foreign_map, observe_set = hook("foreign_map"), hook("observe")
     except ImportError as exc:
@@ -217,11 +217,11 @@ def cmd_rtl_observe(args: argparse.Namespace) -> int:
     vs = vectors.load(args.inputs, allow_large=args.allow_large)
     pm = foreign_map(args.map, Path(args.out) / "ports")  # written only for a bad design
     obs = observe_set(pm, vs, args.out, sim=args.sim, bulk=args.bulk, fields=fields,
-                      unit=args.unit, seed=args.seed)
-    vectors.save(obs.observed, args.output)
+                      unit=args.observe_unit, seed=args.seed)
+    vectors.save(obs.observed, args.observed)
     info = obs.to_dict()
     per = vs.k // info["instruction_k"]
-    refit = f"mxsim fit {shlex.quote(args.inputs)} {shlex.quote(args.output)} -o FITTED.toml"
+    refit = f"mxsim fit {shlex.quote(args.inputs)} {shlex.quote(args.observed)} -o FITTED.toml"
     mode = " in mode " + ", ".join(f"{n} = {v}" for n, v in obs.mode.items()) \
         if obs.mode else ""
     what = ("the FP32 codes of its fixed-point values (mxsim fit compares them as values)"
@@ -230,7 +230,7 @@ def cmd_rtl_observe(args: argparse.Namespace) -> int:
              f"{'s' if per > 1 else ''} each) through {pm.design.top} ({obs.backend}){mode}: "
              f"{obs.cycles:,} cycles, {obs.seconds:.2f} s ({obs.total_seconds:.1f} s "
              f"with the build)",
-             f"wrote {args.output}: d = the design's outputs, {what}"]
+             f"wrote {args.observed}: d = the design's outputs, {what}"]
     if obs.timing_mismatches:
         lines.append(f"timing: the design broke the timing its map declares "
                      f"{obs.timing_mismatches} times (its results are kept); `mxsim verify "
@@ -238,7 +238,7 @@ def cmd_rtl_observe(args: argparse.Namespace) -> int:
                      f"{shlex.quote(args.inputs)}` says where")
     lines.append(f"fit them: {refit}")
     emit(args, "\n".join(lines), {"map": str(pm.path), "top": pm.design.top,
-                                  "input": str(args.inputs), "output": str(args.output),
+                                  "input": str(args.inputs), "output": str(args.observed),
                                   **info, "fit": refit})
     return 0
 

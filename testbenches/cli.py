@@ -97,6 +97,15 @@ def waivers(texts: list[str]) -> list:
     return [parse_option(text, i) for i, text in enumerate(texts, 1)]
 
 
+def _given_waivers(args: argparse.Namespace) -> list:
+    """The ``--waive`` options, read (a malformed one is one line), never with a conformance
+    check (its envelope judges the values; waivers waive mismatches against the spec)."""
+    if args.waive and args.conformance:
+        raise MxsimError("--waive and --conformance do not go together: the envelope judges the "
+                         "values, a waiver waives mismatches against the spec; leave one out")
+    return waivers(args.waive)
+
+
 def _verify_foreign(args: argparse.Namespace) -> int:
     """``verify --rtl``: a design behind a port map, against the unit spec ``--unit`` names."""
     from mxsim.microarch import MicroArch
@@ -106,7 +115,7 @@ def _verify_foreign(args: argparse.Namespace) -> int:
     if args.vectors < 1:
         raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
     settings(args.set_fields)                                # a bad --set before anything runs
-    given = waivers(args.waive)                              # a bad --waive too
+    given = _given_waivers(args)                             # a bad --waive too
     pm = foreign_map(args.rtl, Path(args.out) / "ports")     # written only for a bad design
     if args.outside_domain and pm.domain is None:
         raise MxsimError(f"{pm.path}: --outside-domain needs a [domain] in the map (without "
@@ -281,7 +290,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     unit, spec, ua = rtl_unit(args)
     if args.vectors < 1:
         raise MxsimError(f"--vectors must be at least 1, not {args.vectors}")
-    given = waivers(args.waive)
+    given = _given_waivers(args)
     replay = vectors.load(args.replay, allow_large=args.allow_large) if args.replay else None
     try:
         Path(args.out).mkdir(parents=True, exist_ok=True)

@@ -15,18 +15,22 @@ __all__ = ["cmd_explain", "VERBS"]
 DEFAULT_SHOWN = 3
 
 
-def _observed(text: str | None, vs: Any) -> tuple[Any, str | None]:
+def _observed(text: str | None, vs: Any, d_format: str) -> tuple[Any, str | None]:
     """The observed result codes (an array of the set's output shape, or None) and where they
     come from: ``--observed`` (a hex or decimal code, or a result file), else the set's own
     ``d``."""
     import numpy as np
 
-    from .. import vectors
+    from .. import formats, vectors
     from ..errors import MxsimError
 
     if text is None:
-        return (vs.d, f"the result the file holds ({vs.producer or 'no producer named'})") \
-            if vs.d is not None else (None, None)
+        if vs.d is None:
+            return None, None
+        if vs.d_format != d_format:
+            raise MxsimError(f"the file holds results in {vs.d_format}, the unit gives "
+                             f"{d_format}: explain a result of the same format")
+        return vs.d, f"the result the file holds ({vs.producer or 'no producer named'})"
     try:
         code = int(text, 0)
     except ValueError:
@@ -37,10 +41,15 @@ def _observed(text: str | None, vs: Any) -> tuple[Any, str | None]:
         if other.d is None:
             raise MxsimError(f"{text} has no result 'd': give a result file (mxsim run, "
                              f"mxsim gpu run, mxsim rtl observe) or a code") from None
+        if other.d_format != d_format:
+            raise MxsimError(f"{text} holds results in {other.d_format}, the unit gives "
+                             f"{d_format}: explain a result of the same format") from None
         return other.d, f"{text} ({other.producer or 'no producer named'})"
-    if code < 0 or code >= 1 << 32:
-        raise MxsimError(f"--observed {text}: a result code is 0 to 0xFFFFFFFF")
-    return np.full(vs.out_shape, code, np.uint32), "--observed"
+    bits = formats.get(d_format).bits
+    if code < 0 or code >= 1 << bits:
+        raise MxsimError(f"--observed {text}: {d_format} result codes are 0 to "
+                         f"{(1 << bits) - 1:#x}")
+    return np.full(vs.out_shape, code, formats.get(d_format).code_dtype), "--observed"
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -53,10 +62,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     unit = units.get(args.unit)
     vs = vectors.load(args.input, allow_large=args.allow_large)
     spec = unit.spec_for(vs)
-    observed, source = _observed(args.observed, vs)
-    if observed is not None and args.observed is None and vs.d_format != spec.d_format:
-        raise MxsimError(f"{args.input} holds results in {vs.d_format}, {unit.name} gives "
-                         f"{spec.d_format}: explain a result of the same format")
+    observed, source = _observed(args.observed, vs, spec.d_format)
     differ: list[int] = []
     if observed is not None:
         model = np.asarray(unit.compute(vs)).reshape(-1)

@@ -25,7 +25,13 @@ from ..vectors import VectorSet
 from . import fast, reference
 from .reference import trace
 
-__all__ = ["Explanation", "explain", "diagnose", "Hypothesis"]
+__all__ = ["Explanation", "explain", "diagnose", "Hypothesis", "NONE_TRIED"]
+
+#: What "consistent with none" means: the nearby computations :func:`diagnose` tries.
+NONE_TRIED = ("none of the nearby computations tried (blocks, products or C left out; a "
+              "block's scale one binade off; scales ignored; other roundings, alignments, "
+              "zero signs, NaN codes; one tree node rounded otherwise or one unit in its last "
+              "place off, the first 96 such, level 1 first)")
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,9 @@ class Explanation:
     d_format: str
     observed: int | None = None
     consistent: tuple[Hypothesis, ...] = ()
+    #: Whether the nearby computations were tried (not for a set whose dots cannot be taken
+    #: one by one: block-wise FP32 scales).
+    diagnosed: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -67,20 +76,20 @@ class Explanation:
                 continue
             if n.op == "step" and whole.get(n.name.rsplit(".", 1)[0]):
                 step = n.name.rsplit(".", 1)[0]
-                lines.append(f"  {step + '.aligned':<{width}}  align    {whole.pop(step)} "
-                             f"term{'s' if whole.get(step, 2) != 1 else ''} kept whole")
+                kept = whole.pop(step)
+                lines.append(f"  {step + '.aligned':<{width}}  align    {kept} "
+                             f"term{'s' if kept != 1 else ''} kept whole")
             lines.append(f"  {n.name:<{width}}  {n.op:<8} {_value(n.value)}{_inputs(n)}"
                          + _info(n))
         if self.observed == self.code:
             lines.append(f"observed {self.observed:#x}: equal to the model's, bit for bit")
+        elif self.observed is not None and not self.diagnosed:
+            lines.append(f"observed {self.observed:#x}, the model {self.code:#x} (no nearby "
+                         f"computation tried: this set's dots cannot be taken one by one)")
         elif self.observed is not None:
             lines.append(f"observed {self.observed:#x}, the model {self.code:#x}: "
                          + ("consistent with " + "; ".join(h.what for h in self.consistent)
-                            if self.consistent else
-                            "consistent with none of the nearby computations tried "
-                            "(blocks, products or C left out; a block's scale one binade off; "
-                            "scales ignored; other roundings, alignments, zero signs, NaN "
-                            "codes; one tree node rounded otherwise)"))
+                            if self.consistent else "consistent with " + NONE_TRIED))
         return "\n".join(lines)
 
 
@@ -129,7 +138,7 @@ def explain(spec: UnitSpec, vs: VectorSet, dot: int = 0, observed: int | None = 
     consistent = () if observed is None or observed == code or one is vs else tuple(
         diagnose(spec, one, 0, observed))
     return Explanation(spec.name, dot, index, tuple(rec.dots.get(at, ())), code,
-                       spec.d_format, observed, consistent)
+                       spec.d_format, observed, consistent, diagnosed=one is not vs)
 
 
 @dataclass(frozen=True)

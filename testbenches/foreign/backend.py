@@ -291,11 +291,12 @@ class MapDesign:
             vs = pm.domain.constrain(vs, seed)
         return vs
 
-    def localise(self, spec: UnitSpec, vs: VectorSet, run: Run, dots: list[int]
-                 ) -> list[dict[str, Any]]:
+    def localise(self, spec: UnitSpec, vs: VectorSet, run: Run, dots: list[int], *,
+                 diagnose: bool = True) -> list[dict[str, Any]]:
         """Where each failing dot first goes wrong (:func:`.localise.localise`: the first
-        probed node that differs, else what the result is consistent with)."""
-        return localise(self.pm, spec, vs, run, dots)
+        probed node that differs, else, with ``diagnose``, what the result is consistent
+        with)."""
+        return localise(self.pm, spec, vs, run, dots, diagnose=diagnose)
 
     def unreachable(self) -> dict[str, set[str]]:
         """Coverage bins no input inside the map's ``[domain]`` can hit (not holes)."""

@@ -49,7 +49,7 @@ def _text(v: Fraction | str) -> str:
     return f"{shown} (~{float(v):.9g})" if "*2^" in shown or "/" in shown else shown
 
 
-def unit_nodes(spec: UnitSpec) -> list[str]:
+def unit_nodes(spec: UnitSpec) -> list[str] | None:
     """The nodes ``spec`` computes in an instruction, named within it (``g8``, ``L1.n0``),
     from a dot product of random normal values and one of zeros (None where no vector set of
     the spec can be made here)."""
@@ -71,23 +71,29 @@ def unit_nodes(spec: UnitSpec) -> list[str]:
 
 
 def _observed(spec: UnitSpec, run: Any, dot: int) -> int | None:
-    """The design's result of ``dot`` as a code of the spec's d_format (a fixed-point value
-    through FP32), or None where none was read."""
+    """The design's result of ``dot`` as a code of the spec's d_format: a fixed-point value
+    only where that format holds it exactly (checked in Fractions), else None (nothing to
+    compare bit for bit), as where no result was read."""
     res = run.results
     if res is None or dot >= len(res):
         return None
     one = res.take(np.array([dot]))
     if one.encoding != "fixed":
         return int(one.codes[0])
-    code = int(one.fp32_codes()[0])
-    if spec.d_format == "fp32":
-        return code
-    value = np.array([code], np.uint32).view(np.float32).astype(np.float64)
-    return int(formats.get(spec.d_format).encode(value, "rne")[0])
+    if one.nan is not None and bool(np.asarray(one.nan).reshape(-1)[0]):
+        return None
+    value = Fraction(int(one.mant[0])) * Fraction(2) ** int(one.exp[0])
+    fmt = formats.get(spec.d_format)
+    try:
+        code = fmt.encode(np.array([float(value)]), "rne", saturate=False)
+    except OverflowError:
+        return None
+    back = float(fmt.decode(code)[0])
+    return int(code[0]) if np.isfinite(back) and Fraction(back) == value else None
 
 
-def localise(pm: Any, spec: UnitSpec, vs: VectorSet, run: Any, dots: list[int]
-             ) -> list[dict[str, Any]]:
+def localise(pm: Any, spec: UnitSpec, vs: VectorSet, run: Any, dots: list[int], *,
+             diagnose: bool = True) -> list[dict[str, Any]]:
     """For each dot product ``dots`` (flat indices of ``vs``, run through the design of port
     map ``pm`` as ``run``, a :class:`~testbenches.foreign.backend.ForeignRun`), where it
     first goes wrong.
@@ -98,16 +104,18 @@ def localise(pm: Any, spec: UnitSpec, vs: VectorSet, run: Any, dots: list[int]
     them, with ``design`` where an input is probed too); ``agree`` (the probed nodes before it,
     all equal); ``missing`` (probes the run holds no sample of for this dot). With no differing
     node: ``result`` (the design's and the model's result codes) and ``consistent`` (the nearby
-    computations the design's result matches, :func:`mxsim.engine.explain.diagnose`).
+    computations the design's result matches, :func:`mxsim.engine.explain.diagnose`; not
+    tried with ``diagnose=False``, or where the design's result is a fixed-point value its
+    format cannot hold exactly: ``result.design`` is then None).
     """
     pm = pm.resolve(spec)
     per_dot = vs.k // pm.k
     probes = {p.node: p for p in pm.probes if p.name in (run.probes or {})}
-    return [_one(pm, spec, vs, run, int(dot), per_dot, probes) for dot in dots]
+    return [_one(pm, spec, vs, run, int(dot), per_dot, probes, diagnose) for dot in dots]
 
 
 def _one(pm: Any, spec: UnitSpec, vs: VectorSet, run: Any, dot: int, per_dot: int,
-         probes: dict[str, Any]) -> dict[str, Any]:
+         probes: dict[str, Any], diagnose: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {"dot": dot, "node": None, "probe": None, "agree": [], "missing": []}
     e = None
     if probes:
@@ -134,6 +142,10 @@ def _one(pm: Any, spec: UnitSpec, vs: VectorSet, run: Any, dot: int, per_dot: in
                                for x in n.inputs if x in values])
             return out
     observed = _observed(spec, run, dot)
+    if not diagnose:
+        out["result"] = {"design": None if observed is None else hex(observed), "model": None}
+        out["consistent"] = []
+        return out
     if e is None or (observed is not None and observed != e.code):
         e = explain(spec, vs, dot, observed=observed)
     out["result"] = {"design": None if observed is None else hex(observed),

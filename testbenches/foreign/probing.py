@@ -95,7 +95,11 @@ def read_probes(path: str | Path, n: int) -> list[tuple[int, npt.NDArray[np.uint
     MxsimError
         If the file is not one whole probes file of ``n`` channels.
     """
-    raw = Path(path).read_bytes()
+    try:
+        raw = Path(path).read_bytes()
+    except OSError:
+        raise MxsimError(f"{path}: the run wrote no probes file (the harness stopped before "
+                         f"its end); rerun") from None
     head = np.frombuffer(raw, "<u4", 2) if len(raw) >= 8 else None
     if head is None or int(head[0]) != PROBES_MAGIC or int(head[1]) != n \
             or len(raw) < 8 + 16 * n:

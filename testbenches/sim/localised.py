@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from mxsim.engine.explain import Explanation, explain
+from mxsim.engine.explain import NONE_TRIED, Explanation, explain
 from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
@@ -95,13 +95,15 @@ def format_localised(found: list[dict[str, Any]]) -> str:
             continue
         res = f["result"]
         what = ("; ".join(h["what"] for h in f["consistent"]) if f["consistent"] else
-                "none of the nearby computations tried (blocks, products or C left out; "
-                "a block's scale one binade off; scales ignored; other roundings, "
-                "alignments, zero signs, NaN codes; one tree node otherwise)")
+                NONE_TRIED)
         before = (f"every probed node agrees with the model ({', '.join(f['agree'])}), so "
                   f"the difference comes after them; " if f["agree"] else "")
-        lines.append(f"{head}{before}the design's result {res['design']} (the model's "
-                     f"{res['model']}) is consistent with {what}")
+        if res["design"] is None:
+            lines.append(f"{head}{before}the design gave no result in the unit's format to "
+                         f"compare (a fixed-point value it cannot hold exactly, or none read)")
+        else:
+            lines.append(f"{head}{before}the design's result {res['design']} (the model's "
+                         f"{res['model']}) is consistent with {what}")
         if f["missing"]:
             lines.append(f"  (no sample of probe{'s' if len(f['missing']) > 1 else ''} "
                          f"{', '.join(f['missing'])} for this dot: its strobe fired fewer "

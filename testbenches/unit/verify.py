@@ -318,12 +318,15 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
     ``chunks``: run only the chunks of these indices (of the run of ``dots``, each with its own
     stimulus, as a campaign task does). Every chunk runs unless ``stop_at_first``, which stops
     after the first chunk with an unwaived mismatch. ``waivers`` (:mod:`testbenches.sim.waive`)
-    name known deviations: what they match is counted apart and never fails the run.
+    name known deviations: what they match is counted apart and never fails the run (none
+    with ``conformance``, whose envelope judges the values).
     ``detailed``: how many classes of mismatch get shrunk sets and waveforms (the first, in
     the order they showed). ``conformance`` (an envelope of
     :data:`mxsim.engine.conformance.ENVELOPES`): every result is also judged against it, and
     the envelope decides the values' verdict (:attr:`Report.passed`)."""
     backend = backend or backend_for(sim, bulk=bulk, waves=waves)
+    if conformance is not None:
+        waivers = ()                  # the envelope judges values: nothing is waived there
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rep = Report(unit_name or spec.name, sim, backend.mode)
@@ -364,7 +367,7 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
         lists.add(unwaived, waived)
         _probe_nodes(backend, spec, vs, run, records, waived_by, rep.census)
         if not rep.localised:
-            rep.localised = _localise(backend, spec, vs, run, unwaived)
+            rep.localised = _localise(backend, spec, vs, run, records, waived_by)
             if rep.localised:
                 ex = explain(spec, vs, rep.localised[0]["dot"])
                 rep.intermediates, rep.intermediates_text = ex.to_dict(), intermediates(ex)
@@ -423,17 +426,18 @@ def _probe_nodes(backend: Backend, spec: UnitSpec, vs: VectorSet, run: Run, reco
         if room <= 0:
             continue
         dots = sorted({int(d) for d in records.dot[value & (records.key == kid)]})[:room]
-        for f in backend.localise(spec, vs, run, dots):
+        for f in backend.localise(spec, vs, run, dots, diagnose=False):
             node = f["node"] or "no probed node differs"
             entry.nodes[node] = entry.nodes.get(node, 0) + 1
 
 
-def _localise(backend: Backend, spec: UnitSpec, vs: VectorSet, run: Run,
-              unwaived: list[Mismatch]) -> list[dict]:
-    """Where the chunk's first failing dots go wrong: the backend's own localisation (a port
-    map's probes) or, for the RTL mxsim generates, what each result is consistent with."""
-    bad = sorted({m.dot for m in unwaived if m.kind is MismatchKind.VALUE
-                  and m.dot is not None})[:LOCALISED]
+def _localise(backend: Backend, spec: UnitSpec, vs: VectorSet, run: Run, records,
+              waived_by) -> list[dict]:
+    """Where the chunk's first failing dots (an unwaived value mismatch: not flags alone, not
+    a missing result) go wrong: the backend's own localisation (a port map's probes) or, for
+    the RTL mxsim generates, what each result is consistent with."""
+    value = records.of("value") & (waived_by < 0)
+    bad = sorted({int(d) for d in records.dot[value] if 0 <= d < vs.num_dots})[:LOCALISED]
     if not bad or spec.exact or spec.epilogue is not None:
         return []
     own = getattr(backend, "localise", None)

@@ -50,7 +50,7 @@ def test_cli_explain_bad_input(capsys, tmp_path):
     vs = _files(tmp_path)
     cases = [
         (("--dot", "4"), "--dot 4: "),
-        (("--observed", "0x100000000"), "a result code is 0 to 0xFFFFFFFF"),
+        (("--observed", "0x100000000"), "fp32 result codes are 0 to 0xffffffff"),
         (("--observed", str(tmp_path / "missing.npz")), "no such file"),
         (("--unit", "nope"), "Unknown unit 'nope'"),
     ]

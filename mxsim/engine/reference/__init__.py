@@ -33,7 +33,7 @@ from ...vectors import VectorSet
 from ..epilogue import without_epilogue
 from . import trace
 from .exact import matmul_exact, round_fp32_rne
-from .values import _align, _code, _round_mag, _round_value, _sum_specials, _Val
+from .values import _align, _code, _exponent, _round_mag, _round_value, _sum_specials, _Val
 
 __all__ = ["matmul_exact", "dot", "exception_flags", "round_fp32_rne"]
 
@@ -73,10 +73,12 @@ def _product(spec: UnitSpec, vs: VectorSet, bt: tuple, i: int, j: int, kk: int,
         scale, scale_e = _scale_pair(spec, vs, bt, i, j, kk)
         factors.append(scale)
         e += scale_e
-    trace.note("product", f"p{kk}", _mul_vals(factors), a=hex(ca), b=hex(cb),
-               a_value=trace.exact(va), b_value=trace.exact(vb), exponent=e,
-               block=kk // vs.block if scaled and vs.scale_format is not None else None)
-    return _mul_vals(factors), e
+    product = _mul_vals(factors)
+    if trace.active():
+        trace.note("product", f"p{kk}", product, a=hex(ca), b=hex(cb),
+                   a_value=trace.exact(va), b_value=trace.exact(vb), exponent=e,
+                   block=kk // vs.block if scaled and vs.scale_format is not None else None)
+    return product, e
 
 
 def _scale_pair(spec: UnitSpec, vs: VectorSet, bt: tuple, i: int, j: int,
@@ -91,21 +93,24 @@ def _scale_pair(spec: UnitSpec, vs: VectorSet, bt: tuple, i: int, j: int,
              int(vs.b_scale[bt + (blk, j)]) & fs.value_mask]
     values = [_input(spec, fs, code) for code in codes]
     e = sum(int(fs.fields(code).e) for code in codes)
-    trace.note("scale", f"scale{blk}", _mul_vals(values), a_scale=hex(codes[0]),
-               b_scale=hex(codes[1]), exponent_sum=e, **(
-                   {} if spec.scale_sum_bits is None else
-                   {"held_in_bits": spec.scale_sum_bits,
-                    "overflow": spec.scale_sum_overflow.value}))
     if spec.scale_sum_bits is None:
-        return _mul_vals(values), e
-    half = 1 << (spec.scale_sum_bits - 1)
-    if spec.scale_sum_overflow is ScaleSumOverflow.SATURATE:
-        e = max(-half, min(half - 1, e))
+        out = _mul_vals(values), e
     else:
-        e = (e + half) % (2 * half) - half           # two's complement, modulo 2**bits
-    if any(v.kind == "nan" for v in values):
-        return _Val("nan"), e
-    return _Val("num", Fraction(2) ** e), e
+        half = 1 << (spec.scale_sum_bits - 1)
+        held = e
+        if spec.scale_sum_overflow is ScaleSumOverflow.SATURATE:
+            held = max(-half, min(half - 1, e))
+        else:
+            held = (e + half) % (2 * half) - half        # two's complement, modulo 2**bits
+        out = (_Val("nan") if any(v.kind == "nan" for v in values) else
+               _Val("num", Fraction(2) ** held)), held
+    if trace.active():                     # the value the unit uses: the sum as it is held
+        trace.note("scale", f"scale{blk}", out[0], a_scale=hex(codes[0]),
+                   b_scale=hex(codes[1]), exponent_sum=e, **(
+                       {} if spec.scale_sum_bits is None else
+                       {"held_in_bits": spec.scale_sum_bits, "held": out[1],
+                        "overflow": spec.scale_sum_overflow.value}))
+    return out
 
 
 def _upcast_val(spec: UnitSpec, fmt: formats.Format, code: int) -> _Val:
@@ -269,9 +274,9 @@ def _nudge(v: _Val, fmt: formats.Format, ulps: int) -> _Val:
     """``v`` moved ``ulps`` units in its last place of ``fmt`` away from zero (a diagnosis's
     node that lost or gained its last bit)."""
     mag = abs(v.q)
-    e = max(mag.numerator.bit_length() - mag.denominator.bit_length()
-            - (Fraction(2) ** (mag.numerator.bit_length() - mag.denominator.bit_length()) > mag),
-            fmt.emin)
+    e = max(_exponent(mag), fmt.emin)
+    if ulps < 0 and e > fmt.emin and mag == Fraction(2) ** e:
+        e -= 1                             # below a power of two, the binade under it
     mag += ulps * Fraction(2) ** (e - fmt.man_bits)
     return _Val("num", -mag if v.neg else mag, v.neg)
 

@@ -106,7 +106,8 @@ def matmul_exact(vs: VectorSet) -> npt.NDArray[np.uint32]:
         bt = tuple(bt)
         terms = []
         with trace.scope("", dot=flat):
-            trace.note("c", "c", _noted(float(c[idx])))
+            if trace.active():
+                trace.note("c", "c", _noted(float(c[idx])))
             for kk in range(vs.k):
                 factors = [float(a[bt + (i, kk)]), float(b[bt + (kk, j)])]
                 if vs.scale_format is not None:
@@ -114,13 +115,16 @@ def matmul_exact(vs: VectorSet) -> npt.NDArray[np.uint32]:
                 if ts is not None:
                     factors.append(ts)
                 terms.append(_mul(*factors))
-                trace.note("product", f"p{kk}", _noted(terms[-1]), factors=[
-                    trace.exact(Fraction(f)) if math.isfinite(f) else str(f) for f in factors])
+                if trace.active():
+                    trace.note("product", f"p{kk}", _noted(terms[-1]), factors=[
+                        trace.exact(Fraction(f)) if math.isfinite(f) else str(f)
+                        for f in factors])
             out[idx] = _dot(terms, float(c[idx]))
-            trace.note("result", "d", _noted(float(np.uint32(out[idx]).view(np.float32))),
-                       code=hex(int(out[idx])), format="fp32", rounding="rne",
-                       exact=sum((t for t in terms + [_noted(float(c[idx])).q]
-                                  if isinstance(t, Fraction)), Fraction(0)))
+            if trace.active():
+                trace.note("result", "d", _noted(float(np.uint32(out[idx]).view(np.float32))),
+                           code=hex(int(out[idx])), format="fp32", rounding="rne",
+                           exact=sum((t for t in terms + [_noted(float(c[idx])).q]
+                                      if isinstance(t, Fraction)), Fraction(0)))
     return out
 
 

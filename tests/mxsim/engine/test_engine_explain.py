@@ -275,3 +275,32 @@ def test_diagnose_names_a_tree_node_one_ulp_off():
             assert {"node": "i0.L2.n0", "ulp": -1} in [h.changes for h in found], found
             return
     pytest.fail("no dot where the node's last place shows")
+
+
+def test_explain_scale_node_is_the_scale_the_unit_uses():
+    """With scale_sum_bits the scale node holds 2 to the sum as the field holds it (wrapped),
+    the raw sum beside it; the products are scaled by that."""
+    spec = SPECS["scale-sum-bits"].replace(scale_sum_bits=4)
+    vs = _vs_for(spec, "scale-extremes", seed=3)
+    wrapped = 0
+    for dot in range(vs.num_dots):
+        for n in explain(spec, vs, dot).nodes:
+            if n.op != "scale":
+                continue
+            held, raw = n.info["held"], n.info["exponent_sum"]
+            assert -8 <= held <= 7 and (raw - held) % 16 == 0
+            assert _q(n.value) == Fraction(2) ** held
+            wrapped += held != raw
+    assert wrapped, "no block's exponent sum left 4 bits"
+
+
+def test_nudge_steps_one_unit_in_the_last_place():
+    from mxsim.engine.reference import _nudge
+    from mxsim.engine.reference.values import _Val
+
+    fmt = formats.get("e8m11")
+    one = _Val("num", Fraction(1))
+    assert _nudge(one, fmt, 1).q == 1 + Fraction(1, 2 ** 11)
+    assert _nudge(one, fmt, -1).q == 1 - Fraction(1, 2 ** 12)     # the binade below 1
+    neg = _Val("num", Fraction(-3), True)
+    assert _nudge(neg, fmt, -1).q == -3 + Fraction(2, 2 ** 11)

@@ -7,6 +7,7 @@ one hypothesis every explained dot shares: that node one unit in its last place 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,41 @@ def test_no_probes_needs_a_map(capsys, tmp_path):
                      tmp_path)
     assert rc == 2
     one_line(err, "--no-probes leaves a port map's [probes] unread")
+
+
+DOC = ROOT / "docs" / "foreign-rtl.md"
+
+
+def _walkthrough() -> str:
+    text = DOC.read_text()
+    return text[text.index("## 10. From FAIL"):text.index("## Port map reference")]
+
+
+def test_the_walkthrough_shows_what_verify_prints(capsys, tmp_path_factory):
+    """docs/foreign-rtl.md section 10 (and section 8's probed line): the census counts, the
+    shrunk set, the localised dots with both codes and the shared hypothesis are what the
+    documented commands print (2,000 vectors, seed 0, bulk)."""
+    doc = _walkthrough()
+    base = ["verify", "--rtl", NRM / "nrm_tree_node_bug.toml", "--unit",
+            NRM / "nrm_tree_spec.toml", "--bulk", "--vectors", "2000"]
+    rc, text, _ = run(capsys, *base, "--no-probes", "--out", tmp_path_factory.mktemp("w0"))
+    assert rc == 1
+    counts = re.findall(r"^    (\d[\d,]*)  (finite off by [^(]+) \(e4m3 x e4m3, value\)$", doc,
+                        re.M)
+    assert len(counts) == 4
+    for n, name in counts:
+        assert f"    {n}  {name} (e4m3 x e4m3, value)\n" in text, (n, name)
+    assert "(1 dot, shrunk: 30 of 32 element pairs zeroed; shows the class alone)" in text
+    dots = re.findall(r"dot (\d+): the design's result (0x[0-9a-f]+) \(the model's "
+                      r"(0x[0-9a-f]+)\)", doc)
+    assert len(dots) == 3
+    for dot, design, model in dots:
+        assert f"dot {dot}: the design's result {design} (the model's {model})" in text
+    shared = re.search(r"^ +(every dot explained is consistent with: .*)$", doc, re.M).group(1)
+    assert shared in text
+    rc, text, _ = run(capsys, *base, "--out", tmp_path_factory.mktemp("w1"))
+    assert rc == 1
+    section8 = DOC.read_text().split("## 8. Probes")[1].split("## 9.")[0]
+    probed = re.search(r"localised   (dot 3: the first wrong node is .*)$", section8,
+                       re.M).group(1)
+    assert probed in text
