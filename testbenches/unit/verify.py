@@ -356,21 +356,7 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
         if unreachable is not None:
             coverage.drop_bins(cov, unreachable())
         rep.coverage.merge(cov)
-        records = observe(spec, vs, run, run.want)
-        waived_by = records.waived_by([w for w, _ in rep.census.waivers])
-        rep.census.add(i, vs, records, waived_by)
-        if rep.conformance is not None:
-            verdicts = envelopes.check(spec, vs, _values(run, spec), rep.conformance.envelope)
-            rep.conformance.add(verdicts, chunk=i)
-            rep.census.add_outside(i, vs, spec, verdicts.outside, rep.conformance.envelope)
-        unwaived, waived = split_listed(run, records, waived_by, i)
-        lists.add(unwaived, waived)
-        _probe_nodes(backend, spec, vs, run, records, waived_by, rep.census)
-        if not rep.localised:
-            rep.localised = _localise(backend, spec, vs, run, records, waived_by)
-            if rep.localised:
-                ex = explain(spec, vs, rep.localised[0]["dot"])
-                rep.intermediates, rep.intermediates_text = ex.to_dict(), intermediates(ex)
+        _judge(rep, lists, backend, spec, vs, run, i)
         if stop_at_first and not rep.passed:
             rep.stopped = True
             break
@@ -384,6 +370,26 @@ def verify(spec: UnitSpec, microarch: MicroArch, *, unit_name: str | None = None
     rep.seconds = time.perf_counter() - t0
     (out / f"report-{tag}.json").write_text(json.dumps(rep.to_dict(), indent=1, default=str))
     return rep
+
+
+def _judge(rep: Report, lists: _Lists, backend: Backend, spec: UnitSpec, vs: VectorSet,
+           run: Run, i: int) -> None:
+    """Chunk ``i``'s mismatches into the report: its census (waivers applied), conformance,
+    lists, probed nodes, and the first failing dots localised with their intermediates."""
+    records = observe(spec, vs, run, run.want)
+    waived_by = records.waived_by([w for w, _ in rep.census.waivers])
+    rep.census.add(i, vs, records, waived_by)
+    if rep.conformance is not None:
+        verdicts = envelopes.check(spec, vs, _values(run, spec), rep.conformance.envelope)
+        rep.conformance.add(verdicts, chunk=i)
+        rep.census.add_outside(i, vs, spec, verdicts.outside, rep.conformance.envelope)
+    lists.add(*split_listed(run, records, waived_by, i))
+    _probe_nodes(backend, spec, vs, run, records, waived_by, rep.census)
+    if not rep.localised:
+        rep.localised = _localise(backend, spec, vs, run, records, waived_by)
+        if rep.localised:
+            ex = explain(spec, vs, rep.localised[0]["dot"])
+            rep.intermediates, rep.intermediates_text = ex.to_dict(), intermediates(ex)
 
 
 #: Dots of each class a run localises through a design's probes (the census's node counts).

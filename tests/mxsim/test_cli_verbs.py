@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: ``mxsim --help``'s order of the verbs (tests/data/cli_help.txt).
 HELP_ORDER = ["formats", "units", "rtl", "verify", "explore", "vectors", "run", "compare",
-              "invariance", "quantize", "torch-eval", "array", "probe", "fit", "gpu", "demo"]
+              "explain", "invariance", "quantize", "torch-eval", "array", "probe", "fit", "gpu",
+              "demo"]
 
 RTL_HINT = "pip install -e '.[rtl]', or run `make demo`"
 

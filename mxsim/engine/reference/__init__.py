@@ -33,7 +33,13 @@ from ...vectors import VectorSet
 from ..epilogue import without_epilogue
 from . import trace
 from .exact import matmul_exact, round_fp32_rne
-from .values import _align, _code, _exponent, _round_mag, _round_value, _sum_specials, _Val
+from .values import Val as _Val
+from .values import align_units as _align
+from .values import encode_val as _code
+from .values import exponent as _exponent
+from .values import round_mag as _round_mag
+from .values import round_value as _round_value
+from .values import sum_specials as _sum_specials
 
 __all__ = ["matmul_exact", "dot", "exception_flags", "round_fp32_rne"]
 

@@ -13,19 +13,19 @@ from ... import formats
 from ...formats import Overflow, Rounding
 from ...spec import Align
 
-__all__ = ["_Val", "_exponent", "_round_mag", "_round_value", "_code", "_sum_specials",
-           "_align"]
+__all__ = ["Val", "exponent", "round_mag", "round_value", "encode_val", "sum_specials",
+           "align_units"]
 
 
 @dataclass(frozen=True)
-class _Val:
+class Val:
     """A value in flight: a finite Fraction (with the sign of a zero), NaN, or ±Inf."""
     kind: str                      # "num", "nan" or "inf"
     q: Fraction = Fraction(0)
     neg: bool = False              # sign of a zero or an Inf
 
     @classmethod
-    def of_code(cls, fmt: formats.Format, code: int) -> _Val:
+    def of_code(cls, fmt: formats.Format, code: int) -> Val:
         v = float(fmt.decode(np.array([code], fmt.code_dtype))[0])
         if math.isnan(v):
             return cls("nan")
@@ -34,24 +34,24 @@ class _Val:
         return cls("num", Fraction(v), math.copysign(1.0, v) < 0)
 
     @classmethod
-    def of_bits(cls, fmt: formats.Format, code: int) -> _Val:
+    def of_bits(cls, fmt: formats.Format, code: int) -> Val:
         """The number the bits of ``code`` spell, NaN and Inf codes included."""
         sign, e, sig = (int(x[0]) for x in fmt.fields(np.array([code], fmt.code_dtype)))
         q = sig * Fraction(2) ** (e - fmt.man_bits)
         return cls("num", -q if sign else q, bool(sign))
 
 
-def _exponent(mag: Fraction) -> int:
+def exponent(mag: Fraction) -> int:
     """floor(log2(mag)) of a positive rational."""
     e = mag.numerator.bit_length() - mag.denominator.bit_length()
     return e - 1 if Fraction(2) ** e > mag else e
 
 
-def _round_mag(mag: Fraction, neg: bool, fmt: formats.Format, rounding: Rounding,
+def round_mag(mag: Fraction, neg: bool, fmt: formats.Format, rounding: Rounding,
                unbounded: bool = False) -> Fraction:
     """The magnitude ``mag`` > 0 rounded to ``fmt``'s precision: with its subnormals, or
     (``unbounded``) with no least exponent; the range above is the caller's."""
-    e = _exponent(mag)
+    e = exponent(mag)
     lsb = Fraction(2) ** ((e if unbounded else max(e, fmt.emin)) - fmt.man_bits)
     units = mag / lsb
     low = math.floor(units)
@@ -71,23 +71,23 @@ def _round_mag(mag: Fraction, neg: bool, fmt: formats.Format, rounding: Rounding
     return (low + up) * lsb
 
 
-def _round_value(q: Fraction, fmt: formats.Format, rounding: Rounding,
-                 overflow: Overflow) -> _Val:
-    """``q`` rounded to ``fmt`` (its precision, subnormals and range), as a _Val."""
+def round_value(q: Fraction, fmt: formats.Format, rounding: Rounding,
+                 overflow: Overflow) -> Val:
+    """``q`` rounded to ``fmt`` (its precision, subnormals and range), as a Val."""
     if q == 0:
-        return _Val("num", Fraction(0), False)
+        return Val("num", Fraction(0), False)
     neg = q < 0
-    r = _round_mag(abs(q), neg, fmt, rounding)
+    r = round_mag(abs(q), neg, fmt, rounding)
     if r > Fraction(fmt.max):
         if overflow is Overflow.SATURATE or (overflow is Overflow.IEEE and (
                 rounding is Rounding.RZ or (rounding is Rounding.RU and neg)
                 or (rounding is Rounding.RD and not neg))):
-            return _Val("num", -Fraction(fmt.max) if neg else Fraction(fmt.max), neg)
-        return _Val("inf", neg=neg)
-    return _Val("num", -r if neg else r, neg)
+            return Val("num", -Fraction(fmt.max) if neg else Fraction(fmt.max), neg)
+        return Val("inf", neg=neg)
+    return Val("num", -r if neg else r, neg)
 
 
-def _code(fmt: formats.Format, v: _Val) -> int:
+def encode_val(fmt: formats.Format, v: Val) -> int:
     if v.kind == "nan":
         return fmt.code_of_nan
     if v.kind == "inf":
@@ -97,19 +97,19 @@ def _code(fmt: formats.Format, v: _Val) -> int:
     return int(fmt.encode(np.array([float(v.q)]), "rne", saturate=False)[0])
 
 
-def _sum_specials(values: list[_Val]) -> _Val | None:
+def sum_specials(values: list[Val]) -> Val | None:
     """NaN or ±Inf if the values force one (IEEE: NaN wins, +Inf + -Inf is NaN)."""
     if any(v.kind == "nan" for v in values):
-        return _Val("nan")
+        return Val("nan")
     infs = {v.neg for v in values if v.kind == "inf"}
     if len(infs) == 2:
-        return _Val("nan")
+        return Val("nan")
     if infs:
-        return _Val("inf", neg=infs.pop())
+        return Val("inf", neg=infs.pop())
     return None
 
 
-def _align(x: Fraction, align: Align) -> int:
+def align_units(x: Fraction, align: Align) -> int:
     """``x`` (in units of the step's LSB) as an integer, by the spec's alignment rounding."""
     if align is Align.RZ:
         return math.trunc(x)

@@ -296,7 +296,7 @@ def test_explain_scale_node_is_the_scale_the_unit_uses():
 
 def test_nudge_steps_one_unit_in_the_last_place():
     from mxsim.engine.reference import _nudge
-    from mxsim.engine.reference.values import _Val
+    from mxsim.engine.reference.values import Val as _Val
 
     fmt = formats.get("e8m11")
     one = _Val("num", Fraction(1))
