@@ -383,3 +383,16 @@ def test_class_key_names_and_slugs():
     key = ClassKey("value", "finite off by N ulp", "e4m3", "e5m2", "16+")
     assert (key.name, key.slug) == ("finite off by 16+ ulps", "finite-off-by-16plus-ulps")
     assert ClassKey("cycle", "cycle", "e4m3", "e4m3", "rule 3").name == "cycle (rule 3)"
+
+
+@pytest.mark.parametrize("rtl", [False, True], ids=["generated", "map"])
+def test_waivers_and_a_conformance_check_do_not_go_together(capsys, tmp_path, rtl):
+    """The envelope judges the values under --conformance; a waiver waives mismatches
+    against the spec: both at once is one line, exit 2, nothing built."""
+    target = (["--rtl", "examples/rtl/nrm_tree/nrm_tree.toml", "--unit",
+               "examples/rtl/nrm_tree/nrm_tree_spec.toml"] if rtl else ["--unit", "hopper-wgmma"])
+    rc, _, err = run(capsys, "verify", *target, "--waive", "z: want.zero and got.zero",
+                     "--conformance", "ocp", "--out", tmp_path / "v")
+    assert rc == 2
+    one_line(err, "--waive and --conformance do not go together")
+    assert not (tmp_path / "v").exists() or not any((tmp_path / "v").rglob("*.json"))
