@@ -29,7 +29,7 @@ from mxsim.cli.common import (
     out_dir,
     spec_settings,
 )
-from mxsim.cli.verbs import Verb, hook, install_hint
+from mxsim.cli.verbs import Verb, rtl_hooks
 from mxsim.errors import MxsimError, exit_status
 from mxsim.output import check_output, write_text
 
@@ -207,12 +207,7 @@ def cmd_rtl_observe(args: argparse.Namespace) -> int:
         raise MxsimError(f"--bulk runs the C++ harness on Verilator, not --sim {args.sim}; "
                          f"leave one out")
     check_output(args.observed)
-    try:
-        foreign_map, observe_set = hook("foreign_map"), hook("observe")
-    except ImportError as exc:
-        gone = f" ({exc.name} is not installed)" if exc.name else ""
-        raise MxsimError(f"rtl observe needs the rtl extra{gone}: {install_hint('rtl')}") \
-            from None
+    foreign_map, observe_set = rtl_hooks("rtl observe", "foreign_map", "observe")
     fields = spec_settings(args.set_fields)               # a bad --set before anything runs
     vs = vectors.load(args.inputs, allow_large=args.allow_large)
     pm = foreign_map(args.map, Path(args.out) / "ports")  # written only for a bad design

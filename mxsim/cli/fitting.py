@@ -10,7 +10,7 @@ from .. import vectors
 from ..errors import MxsimError
 from ..output import check_output, write_text
 from .common import emit, map_formats, out_dir, refuse_unread, spec_settings
-from .verbs import hook, install_hint
+from .verbs import rtl_hooks
 
 __all__ = ["cmd_probe", "cmd_fit"]
 
@@ -120,12 +120,7 @@ def _fit_rtl(args: argparse.Namespace):
                          "IN.npz / GPU_OUT.npz with it")
     # The testbenches own the port maps and the simulations: named by the mxsim.hooks entry
     # points, never imported by the core.
-    try:
-        foreign_map, characterise = hook("foreign_map"), hook("characterise")
-    except ImportError as exc:
-        gone = f" ({exc.name} is not installed)" if exc.name else ""
-        raise MxsimError(f"fit --rtl needs the rtl extra{gone}: {install_hint('rtl')}") \
-            from None
+    foreign_map, characterise = rtl_hooks("fit --rtl", "foreign_map", "characterise")
     fields = spec_settings(args.set_fields)                  # a bad --set before anything runs
     pm = foreign_map(args.rtl, Path(args.out) / "ports")     # written only for a bad design
     a, b = map_formats(pm, args.a_format, args.b_format)

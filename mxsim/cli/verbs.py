@@ -38,7 +38,7 @@ from urllib.parse import unquote, urlparse
 from ..errors import MxsimError, Parser
 
 __all__ = ["Verb", "VerbParser", "VERBS_GROUP", "HOOKS_GROUP", "install_hint", "entry_points",
-           "plugin_verbs", "hook", "add_verbs"]
+           "plugin_verbs", "hook", "rtl_hooks", "add_verbs"]
 
 VERBS_GROUP = "mxsim.verbs"
 HOOKS_GROUP = "mxsim.hooks"
@@ -185,6 +185,16 @@ def hook(name: str) -> Any:
         raise MxsimError(f"no {name!r} in the {HOOKS_GROUP} entry points of this mxsim; "
                          f"reinstall it from a complete checkout")
     return ep.load()
+
+
+def rtl_hooks(what: str, *names: str) -> tuple[Any, ...]:
+    """The ``mxsim.hooks`` entry points ``names`` that ``what`` (``"fit --rtl"``) needs from the
+    testbenches, or one line saying the rtl extra (and which of its modules) is missing."""
+    try:
+        return tuple(hook(name) for name in names)
+    except ImportError as exc:
+        gone = f" ({exc.name} is not installed)" if exc.name else ""
+        raise MxsimError(f"{what} needs the rtl extra{gone}: {install_hint('rtl')}") from None
 
 
 # -- the parser ---------------------------------------------------------------------------------

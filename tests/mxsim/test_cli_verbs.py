@@ -18,7 +18,7 @@ from cli_helpers import run
 
 import testbenches.cli
 import testbenches.foreign.characterise
-from mxsim.cli import build_parser, fitting, verbs
+from mxsim.cli import build_parser, verbs
 from mxsim.cli.parser import CORE_VERBS
 from mxsim.errors import MxsimError
 
@@ -237,7 +237,7 @@ def test_hook_not_registered_one_line():
 def test_fit_rtl_without_the_testbenches_dependencies(monkeypatch, capsys, tmp_path):
     def hook(name):
         raise ModuleNotFoundError("No module named 'cocotb'", name="cocotb")
-    monkeypatch.setattr(fitting, "hook", hook)
+    monkeypatch.setattr(verbs, "hook", hook)       # what rtl_hooks calls
     rc, out, err = run(capsys, "fit", "--rtl", tmp_path / "map.toml", "--out", tmp_path / "w",
                        "-o", tmp_path / "fitted.toml")
     assert (rc, out) == (2, "")
