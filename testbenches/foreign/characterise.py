@@ -37,7 +37,7 @@ from mxsim.vectors import VectorSet
 
 from ..sim.backend import Backend, Run, Stimulus
 
-__all__ = ["carrier_spec", "observe", "observe_run", "fp32_results", "probe_design",
+__all__ = ["carrier_spec", "checked_spec", "observe", "observe_run", "fp32_results", "probe_design",
            "characterise", "inputs_of", "DEFAULT_NAN"]
 
 #: Fields a mode cannot set: the formats come from --a-format/--b-format, k and the block from
@@ -78,8 +78,14 @@ def carrier_spec(pm, a_format: str, b_format: str, fields: Mapping[str, Any] | N
             "b_format": b_format, "scale_format": scale_format, "block": block, "k": k,
             "frac_bits": None, "acc_format": d_format, "acc_rounding": "rne",
             "d_format": d_format, **fields}
+    return checked_spec(pm, data)
+
+
+def checked_spec(pm, data: Mapping[str, Any]) -> UnitSpec:
+    """The spec ``data`` spells (fields from ``--set``: a bad one is one line), checked
+    against the port map ``pm``."""
     try:
-        spec = from_dict(data, source="--set")
+        spec = from_dict(dict(data), source="--set")
     except SpecError as exc:
         raise MxsimError(f"--set: {exc}") from None
     pm.check_spec(spec)

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from mxsim.errors import MxsimError
-from mxsim.spec import SpecError, UnitSpec, from_dict
+from mxsim.spec import UnitSpec
 from mxsim.vectors import VectorSet
 
 from ..sim.backend import MismatchKind, count
-from .characterise import carrier_spec, observe_run
+from .characterise import carrier_spec, checked_spec, observe_run
 
 __all__ = ["Observation", "observe_set", "mode_spec"]
 
@@ -115,10 +115,7 @@ def mode_spec(pm, vs: VectorSet, fields: Mapping[str, Any], unit: str | None = N
     if fields:
         data = {**spec.to_dict(), **fields,
                 "name": f"{spec.name} ({', '.join(f'{n}={v}' for n, v in fields.items())})"}
-        try:
-            spec = from_dict(data, source="--set")
-        except SpecError as exc:
-            raise MxsimError(f"--set: {exc}") from None
+        return checked_spec(pm, data)
     pm.check_spec(spec)
     return spec
 
