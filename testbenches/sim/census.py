@@ -42,8 +42,8 @@ from mxsim.vectors import VectorSet
 from .backend import Mismatch, MismatchKind, Run
 from .waive import ATTRIBUTES, Num, Waiver
 
-__all__ = ["ClassKey", "Records", "Entry", "Census", "observe", "bucket", "BUCKETS", "OFF_BY",
-           "KEPT_DOTS", "KINDS"]
+__all__ = ["ClassKey", "Records", "Entry", "Census", "observe", "bucket", "canonical",
+           "BUCKETS", "OFF_BY", "KEPT_DOTS", "KINDS"]
 
 #: The ulp-distance buckets of ``finite off by N ulp``: (least, label).
 BUCKETS = ((1, "1"), (2, "2-3"), (4, "4-15"), (16, "16+"))
@@ -284,8 +284,8 @@ def _fixed_part(b: _Builder, fmt: formats.Format, want: npt.NDArray, res: Any,
     w_exp = np.where(special, 0, f.e.astype(np.int64) - fmt.man_bits)
     g_mant, g_exp, g_nan = (res.mant[:n].astype(np.int64), res.exp[:n].astype(np.int64),
                             res.nan[:n].astype(bool))
-    cw, cg, cneg = _canonical(w_mant, w_exp), _canonical(g_mant, g_exp), \
-        _canonical(-g_mant, g_exp)
+    cw, cg, cneg = canonical(w_mant, w_exp), canonical(g_mant, g_exp), \
+        canonical(-g_mant, g_exp)
     equal = (cg[0] == cw[0]) & (cg[1] == cw[1])
     same = np.where(g_nan | wo["nan"], g_nan & wo["nan"], ~wo["inf"] & equal)
     dots = np.flatnonzero(~same)
@@ -319,11 +319,14 @@ def _add_values(b: _Builder, dots, family, ulps, both, sign_only, wo, go, c) -> 
     b.add(ids[inverse.reshape(-1)], dots, 1, -1, env, len(dots))
 
 
-def _canonical(mant: npt.NDArray[np.int64], exp: npt.NDArray[np.int64]) -> tuple:
+def canonical(mant: npt.NDArray[np.int64], exp: npt.NDArray[np.int64]) -> tuple:
     """``mant * 2**exp`` as (odd mantissa, exponent), or (0, 0) for zero: equal values give
-    equal pairs (as :mod:`testbenches.foreign.portmap.codec` compares them)."""
+    equal pairs (how fixed-point results are compared, here and in
+    :mod:`testbenches.foreign.portmap.codec`)."""
+    mant, exp = mant.astype(np.int64), exp.astype(np.int64)
     zero = mant == 0
     low = np.where(zero, 1, mant & -mant)
+    # low is a power of two below 2**63: float64 holds it exactly, and frexp gives its log2.
     tz = (np.frexp(np.abs(low.astype(np.float64)))[1] - 1).astype(np.int64)
     return np.where(zero, 0, mant >> tz), np.where(zero, 0, exp + tz)
 

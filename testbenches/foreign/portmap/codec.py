@@ -21,6 +21,7 @@ from mxsim.formats import Format
 from mxsim.vectors import VectorSet
 
 from ...sim.backend import VALUE_LIMIT, Mismatch, MismatchKind, not_listed
+from ...sim.census import canonical
 from .parse import FORMAT_BITS
 from .parts import Field, Lanes, MapError, MapLike
 
@@ -456,17 +457,6 @@ def decode_results(pm: MapLike, raw) -> Results:
 # -- comparing ----------------------------------------------------------------------------
 
 
-def _canonical(mant: npt.NDArray[np.int64], exp: npt.NDArray[np.int64]) -> tuple:
-    """``mant * 2**exp`` as (odd mantissa, exponent), or (0, 0) for zero: equal values give
-    equal pairs."""
-    mant, exp = mant.astype(np.int64), exp.astype(np.int64)
-    zero = mant == 0
-    low = np.where(zero, 1, mant & -mant)
-    # low is a power of two below 2**63: float64 holds it exactly, and frexp gives its log2.
-    tz = (np.frexp(np.abs(low.astype(np.float64)))[1] - 1).astype(np.int64)
-    return np.where(zero, 0, mant >> tz), np.where(zero, 0, exp + tz)
-
-
 def _model_values(fmt: Format, codes: npt.NDArray) -> tuple:
     """The exact values of FP codes: (mantissa, exponent, nan, inf)."""
     c = codes.astype(np.int64)
@@ -516,8 +506,8 @@ def compare_results(pm: MapLike, results: Results, want: npt.NDArray, fmt: Forma
                          model=f"{int(want[i]):#0{digits}x}") for i in bad[:VALUE_LIMIT]]
     else:
         w_mant, w_exp, w_nan, w_inf = _model_values(fmt, want)
-        g_mant, g_exp = _canonical(got.mant, got.exp)
-        w_mant, w_exp = _canonical(w_mant, w_exp)
+        g_mant, g_exp = canonical(got.mant, got.exp)
+        w_mant, w_exp = canonical(w_mant, w_exp)
         same = np.where(got.nan | w_nan, got.nan & w_nan,
                         ~w_inf & (g_mant == w_mant) & (g_exp == w_exp))
         bad = np.nonzero(~same)[0]
