@@ -21,7 +21,7 @@ $(VENV)/.stamp-demo: pyproject.toml $(VENV)/.stamp-base
 	touch $@
 
 $(VENV)/.stamp-test: pyproject.toml $(VENV)/.stamp-base
-	$(PY) $(PIP_INSTALL) -e '.[rtl,fast,plot,peers,dev,cluster]'
+	$(PY) $(PIP_INSTALL) -e '.[rtl,fast,plot,peers,dev,cluster,formal]'
 	touch $@ $(VENV)/.stamp-demo
 
 # The main job: RTL generated from the MXFP8 unit spec (blackwell-mxf8f6f4, e4m3, E8M0 blocks
@@ -42,7 +42,7 @@ test-latest:
 	test -x .venv-latest/bin/python || $(PYTHON) -m venv .venv-latest
 	.venv-latest/bin/python -m pip install --quiet --upgrade pip setuptools
 	.venv-latest/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager \
-	    --no-build-isolation -e '.[rtl,fast,plot,peers,dev,cluster]'
+	    --no-build-isolation -e '.[rtl,fast,plot,peers,dev,cluster,formal]'
 	.venv-latest/bin/python -m mxsim.versions --diff $(LOCK)
 	.venv-latest/bin/python -m pytest
 

@@ -421,7 +421,8 @@ class Rounder(wiring.Component):
 
 
 class Packer(wiring.Component):
-    """The FP32 code: overflow (by the spec's policy), exact zeros (+0), NaN (0x7FFFFFFF) and
+    """The FP32 code: overflow (by the spec's policy), zeros (+0, exact or a sum rounded to
+    zero below the least subnormal), NaN (0x7FFFFFFF) and
     signed Inf, else the significand and exponent in place (an E8Mn accumulator's code padded
     with zeros below).
 
@@ -451,7 +452,7 @@ class Packer(wiring.Component):
             m.d.comb += self.code.eq(0x7F800000)
         with m.Elif(self.ninf):
             m.d.comb += self.code.eq(self.neg_inf_code())
-        with m.Elif(i.zero):
+        with m.Elif(i.zero | (i.sig == 0)):      # exact, or rounded away below the least step
             m.d.comb += self.code.eq(0)
         with m.Elif(self.overflows(i.exp)):
             m.d.comb += self.code.eq(big if to_max else inf)

@@ -25,11 +25,12 @@ from mxsim.errors import MxsimError
 ROOT = Path(__file__).resolve().parents[2]
 
 #: ``mxsim --help``'s order of the verbs (tests/data/cli_help.txt).
-HELP_ORDER = ["formats", "units", "rtl", "verify", "explore", "vectors", "run", "compare",
+HELP_ORDER = ["formats", "units", "rtl", "verify", "prove", "explore", "vectors", "run", "compare",
               "explain", "invariance", "quantize", "torch-eval", "array", "probe", "fit", "gpu",
               "demo"]
 
 RTL_HINT = "pip install -e '.[rtl]', or run `make demo`"
+FORMAL_LINE = "prove needs the rtl,formal extra: pip install -e '.[rtl,formal]'"
 
 
 @pytest.fixture(autouse=True)
@@ -58,7 +59,8 @@ def test_registry_lists_every_verb_in_help_order():
 def test_registry_each_plugin_verb_is_its_owners():
     owners = {v.name: v.add.__module__ for v in verbs.plugin_verbs()}
     assert owners == {"rtl": "hdl.cli", "explore": "hdl.cli", "verify": "testbenches.cli",
-                      "demo": "testbenches.cli", "gpu": "gpu.cli"}
+                      "demo": "testbenches.cli", "gpu": "gpu.cli",
+                      "prove": "testbenches.formal.cli"}
 
 
 def test_registry_refuses_a_name_twice():
@@ -166,7 +168,8 @@ def test_missing_extra_one_line_in_help(monkeypatch, capsys):
     before = {argv: _help(capsys, *argv) for argv in HELPS}
     _without(monkeypatch, "amaranth")
     after = {argv: _help(capsys, *argv) for argv in HELPS}
-    assert after[()] == before[()] + f"rtl, verify and explore need the rtl extra: {RTL_HINT}\n"
+    assert after[()] == before[()] + \
+        f"rtl, verify and explore need the rtl extra: {RTL_HINT}; {FORMAL_LINE}\n"
     for verb in ("rtl", "verify", "explore"):
         assert after[(verb,)] == before[(verb,)] + \
             f"mxsim {verb} needs the rtl extra: {RTL_HINT}\n"
@@ -211,8 +214,8 @@ def test_plugins_import_without_amaranth_cocotb_torch(tmp_path):
                               capture_output=True, text=True, timeout=120)
         out, err = proc.stdout, proc.stderr
         if argv == ["--help"]:
-            assert out.endswith(f"rtl, verify and explore need the rtl extra: {RTL_HINT}\n"
-                                "rc 0\n"), out
+            assert out.endswith(f"rtl, verify and explore need the rtl extra: {RTL_HINT}; "
+                                f"{FORMAL_LINE}\nrc 0\n"), out
             assert err == ""
         elif argv[0] == "gpu":
             assert out.startswith("device: none") and out.endswith("rc 0\n"), out + err

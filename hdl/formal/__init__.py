@@ -1,0 +1,13 @@
+"""Circuits for proofs (``mxsim prove``): the spec's arithmetic drawn a second, plain way, and
+the miters that hold the generated RTL (or a user's) equal to it.
+
+- :mod:`.reference`: ``ReferenceDot``, one instruction of a unit spec as a combinational
+  circuit built from the spec alone (exact products, each term truncated into the step's
+  window, an exact sum at full width, one rounding), sharing nothing with :mod:`hdl.stages`
+  and :mod:`hdl.blocks` but the input beat's layout;
+- :mod:`.miter`: the generated unit against it, with the stream handshake as properties.
+"""
+
+from .reference import ReferenceDot, reference_problem
+
+__all__ = ["ReferenceDot", "reference_problem"]

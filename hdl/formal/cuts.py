@@ -1,0 +1,142 @@
+"""Cut points in a unit for compositional proofs: taps that copy a stage's signals into the
+harness, and free stages whose outputs the solver chooses.
+
+A unit is built from the stage classes its class attributes name (:mod:`hdl.unit`); a
+mutant is a unit class with one of them replaced (:mod:`testbenches.unit.faults`). :func:`cut`
+derives a subclass of any such unit class (mutant or not) in which
+
+- the accumulate stage's adder tree copies its inputs (each lane's aligned term, and C's),
+  the exponent stage's maximum tree its inputs (each product's alignment exponent, and C's),
+  and the accumulate stage ``s0``'s pass signals, the block's largest exponent and flags, and
+  the sum, into :class:`Taps` the harness owns;
+- ``free="terms"``: the lanes' and C's aligners are replaced by free values (``AnySeq``), so
+  a proof holds the adder tree and the accumulator to whatever terms arrive;
+- ``free="front"``: the exponent and accumulate stages are replaced by free outputs, so a
+  proof holds the post pipeline (normalise, round, pack, handshake) to any sum and exponent.
+
+The production RTL has no hooks for this: the classes here override ``elaborate`` and add
+assignments to the harness's signals.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal, signed
+from amaranth.asserts import AnySeq
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.stages import exponents_signature, s0_signature, sum_bits, sum_signature, term_bits
+from mxsim.microarch import MicroArch
+from mxsim.spec import UnitSpec
+
+__all__ = ["Taps", "cut"]
+
+
+class Taps:
+    """The signals a cut unit copies out, owned by the harness."""
+
+    def __init__(self, spec: UnitSpec, ua: MicroArch):
+        self.lanes = ua.lanes
+        self.tree_in = [Signal(signed(term_bits(spec) + 1), name=f"tap_tree_in{j}")
+                        for j in range(ua.lanes + 1)]
+        self.go, self.done = Signal(name="tap_go"), Signal(name="tap_done")
+        self.p = Signal(range(max(ua.passes(spec), 2)), name="tap_p")
+        self.first = Signal(name="tap_first")
+        self.sum = Signal(signed(sum_bits(spec)), name="tap_sum")
+        self.e_max = Signal(signed(14), name="tap_e_max")
+        self.max_in = [Signal(signed(14), name=f"tap_max_in{j}") for j in range(spec.k + 1)]
+        self.nan, self.pinf, self.ninf = (Signal(name=f"tap_{n}") for n in
+                                          ("nan", "pinf", "ninf"))
+
+
+def cut(unit_cls: type, taps: Taps, free: str | None = None) -> type:
+    """A subclass of ``unit_cls`` that fills ``taps`` (and frees ``free``'s stages)."""
+    if free not in (None, "terms", "front"):
+        raise ValueError(f"free must be None, 'terms' or 'front', not {free!r}")
+    if free == "front":
+        return type(f"{unit_cls.__name__}FreeFront", (unit_cls,), {
+            "exponent_max": _free_exponents(taps), "accumulate": _free_sum(taps)})
+    base = unit_cls.accumulate
+
+    class TappedTree(base.adder_tree):
+        def elaborate(self, platform):
+            m = super().elaborate(platform)
+            m.d.comb += [t.eq(self.i[j]) for j, t in enumerate(taps.tree_in)]
+            return m
+
+    attrs = {"adder_tree": TappedTree, "elaborate": _tapped_elaborate(base, taps)}
+    if free == "terms":
+        attrs.update(aligner=_free_aligner(base.aligner),
+                     c_aligner=_free_aligner(base.c_aligner))
+    acc = type(f"{base.__name__}Tapped", (base,), attrs)
+    exponents = unit_cls.exponent_max
+
+    class TappedMaxTree(exponents.max_tree):
+        def elaborate(self, platform):
+            m = super().elaborate(platform)
+            m.d.comb += [t.eq(self.i[j]) for j, t in enumerate(taps.max_in)]
+            return m
+
+    exp = type(f"{exponents.__name__}Tapped", (exponents,), {"max_tree": TappedMaxTree})
+    return type(f"{unit_cls.__name__}Cut", (unit_cls,), {"accumulate": acc,
+                                                          "exponent_max": exp})
+
+
+def _tapped_elaborate(base: type, taps: Taps):
+    def elaborate(self, platform):
+        m = base.elaborate(self, platform)
+        m.d.comb += [taps.go.eq(self.s0.go), taps.done.eq(self.s0.done),
+                     taps.p.eq(self.s0.p), taps.first.eq(self.s0.block.first),
+                     taps.sum.eq(self.o.sum), taps.e_max.eq(self.exponents.e_max),
+                     taps.nan.eq(self.exponents.nan), taps.pinf.eq(self.exponents.pinf),
+                     taps.ninf.eq(self.exponents.ninf)]
+        return m
+    return elaborate
+
+
+def _free_aligner(base: type) -> type:
+    """``base`` with its output ``q`` chosen freely each cycle (its ports kept)."""
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.q.eq(AnySeq(len(self.q)))
+        return m
+    return type(f"Free{base.__name__}", (base,), {"elaborate": elaborate})
+
+
+def _free_exponents(taps: Taps) -> type:
+    class FreeExponentMax(wiring.Component):
+        """The exponent stage's ports, its outputs free each cycle (copied to the taps)."""
+
+        def __init__(self, spec: UnitSpec, microarch: MicroArch):
+            super().__init__({"s0": In(s0_signature(spec, microarch)),
+                              "o": Out(exponents_signature())})
+
+        def elaborate(self, platform):
+            m = Module()
+            o = self.o
+            m.d.comb += [o.e_max.eq(AnySeq(len(o.e_max)).as_signed()), o.nan.eq(AnySeq(1)),
+                         o.pinf.eq(AnySeq(1)), o.ninf.eq(AnySeq(1)),
+                         taps.e_max.eq(o.e_max), taps.nan.eq(o.nan), taps.pinf.eq(o.pinf),
+                         taps.ninf.eq(o.ninf)]
+            return m
+    return FreeExponentMax
+
+
+def _free_sum(taps: Taps) -> type:
+    class FreeAccumulate(wiring.Component):
+        """The accumulate stage's ports, its sum free each cycle (copied to the taps with
+        ``s0``'s pass signals)."""
+
+        def __init__(self, spec: UnitSpec, microarch: MicroArch):
+            super().__init__({"s0": In(s0_signature(spec, microarch)),
+                              "exponents": In(exponents_signature()),
+                              "o": Out(sum_signature(spec))})
+
+        def elaborate(self, platform):
+            m = Module()
+            m.d.comb += [self.o.sum.eq(AnySeq(len(self.o.sum)).as_signed()),
+                         taps.sum.eq(self.o.sum), taps.go.eq(self.s0.go),
+                         taps.done.eq(self.s0.done), taps.p.eq(self.s0.p),
+                         taps.first.eq(self.s0.block.first)]
+            return m
+    return FreeAccumulate

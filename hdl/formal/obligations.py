@@ -1,0 +1,161 @@
+"""The three proof obligations of a compositional proof of a unit's datapath.
+
+Each is a harness like :class:`.miter.SingleBeat` (one free beat in cycle 0, ``first`` =
+``last`` = 1, ``o.ready`` high) around a unit cut by :func:`.cuts.cut`:
+
+``Terms``
+    In every pass, each adder-tree input equals the reference's truncated term of that lane
+    (the lane's product of this pass; C's in pass 0 and 0 after), truncated at the unit's
+    largest exponent, which equals the reference's; the step's NaN and Inf agree. (Decoders,
+    multipliers, scales, the exponent maximum and the aligners.)
+``Sum``
+    With the aligners free, the accumulator after each pass equals the exact sum of every
+    tree input so far, added in the tree's own pairing at full width: each adder of the tree
+    and the accumulator is exact. (The tree, the accumulator, its clearing, C's pass.)
+``Post``
+    With the exponent and accumulate stages free, the result that appears ``latency`` cycles
+    after the beat is the reference's rounding of the sum and exponent the stages gave on the
+    block's last pass (NaN and Inf first), and nothing appears before. (Normalise, round,
+    pack, the pipeline's timing.)
+
+Composition (stated, not solved): by ``Terms`` the tree adds the reference's terms; by
+``Sum`` it adds them exactly, and an exact sum does not depend on the order of its terms, so
+the sum is the reference's ``total``; by ``Post`` the unit's D is the reference's rounding of
+it. A proof of the three is a proof of D = the reference's D for every beat.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal, signed
+from amaranth.asserts import AnyConst
+from amaranth.hdl import Assume
+
+from hdl.stages import block_layout
+
+from .cuts import Taps, cut
+from .miter import Harness
+from .reference import reference_parts
+from .rounding import round_to_fp32
+
+__all__ = ["Terms", "Sum", "Post", "OBLIGATIONS"]
+
+
+class _Obligation(Harness):
+    free: str | None = None
+
+    def __init__(self, unit_cls: type, spec, ua):
+        super().__init__()
+        self.spec, self.ua = spec, ua
+        self.taps = Taps(spec, ua)
+        self.unit = cut(unit_cls, self.taps, self.free)(spec, ua)
+        self.latency = ua.latency(spec)
+
+    def _single_beat(self, m: Module):
+        """Offer one free beat in cycle 0; the cycle counter."""
+        m.submodules.dut = dut = self.unit
+        beat = Signal(block_layout(self.spec), name="beat")
+        m.d.comb += beat.eq(AnyConst(block_layout(self.spec)))
+        cycle = Signal(range(self.latency + 2), name="cycle")
+        with m.If(cycle <= self.latency):
+            m.d.sync += cycle.eq(cycle + 1)
+        m.d.comb += [dut.i.payload.eq(beat), dut.i.valid.eq(cycle == 0),
+                     dut.i.payload.first.eq(1), dut.i.payload.last.eq(1), dut.o.ready.eq(1)]
+        return dut, beat, cycle
+
+
+class Terms(_Obligation):
+    """Each tree input is the reference's term (see the module docstring)."""
+
+    def elaborate(self, platform):
+        m = self._module()
+        dut, beat, _ = self._single_beat(m)
+        t, lanes, spec = self.taps, self.ua.lanes, self.spec
+        ref = reference_parts(m, spec, beat, e_max=t.e_max)
+        with m.If(t.go):
+            self.check(m, (t.nan | (t.pinf & t.ninf)) == ref.nan, "the step's NaN")
+            with m.If(~ref.nan):
+                self.check(m, t.pinf == (ref.inf & ~ref.neg), "the step's +Inf")
+                self.check(m, t.ninf == (ref.inf & ref.neg), "the step's -Inf")
+        with m.If(t.go & ~ref.nan & ~ref.inf):
+            for j, e in enumerate(ref.exps):
+                self.check(m, t.max_in[j] == e, f"term {j}'s alignment exponent")
+            self.check(m, t.e_max == _tree_order(t.max_in, _max),
+                       "the largest exponent, comparator by comparator")
+            for j in range(lanes):
+                want = ref.cut[j]
+                for p in range(1, self.ua.passes(spec)):
+                    want = Mux(t.p == p, ref.cut[p * lanes + j], want)
+                self.check(m, t.tree_in[j] == want, f"lane {j}'s aligned term")
+            self.check(m, t.tree_in[lanes] == Mux(t.p == 0, ref.cut[-1], 0),
+                       "C's aligned term, in pass 0 only")
+        return m
+
+
+class Sum(_Obligation):
+    """The tree and accumulator add exactly (see the module docstring)."""
+    free = "terms"
+
+    def elaborate(self, platform):
+        m = self._module()
+        self._single_beat(m)
+        t = self.taps
+        width = len(t.sum) + 2
+        this_pass = _tree_order(t.tree_in, lambda x, y: (x + y)[:width].as_signed())
+        so_far = Signal(signed(width), name="exact_so_far")
+        exact = Signal(signed(width), name="exact_sum")
+        m.d.comb += exact.eq(Mux(t.p == 0, 0, so_far) + this_pass)
+        with m.If(t.go):
+            m.d.sync += so_far.eq(exact)
+            self.check(m, t.sum == exact, "the accumulator is the exact sum so far")
+        return m
+
+
+class Post(_Obligation):
+    """The post pipeline rounds what it is given, on time (see the module docstring)."""
+    free = "front"
+
+    def elaborate(self, platform):
+        m = self._module()
+        dut, _, cycle = self._single_beat(m)
+        t, spec = self.taps, self.spec
+        kept = {name: Signal.like(getattr(t, name), name=f"kept_{name}")
+                for name in ("sum", "e_max", "nan", "pinf", "ninf")}
+        with m.If(t.go & t.done):
+            m.d.sync += [kept[n].eq(getattr(t, n)) for n in kept]
+            # The cut's contract: the exponent stage gives what a block can have, e_zero or
+            # a term's exponent (within [-300, 300]: E8M0 scales, FP32 C).
+            lo, hi = min(spec.e_zero, -300), max(spec.e_zero, 300)
+            m.d.comb += Assume((t.e_max >= lo) & (t.e_max <= hi))
+        lsb = Signal(signed(14), name="kept_lsb")
+        m.d.comb += lsb.eq(kept["e_max"] - spec.frac_bits)
+        finite = round_to_fp32(m, spec, kept["sum"], lsb)
+        want = Signal(32, name="want")
+        m.d.comb += want.eq(Mux(kept["nan"] | (kept["pinf"] & kept["ninf"]), spec.d_nan,
+                                Mux(kept["pinf"], 0x7F800000,
+                                    Mux(kept["ninf"], 0xFF800000, finite))))
+        with m.If((cycle > 0) & (cycle < self.latency)):
+            self.check(m, ~dut.o.valid, "no result before the latency")
+        with m.If(cycle == self.latency):
+            self.check(m, dut.o.valid, "the result appears at the latency")
+            self.check(m, dut.o.payload == want, "D is the rounding of the sum")
+        return m
+
+
+def _tree_order(items: list, node):
+    """``node(x, y)`` over the items pairwise, level by level as a balanced tree pairs them
+    (an odd one out goes up a level)."""
+    level = [x.as_signed() for x in items]
+    while len(level) > 1:
+        nxt = [node(level[j], level[j + 1]) for j in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0]
+
+
+def _max(x, y):
+    return Mux(x >= y, x, y)
+
+
+#: name -> harness class, in the order a compositional proof runs them.
+OBLIGATIONS = {"terms": Terms, "sum": Sum, "post": Post}

