@@ -211,4 +211,7 @@ def test_hdl_normalise_round_pack_is_round_to(acc, rounding, overflow):
                                     np.array([abs(r["sum"])], np.uint64), np.array([False]),
                                     rounding, Overflow(overflow))
             want = int(np.float32(fmt.decode(code)[0]).view(np.uint32))
+            # A sum rounded to zero is +0: the RTL builds zero_sign positive (the spec's, and
+            # the engines'; a proof found the packer giving -0, docs/formal.md).
+            want = 0 if want & 0x7FFFFFFF == 0 else want
         assert g[0] == want, (r, hex(g[0]), hex(want))
