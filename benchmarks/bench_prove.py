@@ -1,0 +1,119 @@
+"""Proof records for docs/formal.md: the mutant table from proofs, and proof times.
+
+    python benchmarks/bench_prove.py mutants -o docs/data/formal_mutants.json [--faults A,B]
+        every mutant of testbenches.unit.faults against the reference circuit, on the small
+        unit (blackwell-mxf8f6f4, e2m1 x e2m1, k = block = 8, 8 lanes, 1 stage): the whole
+        miter (one beat, every input) and the stream miter (free handshake, values checked),
+        each to its bound with a timeout; killed where either fails. A kill's counterexample
+        (a vector set) is then run through the mutant and the unit in simulation
+        (hdl.sim, Amaranth): the mutant must disagree with the reference engine, the unit not.
+
+Raw rows, as they came, with the machine and the tool versions; docs/formal.md's mutant
+table is to be computed from a finished record by ``table`` (not yet: the first run stopped
+early; its rows are in docs/data/formal_mutants_2026-12-05.jsonl).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+SMALL = {"k": 8, "block": 8}
+
+
+def _replay(spec, ua, cls, path: str) -> dict:
+    """The counterexample through the mutant and the unit in Amaranth's simulator."""
+    from hdl.sim import simulate
+    from hdl.unit import DotProductUnit
+    from mxsim import vectors
+    from mxsim.engine import reference
+    vs = vectors.load(path)
+    want = np.asarray(reference.dot(spec, vs)).reshape(-1).astype(np.uint32)
+    ones = np.ones(64, bool)
+
+    def codes(unit_cls):
+        return np.array(simulate(unit_cls(spec, ua), vs, ones, ones).results, np.uint32)
+    return {"mutant_differs": bool((codes(cls) != want).any()),
+            "unit_equal": bool((codes(DotProductUnit) == want).all())}
+
+
+def mutants(out: Path, faults: list[str] | None, timeout: float, work: Path) -> None:
+    from mxsim.design import resolve_design
+    from testbenches.formal.prove import prove_unit
+    from testbenches.unit.faults import FAULTS, unit_class
+    spec, ua = resolve_design("blackwell-mxf8f6f4", "e2m1", "e2m1", SMALL, 8, 1)
+    rows = []
+    for fault in faults or [f for f in FAULTS if f != "mul-scale-sig-dropped"]:
+        cls = unit_class(fault)
+        t0 = time.perf_counter()
+        whole = prove_unit(spec, ua, unit_cls=cls, method="whole", handshake=False,
+                           timeout=timeout, jobs=1, out_dir=work / fault)[0]
+        stream = None
+        if whole.status != "FAIL":
+            stream = prove_unit(spec, ua, unit_cls=cls, method=None, handshake=True,
+                                data=True, timeout=timeout, jobs=1,
+                                out_dir=work / fault / "stream")[0]
+        killed_by = "whole" if whole.status == "FAIL" else (
+            "handshake" if stream is not None and stream.status == "FAIL" else None)
+        row = {"fault": fault, "where": FAULTS[fault], "killed_by": killed_by,
+               "whole": whole.status, "whole_s": whole.seconds,
+               "handshake": stream.status if stream else None,
+               "handshake_s": stream.seconds if stream else None,
+               "counterexample": whole.counterexample,
+               "seconds": round(time.perf_counter() - t0, 1)}
+        if whole.counterexample:
+            row.update(_replay(spec, ua, cls, whole.counterexample))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    record = {"what": "mutants of testbenches.unit.faults proven against the reference "
+                      "circuit (docs/formal.md)",
+              "unit": {"preset": "blackwell-mxf8f6f4", "a_format": "e2m1", "b_format": "e2m1",
+                       "overrides": SMALL, "lanes": 8, "stages": 1},
+              "solver": "yices", "timeout_s": timeout,
+              "machine": f"{platform.node()}: {platform.processor() or platform.machine()}, "
+                         f"2 cores (this project's development machine)",
+              "rows": rows}
+    out.write_text(json.dumps(record, indent=1) + "\n")
+
+
+def table(record: Path) -> str:
+    """docs/formal.md's mutant table, from the record."""
+    rec = json.loads(record.read_text())
+    lines = ["| mutant | whole miter | handshake miter | killed | counterexample fails in "
+             "simulation |", "|---|---|---|---|---|"]
+    for r in rec["rows"]:
+        hs = f"{r['handshake']} ({r['handshake_s']} s)" if r["handshake"] else "not run"
+        sim = ("yes" if r.get("mutant_differs") and r.get("unit_equal") else "no") \
+            if r.get("counterexample") else "n/a"
+        lines.append(f"| {r['fault']} | {r['whole']} ({r['whole_s']} s) | {hs} | "
+                     f"{r['killed_by'] or 'no'} | {sim} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python benchmarks/bench_prove.py",
+                                 description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    mu = sub.add_parser("mutants")
+    mu.add_argument("-o", "--output", type=Path, required=True)
+    mu.add_argument("--faults", default=None)
+    mu.add_argument("--timeout", type=float, default=240)
+    mu.add_argument("--work", type=Path, default=Path("build/bench-prove"))
+    tb = sub.add_parser("table")
+    tb.add_argument("record", type=Path)
+    args = ap.parse_args(argv)
+    if args.cmd == "mutants":
+        mutants(args.output, args.faults.split(",") if args.faults else None, args.timeout,
+                args.work)
+    else:
+        print(table(args.record))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
