@@ -44,30 +44,16 @@ def _replay(spec, ua, cls, path: str) -> dict:
 
 def mutants(out: Path, faults: list[str] | None, timeout: float, work: Path) -> None:
     from mxsim.design import resolve_design
-    from testbenches.formal.prove import prove_unit
     from testbenches.unit.faults import FAULTS, unit_class
     spec, ua = resolve_design("blackwell-mxf8f6f4", "e2m1", "e2m1", SMALL, 8, 1)
     rows = []
+    from testbenches.formal.prove import prove_mutant
     for fault in faults or [f for f in FAULTS if f != "mul-scale-sig-dropped"]:
-        cls = unit_class(fault)
         t0 = time.perf_counter()
-        whole = prove_unit(spec, ua, unit_cls=cls, method="whole", handshake=False,
-                           timeout=timeout, jobs=1, out_dir=work / fault)[0]
-        stream = None
-        if whole.status != "FAIL":
-            stream = prove_unit(spec, ua, unit_cls=cls, method=None, handshake=True,
-                                data=True, timeout=timeout, jobs=1,
-                                out_dir=work / fault / "stream")[0]
-        killed_by = "whole" if whole.status == "FAIL" else (
-            "handshake" if stream is not None and stream.status == "FAIL" else None)
-        row = {"fault": fault, "where": FAULTS[fault], "killed_by": killed_by,
-               "whole": whole.status, "whole_s": whole.seconds,
-               "handshake": stream.status if stream else None,
-               "handshake_s": stream.seconds if stream else None,
-               "counterexample": whole.counterexample,
-               "seconds": round(time.perf_counter() - t0, 1)}
-        if whole.counterexample:
-            row.update(_replay(spec, ua, cls, whole.counterexample))
+        row = prove_mutant(spec, ua, fault, timeout=timeout, out_dir=work)
+        row["seconds"] = round(time.perf_counter() - t0, 1)
+        if row["counterexample"]:
+            row.update(_replay(spec, ua, unit_class(fault), row["counterexample"]))
         rows.append(row)
         print(json.dumps(row), flush=True)
     record = {"what": "mutants of testbenches.unit.faults proven against the reference "

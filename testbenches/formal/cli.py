@@ -48,6 +48,13 @@ def _add_prove(sub: Any) -> argparse.ArgumentParser:
                     help="leave out the stream handshake properties")
     pr.add_argument("--induction", action="store_true",
                     help="prove the handshake by k-induction instead of to a bound")
+    pr.add_argument("--mutants", nargs="?", const="all", default=None, metavar="FAULTS",
+                    help="prove every mutant of the mutant table (or a list: a,b) against the "
+                         "reference instead: each killed, with its counterexample, or not")
+    pr.add_argument("--cocotb", action="store_true",
+                    help="with --mutants: run each counterexample through `mxsim verify`'s "
+                         "cocotb testbench with the mutant (Verilator; a build per mutant), "
+                         "where it must fail too")
     pr.add_argument("--out", default="mxsim-prove", metavar="DIR",
                     help="proof folders, traces and counterexamples (default: %(default)s)")
     return pr
@@ -69,6 +76,10 @@ def cmd_prove(args: argparse.Namespace) -> int:
         raise MxsimError(f"Unit {spec.name!r}: {problem}; `mxsim prove` covers the specs the "
                          f"RTL generator builds (docs/formal.md)")
     folder = out_dir(args.out)
+    if args.mutants is not None:
+        return _mutants(args, spec, ua, folder)
+    if args.cocotb:
+        raise MxsimError("--cocotb replays the counterexamples of --mutants; give --mutants")
     quiet = args.json
 
     def progress(p) -> None:
@@ -97,6 +108,51 @@ def cmd_prove(args: argparse.Namespace) -> int:
                     for r in failed)
     emit(args, text, report)
     return 0 if passed else 1
+
+
+def _mutants(args: argparse.Namespace, spec, ua, folder: Path) -> int:
+    """Each mutant proven against the reference (``--mutants``): exit 0 when every one is
+    killed (and, with --cocotb, its counterexample fails in cocotb too)."""
+    from testbenches.unit.faults import FAULTS, GROUP_FAULTS
+
+    from .prove import prove_mutant
+    pool = list(GROUP_FAULTS) if spec.group is not None else list(FAULTS)
+    default = [f for f in pool if "scale-sig" not in f or spec.scale_format == "ue4m3"]
+    faults = default if args.mutants == "all" else [f.strip() for f in args.mutants.split(",")]
+    unknown = [f for f in faults if f not in pool]
+    if unknown:
+        raise MxsimError(f"--mutants: no mutant {unknown[0]!r} for this unit; choose from "
+                         f"{', '.join(pool)}")
+    rows = []
+    for fault in faults:
+        row = prove_mutant(spec, ua, fault, solver=args.solver, timeout=args.timeout,
+                           out_dir=folder / "mutants")
+        if args.cocotb and row["counterexample"]:
+            row["cocotb_fails"] = _cocotb_fails(spec, ua, fault, row["counterexample"],
+                                                folder / "mutants" / fault / "cocotb")
+        rows.append(row)
+        if not args.json:
+            print(f"{'KILLED' if row['killed_by'] else 'survived':8} {fault:22} "
+                  f"{row['killed_by'] or ''} {row['counterexample'] or ''}", flush=True)
+    ok = all(r["killed_by"] for r in rows) and all(r.get("cocotb_fails", True) for r in rows)
+    report = {"spec": spec.name, "lanes": ua.lanes, "stages": ua.stages, "mutants": rows,
+              "all_killed": ok}
+    Path(folder, "mutants.json").write_text(json.dumps(report, indent=1) + "\n")
+    killed = sum(bool(r["killed_by"]) for r in rows)
+    emit(args, f"{killed} of {len(rows)} mutants killed by proof\n  report      "
+               f"{Path(folder, 'mutants.json')}", report)
+    return 0 if ok else 1
+
+
+def _cocotb_fails(spec, ua, fault: str, path: str, out: Path) -> bool:
+    """Whether the counterexample fails in ``mxsim verify``'s cocotb testbench with the
+    mutant (as a replayed set)."""
+    from mxsim import vectors
+
+    from ..unit.verify import verify
+    rep = verify(spec, ua, sim="verilator", out_dir=out, fault=fault,
+                 replay=vectors.load(path), keep_failing=False, progress=False)
+    return not rep.passed
 
 
 def _line(p) -> str:

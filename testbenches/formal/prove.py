@@ -35,7 +35,8 @@ from mxsim.spec import UnitSpec
 
 from .sby import ProofResult, read_trace, run_sby
 
-__all__ = ["Proof", "prove_unit", "counterexample", "beats_to_vectors", "METHODS"]
+__all__ = ["Proof", "prove_unit", "prove_mutant", "counterexample", "beats_to_vectors",
+           "METHODS"]
 
 METHODS = ("compositional", "whole")
 
@@ -170,3 +171,28 @@ def counterexample(spec: UnitSpec, ua: MicroArch, *, unit_cls: type | None = Non
     rows = prove_unit(spec, ua, unit_cls=unit_cls, method="whole", handshake=False,
                       solver=solver, timeout=timeout, jobs=1, out_dir=out_dir)
     return rows[0]
+
+
+def prove_mutant(spec: UnitSpec, ua: MicroArch, fault: str, *, solver: str = "yices",
+                 timeout: float = 600, out_dir: Path | str = "mxsim-prove") -> dict:
+    """Mutant ``fault`` (:mod:`testbenches.unit.faults`) against the reference circuit: the
+    whole miter, then (where that did not fail) the stream miter with values checked.
+    Killed where either fails; a kill by the whole miter carries its counterexample."""
+    from ..unit.faults import FAULTS, GROUP_FAULTS, unit_class
+    cls, out_dir = unit_class(fault), Path(out_dir)
+    whole = prove_unit(spec, ua, unit_cls=cls, method="whole", handshake=False,
+                       solver=solver, timeout=timeout, jobs=1, out_dir=out_dir / fault)[0]
+    stream = None
+    if whole.status != "FAIL":
+        stream = prove_unit(spec, ua, unit_cls=cls, method=None, handshake=True, data=True,
+                            solver=solver, timeout=timeout, jobs=1,
+                            out_dir=out_dir / fault / "stream")[0]
+    killed_by = "whole" if whole.status == "FAIL" else (
+        "handshake" if stream is not None and stream.status == "FAIL" else None)
+    return {"fault": fault, "where": FAULTS.get(fault) or GROUP_FAULTS[fault],
+            "killed_by": killed_by, "whole": whole.status, "whole_s": whole.seconds,
+            "handshake": stream.status if stream else None,
+            "handshake_s": stream.seconds if stream else None,
+            "counterexample": whole.counterexample,
+            "trace": whole.trace if whole.status == "FAIL" else (stream.trace if stream
+                                                                else None)}

@@ -99,3 +99,24 @@ def test_prove_refuses_bad_input_in_one_line(tmp_path, argv, words):
     assert r.returncode != 0
     assert words in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) <= 2         # usage line + the error
+
+
+def test_prove_mutants_from_the_command_line(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "mxsim", "prove", "--set", "k=8", "--set",
+                        "block=8", "--a-format", "e2m1", "--lanes", "8", "--stages", "1",
+                        "--mutants", "decode-sign-dropped", "--json", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    import json
+    row = json.loads(r.stdout)["mutants"][0]
+    assert row["killed_by"] == "whole" and vectors.load(row["counterexample"]).num_dots == 1
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--mutants", "no-such-fault"], "no mutant 'no-such-fault'"),
+    (["--cocotb"], "--cocotb replays the counterexamples of --mutants"),
+])
+def test_prove_mutants_refuses_bad_input(tmp_path, argv, words):
+    r = subprocess.run([sys.executable, "-m", "mxsim", "prove", *argv, "--out",
+                        str(tmp_path / "p")], capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
