@@ -81,6 +81,36 @@ def table(record: Path) -> str:
     return "\n".join(lines)
 
 
+def proof_line(report: dict) -> str:
+    """docs/formal.md's line for a ``mxsim prove`` report (its prove.json)."""
+    rows = report["proofs"]
+    closed = sum(r["status"] == "PASS" for r in rows)
+    by = {}
+    for r in rows:
+        by.setdefault(r["harness"], []).append(r)
+    def span(rs: list[dict]) -> str:
+        lo, hi = min(r["seconds"] for r in rs), max(r["seconds"] for r in rs)
+        return f"{lo:g} s" if lo == hi else f"{lo:g}-{hi:g} s"
+    parts = "; ".join(f"{h}: {len(rs)} check{'s' if len(rs) > 1 else ''}, {span(rs)}"
+                      for h, rs in by.items())
+    return (f"{closed} of {len(rows)} checks PASS ({parts}; "
+            f"{sum(r['seconds'] for r in rows):.0f} s of proofs)")
+
+
+def mutant_line(rows: list[dict]) -> str:
+    """docs/formal.md's line for the mutant rows."""
+    killed = [r for r in rows if r["killed_by"]]
+    whole = sum(r["killed_by"] == "whole" for r in rows)
+    cut = sum(r["killed_by"] in ("sum", "post") for r in rows)
+    stream = sum(r["killed_by"] == "handshake" for r in rows)
+    confirmed = sum(bool(r.get("mutant_differs") and r.get("unit_equal")) for r in killed)
+    alive = ", ".join(r["fault"] for r in rows if not r["killed_by"]) or "none"
+    return (f"{len(killed)} of {len(rows)} mutants killed ({whole} by the whole miter, "
+            f"{cut} by the sum or post obligation, {stream} by the stream miter); {confirmed} "
+            f"whole-miter counterexamples confirmed in "
+            f"simulation; not killed: {alive}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python benchmarks/bench_prove.py",
                                  description=__doc__.split("\n")[0])

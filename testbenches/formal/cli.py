@@ -97,7 +97,8 @@ def cmd_prove(args: argparse.Namespace) -> int:
     Path(folder, "prove.json").write_text(json.dumps(report, indent=1) + "\n")
     closed = sum(r.status == "PASS" for r in rows)
     text = (f"{'PROVEN' if passed else 'NOT PROVEN'}: {spec.name}, {spec.a_format} x "
-            f"{spec.b_format}, k {spec.k}, {ua.lanes} lanes, {ua.stages} stages; {closed} of "
+            f"{spec.b_format}, k {spec.k}, {ua.lanes} lanes, {ua.stages} "
+            f"stage{'s' if ua.stages != 1 else ''}; {closed} of "
             f"{len(rows)} checks closed ({args.method}, {args.solver}, "
             f"{sum(r.seconds for r in rows):.0f} s of proofs)\n  report      "
             f"{Path(folder, 'prove.json')}")

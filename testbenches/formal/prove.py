@@ -60,7 +60,8 @@ class Proof:
 
 
 def _harnesses(spec: UnitSpec, ua: MicroArch, unit_cls: type, method: str | None,
-               handshake: bool, data: bool) -> list[tuple[str, object, int, bool]]:
+               handshake: bool, data: bool, only: tuple[str, ...] | None = None
+               ) -> list[tuple[str, object, int, bool]]:
     """(name, harness, depth, one proof per check) of each harness the proof runs."""
     from hdl.formal.miter import SingleBeat, Stream
     from hdl.formal.obligations import OBLIGATIONS
@@ -72,7 +73,7 @@ def _harnesses(spec: UnitSpec, ua: MicroArch, unit_cls: type, method: str | None
         out.append(("whole", SingleBeat(unit_cls(spec, ua), lat), lat + 1, False))
     else:
         out += [(name, cls(unit_cls, spec, ua), lat + 1, True)
-                for name, cls in OBLIGATIONS.items()]
+                for name, cls in OBLIGATIONS.items() if only is None or name in only]
     if handshake:
         depth = ua.stages + 3
         out.append(("handshake", Stream(unit_cls(spec, ua), lat, depth, data=data),
@@ -84,10 +85,11 @@ def prove_unit(spec: UnitSpec, ua: MicroArch, *, unit_cls: type | None = None,
                method: str | None = "compositional", handshake: bool = True, data: bool = False,
                induction: bool = False, solver: str = "yices", timeout: float = 600,
                jobs: int = 2, out_dir: Path | str = "mxsim-prove",
-               progress=None) -> list[Proof]:
+               progress=None, obligations: tuple[str, ...] | None = None) -> list[Proof]:
     """Prove ``unit_cls`` (default: the generated ``DotProductUnit``) of ``spec`` built as
     ``ua`` against the reference circuit; a row per check (see the module docstring).
-    ``method`` None: the handshake alone."""
+    ``method`` None: the handshake alone; ``obligations``: only these of a compositional
+    proof."""
     from amaranth.back import rtlil
 
     from hdl.unit import DotProductUnit
@@ -97,7 +99,7 @@ def prove_unit(spec: UnitSpec, ua: MicroArch, *, unit_cls: type | None = None,
     out_dir = Path(out_dir)
     tasks = []
     for name, harness, depth, split in _harnesses(spec, ua, unit_cls, method, handshake,
-                                                  data):
+                                                  data, obligations):
         text = rtlil.convert(harness, name="top", ports=harness.ports)
         checks = list(enumerate(harness.checks, 1)) if split else [(0, "every check")]
         mode = "prove" if induction and name == "handshake" else "bmc"
@@ -176,23 +178,31 @@ def counterexample(spec: UnitSpec, ua: MicroArch, *, unit_cls: type | None = Non
 def prove_mutant(spec: UnitSpec, ua: MicroArch, fault: str, *, solver: str = "yices",
                  timeout: float = 600, out_dir: Path | str = "mxsim-prove") -> dict:
     """Mutant ``fault`` (:mod:`testbenches.unit.faults`) against the reference circuit: the
-    whole miter, then (where that did not fail) the stream miter with values checked.
-    Killed where either fails; a kill by the whole miter carries its counterexample."""
+    whole miter; where that did not fail, the quick obligations (``sum``, ``post``); where
+    none failed, the stream miter with values checked. Killed where one fails; a kill by the
+    whole miter carries its counterexample (a cut's failure has no inputs to give)."""
     from ..unit.faults import FAULTS, GROUP_FAULTS, unit_class
     cls, out_dir = unit_class(fault), Path(out_dir)
     whole = prove_unit(spec, ua, unit_cls=cls, method="whole", handshake=False,
                        solver=solver, timeout=timeout, jobs=1, out_dir=out_dir / fault)[0]
-    stream = None
-    if whole.status != "FAIL":
+    cut = stream = None
+    if whole.status != "FAIL":          # the quick cuts: the tree and the rounding
+        cut = next((r for r in prove_unit(spec, ua, unit_cls=cls, handshake=False,
+                                          obligations=("sum", "post"), solver=solver,
+                                          timeout=timeout, jobs=1, out_dir=out_dir / fault)
+                    if r.status == "FAIL"), None)
+    if whole.status != "FAIL" and cut is None:
         stream = prove_unit(spec, ua, unit_cls=cls, method=None, handshake=True, data=True,
                             solver=solver, timeout=timeout, jobs=1,
                             out_dir=out_dir / fault / "stream")[0]
     killed_by = "whole" if whole.status == "FAIL" else (
+        cut.harness if cut is not None else
         "handshake" if stream is not None and stream.status == "FAIL" else None)
     return {"fault": fault, "where": FAULTS.get(fault) or GROUP_FAULTS[fault],
             "killed_by": killed_by, "whole": whole.status, "whole_s": whole.seconds,
             "handshake": stream.status if stream else None,
             "handshake_s": stream.seconds if stream else None,
             "counterexample": whole.counterexample,
-            "trace": whole.trace if whole.status == "FAIL" else (stream.trace if stream
-                                                                else None)}
+            "cut": f"{cut.harness}: {cut.check}" if cut is not None else None,
+            "trace": whole.trace if whole.status == "FAIL" else (
+                cut.trace if cut is not None else stream.trace if stream else None)}
