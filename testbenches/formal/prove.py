@@ -179,8 +179,8 @@ def prove_mutant(spec: UnitSpec, ua: MicroArch, fault: str, *, solver: str = "yi
                  timeout: float = 600, out_dir: Path | str = "mxsim-prove") -> dict:
     """Mutant ``fault`` (:mod:`testbenches.unit.faults`) against the reference circuit: the
     whole miter; where that did not fail, the quick obligations (``sum``, ``post``); where
-    none failed, the stream miter with values checked. Killed where one fails; a kill by the
-    whole miter carries its counterexample (a cut's failure has no inputs to give)."""
+    none failed, the stream miter (without values, then with). Killed where one fails; a kill
+    by the whole miter carries its counterexample (a cut's failure has no inputs to give)."""
     from ..unit.faults import FAULTS, GROUP_FAULTS, unit_class
     cls, out_dir = unit_class(fault), Path(out_dir)
     whole = prove_unit(spec, ua, unit_cls=cls, method="whole", handshake=False,
@@ -191,10 +191,12 @@ def prove_mutant(spec: UnitSpec, ua: MicroArch, fault: str, *, solver: str = "yi
                                           obligations=("sum", "post"), solver=solver,
                                           timeout=timeout, jobs=1, out_dir=out_dir / fault)
                     if r.status == "FAIL"), None)
-    if whole.status != "FAIL" and cut is None:
-        stream = prove_unit(spec, ua, unit_cls=cls, method=None, handshake=True, data=True,
-                            solver=solver, timeout=timeout, jobs=1,
-                            out_dir=out_dir / fault / "stream")[0]
+    for data in (False, True):          # the handshake alone is quick; then with values
+        if whole.status != "FAIL" and cut is None and (stream is None
+                                                       or stream.status != "FAIL"):
+            stream = prove_unit(spec, ua, unit_cls=cls, method=None, handshake=True,
+                                data=data, solver=solver, timeout=timeout, jobs=1,
+                                out_dir=out_dir / fault / f"stream{'_values' * data}")[0]
     killed_by = "whole" if whole.status == "FAIL" else (
         cut.harness if cut is not None else
         "handshake" if stream is not None and stream.status == "FAIL" else None)
