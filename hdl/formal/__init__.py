@@ -5,7 +5,11 @@ the miters that hold the generated RTL (or a user's) equal to it.
   circuit built from the spec alone (exact products, each term truncated into the step's
   window, an exact sum at full width, one rounding), sharing nothing with :mod:`hdl.stages`
   and :mod:`hdl.blocks` but the input beat's layout;
-- :mod:`.miter`: the generated unit against it, with the stream handshake as properties.
+- :mod:`.rounding`: its one rounding;
+- :mod:`.miter`: the generated unit against it (one beat), and the stream handshake as
+  properties against a scoreboard of its results;
+- :mod:`.cuts` and :mod:`.obligations`: the cut points and the three obligations of a
+  compositional proof (terms, sum, post), whose composition :mod:`.obligations` states.
 """
 
 from .reference import ReferenceDot, reference_problem
