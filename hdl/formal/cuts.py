@@ -57,29 +57,26 @@ def cut(unit_cls: type, taps: Taps, free: str | None = None) -> type:
         return type(f"{unit_cls.__name__}FreeFront", (unit_cls,), {
             "exponent_max": _free_exponents(taps), "accumulate": _free_sum(taps)})
     base = unit_cls.accumulate
-
-    class TappedTree(base.adder_tree):
-        def elaborate(self, platform):
-            m = super().elaborate(platform)
-            m.d.comb += [t.eq(self.i[j]) for j, t in enumerate(taps.tree_in)]
-            return m
-
-    attrs = {"adder_tree": TappedTree, "elaborate": _tapped_elaborate(base, taps)}
+    attrs = {"adder_tree": _tapped_inputs(base.adder_tree, taps.tree_in),
+             "elaborate": _tapped_elaborate(base, taps)}
     if free == "terms":
         attrs.update(aligner=_free_aligner(base.aligner),
                      c_aligner=_free_aligner(base.c_aligner))
     acc = type(f"{base.__name__}Tapped", (base,), attrs)
     exponents = unit_cls.exponent_max
-
-    class TappedMaxTree(exponents.max_tree):
-        def elaborate(self, platform):
-            m = super().elaborate(platform)
-            m.d.comb += [t.eq(self.i[j]) for j, t in enumerate(taps.max_in)]
-            return m
-
-    exp = type(f"{exponents.__name__}Tapped", (exponents,), {"max_tree": TappedMaxTree})
+    exp = type(f"{exponents.__name__}Tapped", (exponents,),
+               {"max_tree": _tapped_inputs(exponents.max_tree, taps.max_in)})
     return type(f"{unit_cls.__name__}Cut", (unit_cls,), {"accumulate": acc,
                                                           "exponent_max": exp})
+
+
+def _tapped_inputs(base: type, signals: list) -> type:
+    """``base`` (a tree block with inputs ``i[j]``) copying its inputs into ``signals``."""
+    def elaborate(self, platform):
+        m = base.elaborate(self, platform)
+        m.d.comb += [t.eq(self.i[j]) for j, t in enumerate(signals)]
+        return m
+    return type(f"Tapped{base.__name__}", (base,), {"elaborate": elaborate})
 
 
 def _tapped_elaborate(base: type, taps: Taps):

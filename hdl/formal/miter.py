@@ -56,6 +56,20 @@ class Harness(Elaboratable):
         m.d.comb += self.domain.rst.eq(0)
         return m
 
+    def single_beat(self, m: Module, unit, latency: int):
+        """Make ``unit`` a submodule offered one free beat (``AnyConst``, ``first`` = ``last``
+        = 1) in cycle 0, with ``o.ready`` high; the beat and the cycle counter."""
+        m.submodules.dut = unit
+        beat = Signal(block_layout(unit.spec), name="beat")
+        m.d.comb += beat.eq(AnyConst(block_layout(unit.spec)))
+        cycle = Signal(range(latency + 2), name="cycle")
+        with m.If(cycle <= latency):
+            m.d.sync += cycle.eq(cycle + 1)
+        m.d.comb += [unit.i.payload.eq(beat), unit.i.valid.eq(cycle == 0),
+                     unit.i.payload.first.eq(1), unit.i.payload.last.eq(1),
+                     unit.o.ready.eq(1)]
+        return beat, cycle
+
     def check(self, m: Module, cond, name: str) -> None:
         """Assert ``cond`` (where the caller's conditions hold) as check ``name``."""
         self.checks.append(name)
@@ -73,18 +87,11 @@ class SingleBeat(Harness):
 
     def elaborate(self, platform):
         m = self._module()
-        spec = self.unit.spec
-        m.submodules.dut = dut = self.unit
-        m.submodules.ref = ref = ReferenceDot(spec)
-        beat = Signal(block_layout(spec), name="beat")
-        m.d.comb += [beat.eq(AnyConst(block_layout(spec))), ref.i.eq(beat)]
+        dut = self.unit
+        beat, cycle = self.single_beat(m, dut, self.latency)
+        m.submodules.ref = ref = ReferenceDot(dut.spec)
         want = Signal(32, name="want")
-        m.d.comb += want.eq(ref.d)
-        cycle = Signal(range(self.latency + 2), name="cycle")
-        with m.If(cycle <= self.latency):
-            m.d.sync += cycle.eq(cycle + 1)
-        m.d.comb += [dut.i.payload.eq(beat), dut.i.valid.eq(cycle == 0),
-                     dut.i.payload.first.eq(1), dut.i.payload.last.eq(1), dut.o.ready.eq(1)]
+        m.d.comb += [ref.i.eq(beat), want.eq(ref.d)]
         with m.If(cycle == 0):
             self.check(m, dut.i.ready, "the beat is taken at once")
         with m.If((cycle > 0) & (cycle < self.latency)):

@@ -27,10 +27,7 @@ it. A proof of the three is a proof of D = the reference's D for every beat.
 from __future__ import annotations
 
 from amaranth import Module, Mux, Signal, signed
-from amaranth.asserts import AnyConst
 from amaranth.hdl import Assume
-
-from hdl.stages import block_layout
 
 from .cuts import Taps, cut
 from .miter import Harness
@@ -51,16 +48,9 @@ class _Obligation(Harness):
         self.latency = ua.latency(spec)
 
     def _single_beat(self, m: Module):
-        """Offer one free beat in cycle 0; the cycle counter."""
-        m.submodules.dut = dut = self.unit
-        beat = Signal(block_layout(self.spec), name="beat")
-        m.d.comb += beat.eq(AnyConst(block_layout(self.spec)))
-        cycle = Signal(range(self.latency + 2), name="cycle")
-        with m.If(cycle <= self.latency):
-            m.d.sync += cycle.eq(cycle + 1)
-        m.d.comb += [dut.i.payload.eq(beat), dut.i.valid.eq(cycle == 0),
-                     dut.i.payload.first.eq(1), dut.i.payload.last.eq(1), dut.o.ready.eq(1)]
-        return dut, beat, cycle
+        """Offer one free beat in cycle 0 (:meth:`Harness.single_beat`)."""
+        beat, cycle = self.single_beat(m, self.unit, self.latency)
+        return self.unit, beat, cycle
 
 
 class Terms(_Obligation):

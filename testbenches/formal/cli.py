@@ -75,11 +75,12 @@ def cmd_prove(args: argparse.Namespace) -> int:
     if problem:
         raise MxsimError(f"Unit {spec.name!r}: {problem}; `mxsim prove` covers the specs the "
                          f"RTL generator builds (docs/formal.md)")
-    folder = out_dir(args.out)
-    if args.mutants is not None:
-        return _mutants(args, spec, ua, folder)
-    if args.cocotb:
+    if args.cocotb and args.mutants is None:
         raise MxsimError("--cocotb replays the counterexamples of --mutants; give --mutants")
+    faults = _faults(args.mutants, spec) if args.mutants is not None else None
+    folder = out_dir(args.out)                 # after every check: nothing written on a refusal
+    if faults is not None:
+        return _mutants(args, spec, ua, faults, folder)
     quiet = args.json
 
     def progress(p) -> None:
@@ -111,19 +112,23 @@ def cmd_prove(args: argparse.Namespace) -> int:
     return 0 if passed else 1
 
 
-def _mutants(args: argparse.Namespace, spec, ua, folder: Path) -> int:
-    """Each mutant proven against the reference (``--mutants``): exit 0 when every one is
-    killed (and, with --cocotb, its counterexample fails in cocotb too)."""
+def _faults(text: str, spec) -> list[str]:
+    """``--mutants``' faults: all that can act on ``spec``'s unit, or the list given."""
     from testbenches.unit.faults import FAULTS, GROUP_FAULTS
-
-    from .prove import prove_mutant
     pool = list(GROUP_FAULTS) if spec.group is not None else list(FAULTS)
     default = [f for f in pool if "scale-sig" not in f or spec.scale_format == "ue4m3"]
-    faults = default if args.mutants == "all" else [f.strip() for f in args.mutants.split(",")]
+    faults = default if text == "all" else [f.strip() for f in text.split(",")]
     unknown = [f for f in faults if f not in pool]
     if unknown:
         raise MxsimError(f"--mutants: no mutant {unknown[0]!r} for this unit; choose from "
                          f"{', '.join(pool)}")
+    return faults
+
+
+def _mutants(args: argparse.Namespace, spec, ua, faults: list[str], folder: Path) -> int:
+    """Each mutant proven against the reference (``--mutants``): exit 0 when every one is
+    killed (and, with --cocotb, its counterexample fails in cocotb too)."""
+    from .prove import prove_mutant
     rows = []
     for fault in faults:
         row = prove_mutant(spec, ua, fault, solver=args.solver, timeout=args.timeout,

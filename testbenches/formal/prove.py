@@ -18,7 +18,7 @@ A proof is a list of :class:`Proof` rows, one per check of a harness (:mod:`hdl.
 A failing check of a harness whose beat is real (``whole``, ``terms``) gives its
 counterexample as an ``mxsim.vectors/1`` set (``counterexample.npz``) beside the trace; a cut
 (``sum``, ``post``) has no inputs to give, so its failure is a finding about that stage, and
-:func:`counterexample` looks for a real one with the whole miter.
+:func:`prove_mutant` runs the whole miter first, for a real one.
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ from mxsim.spec import UnitSpec
 
 from .sby import ProofResult, read_trace, run_sby
 
-__all__ = ["Proof", "prove_unit", "prove_mutant", "counterexample", "beats_to_vectors",
-           "METHODS"]
+__all__ = ["Proof", "prove_unit", "prove_mutant", "beats_to_vectors", "METHODS"]
 
 METHODS = ("compositional", "whole")
 
@@ -163,16 +162,6 @@ def beats_to_vectors(spec: UnitSpec, beats: list[int]) -> vectors.VectorSet:
                   scale_format=spec.scale_format, block=spec.block)
     return vectors.VectorSet(a=a, b=b, a_format=spec.a_format, b_format=spec.b_format, c=c,
                              producer="mxsim prove (counterexample)", **kw)
-
-
-def counterexample(spec: UnitSpec, ua: MicroArch, *, unit_cls: type | None = None,
-                   solver: str = "yices", timeout: float = 600,
-                   out_dir: Path | str = "mxsim-prove") -> Proof:
-    """The whole miter of ``unit_cls`` run for a real counterexample (a vector set where it
-    fails)."""
-    rows = prove_unit(spec, ua, unit_cls=unit_cls, method="whole", handshake=False,
-                      solver=solver, timeout=timeout, jobs=1, out_dir=out_dir)
-    return rows[0]
 
 
 def prove_mutant(spec: UnitSpec, ua: MicroArch, fault: str, *, solver: str = "yices",
