@@ -180,8 +180,8 @@ def test_sby_bad_file_name(tmp_path):
 def test_sby_missing_tools(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(MxsimError, match=r"^yowasp-sby is missing; install the formal extra "
-                                         r"\(pip install -e '\.\[formal\]'\)$"):
+    with pytest.raises(MxsimError, match=r"^yowasp-sby is missing; install the rtl and formal "
+                                         r"extras \(pip install -e '\.\[rtl,formal\]'\)$"):
         _run(ADDER, tmp_path)
 
 
