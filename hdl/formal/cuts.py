@@ -36,38 +36,53 @@ class Taps:
     """The signals a cut unit copies out, owned by the harness."""
 
     def __init__(self, spec: UnitSpec, ua: MicroArch):
-        self.lanes = ua.lanes
+        grouped = spec.group is not None
+        #: Terms a pass adds (lanes, or a GST unit's whole groups) and a block's terms.
+        self.per_pass = ua.lanes // spec.group if grouped else ua.lanes
+        self.terms = spec.k // spec.group if grouped else spec.k
         self.tree_in = [Signal(signed(term_bits(spec) + 1), name=f"tap_tree_in{j}")
-                        for j in range(ua.lanes + 1)]
+                        for j in range(self.per_pass + 1)]
         self.go, self.done = Signal(name="tap_go"), Signal(name="tap_done")
         self.p = Signal(range(max(ua.passes(spec), 2)), name="tap_p")
         self.first = Signal(name="tap_first")
         self.sum = Signal(signed(sum_bits(spec)), name="tap_sum")
         self.e_max = Signal(signed(14), name="tap_e_max")
-        self.max_in = [Signal(signed(14), name=f"tap_max_in{j}") for j in range(spec.k + 1)]
+        self.max_in = [Signal(signed(14), name=f"tap_max_in{j}")
+                       for j in range(self.terms + 1)]
         self.nan, self.pinf, self.ninf = (Signal(name=f"tap_{n}") for n in
                                           ("nan", "pinf", "ninf"))
 
 
 def cut(unit_cls: type, taps: Taps, free: str | None = None) -> type:
-    """A subclass of ``unit_cls`` that fills ``taps`` (and frees ``free``'s stages)."""
+    """A subclass of ``unit_cls`` that fills ``taps`` (and frees ``free``'s stages). Both
+    the plain and the GST stages (``group_exponent_max``, ``group_accumulate``) are cut: a
+    unit builds one pair of them."""
     if free not in (None, "terms", "front"):
         raise ValueError(f"free must be None, 'terms' or 'front', not {free!r}")
     if free == "front":
+        exp, acc = _free_exponents(taps), _free_sum(taps)
         return type(f"{unit_cls.__name__}FreeFront", (unit_cls,), {
-            "exponent_max": _free_exponents(taps), "accumulate": _free_sum(taps)})
-    base = unit_cls.accumulate
+            "exponent_max": exp, "accumulate": acc,
+            "group_exponent_max": exp, "group_accumulate": acc})
+    attrs = {}
+    for acc_name, exp_name in (("accumulate", "exponent_max"),
+                               ("group_accumulate", "group_exponent_max")):
+        attrs[acc_name] = _tapped_accumulate(getattr(unit_cls, acc_name), taps, free)
+        exponents = getattr(unit_cls, exp_name)
+        attrs[exp_name] = type(f"{exponents.__name__}Tapped", (exponents,),
+                               {"max_tree": _tapped_inputs(exponents.max_tree, taps.max_in)})
+    return type(f"{unit_cls.__name__}Cut", (unit_cls,), attrs)
+
+
+def _tapped_accumulate(base: type, taps: Taps, free: str | None) -> type:
+    """``base`` (an accumulate stage) copying its tree's inputs and its pass signals into
+    ``taps``, its aligners free where ``free`` is ``"terms"``."""
     attrs = {"adder_tree": _tapped_inputs(base.adder_tree, taps.tree_in),
              "elaborate": _tapped_elaborate(base, taps)}
     if free == "terms":
         attrs.update(aligner=_free_aligner(base.aligner),
                      c_aligner=_free_aligner(base.c_aligner))
-    acc = type(f"{base.__name__}Tapped", (base,), attrs)
-    exponents = unit_cls.exponent_max
-    exp = type(f"{exponents.__name__}Tapped", (exponents,),
-               {"max_tree": _tapped_inputs(exponents.max_tree, taps.max_in)})
-    return type(f"{unit_cls.__name__}Cut", (unit_cls,), {"accumulate": acc,
-                                                          "exponent_max": exp})
+    return type(f"{base.__name__}Tapped", (base,), attrs)
 
 
 def _tapped_inputs(base: type, signals: list) -> type:

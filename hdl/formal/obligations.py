@@ -59,7 +59,7 @@ class Terms(_Obligation):
     def elaborate(self, platform):
         m = self._module()
         dut, beat, _ = self._single_beat(m)
-        t, lanes, spec = self.taps, self.ua.lanes, self.spec
+        t, per, spec = self.taps, self.taps.per_pass, self.spec
         ref = reference_parts(m, spec, beat, e_max=t.e_max)
         with m.If(t.go):
             self.check(m, (t.nan | (t.pinf & t.ninf)) == ref.nan, "the step's NaN")
@@ -71,12 +71,13 @@ class Terms(_Obligation):
                 self.check(m, t.max_in[j] == e, f"term {j}'s alignment exponent")
             self.check(m, t.e_max == _tree_order(t.max_in, _max),
                        "the largest exponent, comparator by comparator")
-            for j in range(lanes):
+            what = "group" if spec.group is not None else "lane"
+            for j in range(per):
                 want = ref.cut[j]
                 for p in range(1, self.ua.passes(spec)):
-                    want = Mux(t.p == p, ref.cut[p * lanes + j], want)
-                self.check(m, t.tree_in[j] == want, f"lane {j}'s aligned term")
-            self.check(m, t.tree_in[lanes] == Mux(t.p == 0, ref.cut[-1], 0),
+                    want = Mux(t.p == p, ref.cut[p * per + j], want)
+                self.check(m, t.tree_in[j] == want, f"{what} {j}'s aligned term")
+            self.check(m, t.tree_in[per] == Mux(t.p == 0, ref.cut[-1], 0),
                        "C's aligned term, in pass 0 only")
         return m
 

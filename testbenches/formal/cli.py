@@ -51,6 +51,10 @@ def _add_prove(sub: Any) -> argparse.ArgumentParser:
     pr.add_argument("--mutants", nargs="?", const="all", default=None, metavar="FAULTS",
                     help="prove every mutant of the mutant table (or a list: a,b) against the "
                          "reference instead: each killed, with its counterexample, or not")
+    pr.add_argument("--equivalence", nargs="?", type=int_range(1, 86400), const=1800,
+                    default=None, metavar="SECONDS",
+                    help="with --mutants: prove each survivor like the unit (every check, "
+                         "SECONDS each, default 1800): equivalent where all pass")
     pr.add_argument("--cocotb", action="store_true",
                     help="with --mutants: run each counterexample through `mxsim verify`'s "
                          "cocotb testbench with the mutant (Verilator; a build per mutant), "
@@ -75,8 +79,9 @@ def cmd_prove(args: argparse.Namespace) -> int:
     if problem:
         raise MxsimError(f"Unit {spec.name!r}: {problem}; `mxsim prove` covers the specs the "
                          f"RTL generator builds (docs/formal.md)")
-    if args.cocotb and args.mutants is None:
-        raise MxsimError("--cocotb replays the counterexamples of --mutants; give --mutants")
+    for flag in ("cocotb", "equivalence"):
+        if getattr(args, flag) not in (None, False) and args.mutants is None:
+            raise MxsimError(f"--{flag} works on the mutants of --mutants; give --mutants")
     faults = _faults(args.mutants, spec) if args.mutants is not None else None
     folder = out_dir(args.out)                 # after every check: nothing written on a refusal
     if faults is not None:
@@ -127,25 +132,34 @@ def _faults(text: str, spec) -> list[str]:
 
 def _mutants(args: argparse.Namespace, spec, ua, faults: list[str], folder: Path) -> int:
     """Each mutant proven against the reference (``--mutants``): exit 0 when every one is
-    killed (and, with --cocotb, its counterexample fails in cocotb too)."""
+    killed or, with --equivalence, proven equivalent (and, with --cocotb, each
+    counterexample fails in cocotb too)."""
     from .prove import prove_mutant
     rows = []
     for fault in faults:
         row = prove_mutant(spec, ua, fault, solver=args.solver, timeout=args.timeout,
-                           out_dir=folder / "mutants")
+                           out_dir=folder / "mutants", equivalence=args.equivalence,
+                           jobs=args.jobs)
         if args.cocotb and row["counterexample"]:
             row["cocotb_fails"] = _cocotb_fails(spec, ua, fault, row["counterexample"],
                                                 folder / "mutants" / fault / "cocotb")
         rows.append(row)
         if not args.json:
-            print(f"{'KILLED' if row['killed_by'] else 'survived':8} {fault:22} "
+            state = ("KILLED" if row["killed_by"] else
+                     "EQUIVALENT" if row["equivalent"] else "survived")
+            print(f"{state:10} {fault:22} "
                   f"{row['killed_by'] or ''} {row['counterexample'] or ''}", flush=True)
-    ok = all(r["killed_by"] for r in rows) and all(r.get("cocotb_fails", True) for r in rows)
+    ok = (all(r["killed_by"] or r["equivalent"] for r in rows)
+          and all(r.get("cocotb_fails", True) for r in rows))
     report = {"spec": spec.name, "lanes": ua.lanes, "stages": ua.stages, "mutants": rows,
-              "all_killed": ok}
+              "all_killed": all(r["killed_by"] for r in rows),
+              "all_killed_or_equivalent": ok}
     Path(folder, "mutants.json").write_text(json.dumps(report, indent=1) + "\n")
     killed = sum(bool(r["killed_by"]) for r in rows)
-    emit(args, f"{killed} of {len(rows)} mutants killed by proof\n  report      "
+    equivalent = sum(bool(r["equivalent"]) for r in rows)
+    emit(args, f"{killed} of {len(rows)} mutants killed by proof"
+               + (f", {equivalent} proven equivalent" if args.equivalence else "")
+               + "\n  report      "
                f"{Path(folder, 'mutants.json')}", report)
     return 0 if ok else 1
 

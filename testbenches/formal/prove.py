@@ -165,11 +165,18 @@ def beats_to_vectors(spec: UnitSpec, beats: list[int]) -> vectors.VectorSet:
 
 
 def prove_mutant(spec: UnitSpec, ua: MicroArch, fault: str, *, solver: str = "yices",
-                 timeout: float = 600, out_dir: Path | str = "mxsim-prove") -> dict:
+                 timeout: float = 600, out_dir: Path | str = "mxsim-prove",
+                 equivalence: float | None = None, jobs: int = 1) -> dict:
     """Mutant ``fault`` (:mod:`testbenches.unit.faults`) against the reference circuit: the
     whole miter; where that did not fail, the quick obligations (``sum``, ``post``); where
     none failed, the stream miter (without values, then with). Killed where one fails; a kill
-    by the whole miter carries its counterexample (a cut's failure has no inputs to give)."""
+    by the whole miter carries its counterexample (a cut's failure has no inputs to give).
+
+    ``equivalence`` (seconds per check): a survivor is then proven like the unit (every
+    obligation of the compositional proof and the handshake, on the mutant, ``jobs`` checks
+    at a time): where every check passes, the
+    mutant is *equivalent* to the spec on this unit (``equivalent`` True); where one fails,
+    killed by it; else ``equivalent`` False (neither shown)."""
     from ..unit.faults import FAULTS, GROUP_FAULTS, unit_class
     cls, out_dir = unit_class(fault), Path(out_dir)
     whole = prove_unit(spec, ua, unit_cls=cls, method="whole", handshake=False,
@@ -189,8 +196,19 @@ def prove_mutant(spec: UnitSpec, ua: MicroArch, fault: str, *, solver: str = "yi
     killed_by = "whole" if whole.status == "FAIL" else (
         cut.harness if cut is not None else
         "handshake" if stream is not None and stream.status == "FAIL" else None)
+    equiv = None
+    if equivalence and killed_by is None:
+        equiv = prove_unit(spec, ua, unit_cls=cls, solver=solver, timeout=equivalence,
+                           jobs=jobs,
+                           out_dir=out_dir / fault / "equivalence")
+        cut = next((r for r in equiv if r.status == "FAIL"), None)
+        killed_by = cut.harness if cut is not None else None
     return {"fault": fault, "where": FAULTS.get(fault) or GROUP_FAULTS[fault],
-            "killed_by": killed_by, "whole": whole.status, "whole_s": whole.seconds,
+            "killed_by": killed_by,
+            "equivalent": None if equiv is None else all(r.status == "PASS" for r in equiv),
+            "equivalence_checks": None if equiv is None else len(equiv),
+            "equivalence_s": None if equiv is None else round(sum(r.seconds for r in equiv), 1),
+            "whole": whole.status, "whole_s": whole.seconds,
             "handshake": stream.status if stream else None,
             "handshake_s": stream.seconds if stream else None,
             "counterexample": whole.counterexample,

@@ -59,6 +59,23 @@ def test_post_and_sum_obligations_close(tmp_path):
         assert res.status == "PASS", (cls.__name__, res.message)
 
 
+def test_a_gst_unit_is_cut_at_its_groups(tmp_path):
+    """A GST-FDPA unit (NVFP4, groups of 8, two passes): the cut taps one tree input per
+    group and C, its sum obligation closes, and its terms obligation checks each group."""
+    from amaranth.back import rtlil
+
+    from hdl.formal.obligations import Terms
+    spec, ua = resolve_design("blackwell-mxf4nvf4", "e2m1", "e2m1", {"k": 16, "group": 8}, 8,
+                              1, scale=("ue4m3", 16))
+    rows = prove_unit(spec, ua, handshake=False, obligations=("sum",), timeout=300,
+                      out_dir=tmp_path)
+    assert [r.status for r in rows] == ["PASS"], rows[0].message
+    terms = Terms(DotProductUnit, spec, ua)
+    assert len(terms.taps.tree_in) == 2 and len(terms.taps.max_in) == 3
+    rtlil.convert(terms, name="top", ports=terms.ports)
+    assert "group 0's aligned term" in terms.checks and len(terms.checks) == 9
+
+
 def test_an_adder_mutant_fails_the_sum_obligation(tmp_path):
     from amaranth.back import rtlil
 
@@ -120,3 +137,32 @@ def test_prove_mutants_refuses_bad_input(tmp_path, argv, words):
     r = subprocess.run([sys.executable, "-m", "mxsim", "prove", *argv, "--out",
                         str(tmp_path / "p")], capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("statuses, killed_by, equivalent", [
+    (["PASS", "PASS", "PASS"], None, True),
+    (["PASS", "FAIL", "PASS"], "sum", False),
+    (["PASS", "TIMEOUT", "PASS"], None, False),
+])
+def test_a_survivor_is_proven_equivalent_or_killed_or_neither(tmp_path, monkeypatch, statuses,
+                                                               killed_by, equivalent):
+    """``equivalence``: the survivor's full proof decides (the proofs themselves stand in:
+    each real run is a committed record, docs/formal.md)."""
+    from testbenches.formal import prove
+    calls = []
+
+    def fake(spec, ua, *, method="compositional", handshake=True, obligations=None, **kw):
+        calls.append((method, handshake, obligations))
+        if method == "compositional" and handshake and obligations is None:
+            return [prove.Proof(h, "check", "bmc", 4, "yices", s, 1.0, "")
+                    for h, s in zip(("terms", "sum", "post"), statuses, strict=True)]
+        return [prove.Proof(method or "handshake", "every check", "bmc", 4, "yices",
+                            "TIMEOUT", 2.0, "")]
+    monkeypatch.setattr(prove, "prove_unit", fake)
+    spec, ua = _small()
+    row = prove.prove_mutant(spec, ua, "round-carry-lost", out_dir=tmp_path, equivalence=60)
+    assert calls[-1] == ("compositional", True, None)
+    assert (row["killed_by"], row["equivalent"]) == (killed_by, equivalent)
+    assert row["equivalence_checks"] == 3 and row["equivalence_s"] == 3.0
+    plain = prove.prove_mutant(spec, ua, "round-carry-lost", out_dir=tmp_path)
+    assert (plain["killed_by"], plain["equivalent"]) == (None, None)
