@@ -5,6 +5,8 @@ A unit is built from the stage classes its class attributes name (:mod:`hdl.unit
 mutant is a unit class with one of them replaced (:mod:`testbenches.unit.faults`). :func:`cut`
 derives a subclass of any such unit class (mutant or not) in which
 
+- the block stage copies the C code its block uses (C, or a chained block's feedback), and
+  the post pipeline when a block's D leaves its last stage, and its feedback register;
 - the accumulate stage's adder tree copies its inputs (each lane's aligned term, and C's),
   the exponent stage's maximum tree its inputs (each product's alignment exponent, and C's),
   and the accumulate stage ``s0``'s pass signals, the block's largest exponent and flags, and
@@ -51,6 +53,12 @@ class Taps:
                        for j in range(self.terms + 1)]
         self.nan, self.pinf, self.ninf = (Signal(name=f"tap_{n}") for n in
                                           ("nan", "pinf", "ninf"))
+        #: The FP32 code of the C the block in S0 uses (a chained block's: the feedback).
+        self.c_code = Signal(32, name="tap_c_code")
+        #: A block's D leaves the last post stage this cycle (to ``o`` if it is ``last``,
+        #: and to the feedback register either way); the feedback register.
+        self.produced = Signal(name="tap_produced")
+        self.feedback = Signal(32, name="tap_feedback")
 
 
 def cut(unit_cls: type, taps: Taps, free: str | None = None) -> type:
@@ -59,12 +67,14 @@ def cut(unit_cls: type, taps: Taps, free: str | None = None) -> type:
     unit builds one pair of them."""
     if free not in (None, "terms", "front"):
         raise ValueError(f"free must be None, 'terms' or 'front', not {free!r}")
+    block = _tapped_block(unit_cls.block_stage, taps)
+    post = _tapped_post(unit_cls.post_pipeline, taps)
     if free == "front":
         exp, acc = _free_exponents(taps), _free_sum(taps)
         return type(f"{unit_cls.__name__}FreeFront", (unit_cls,), {
-            "exponent_max": exp, "accumulate": acc,
-            "group_exponent_max": exp, "group_accumulate": acc})
-    attrs = {}
+            "block_stage": block, "post_pipeline": post, "exponent_max": exp,
+            "accumulate": acc, "group_exponent_max": exp, "group_accumulate": acc})
+    attrs = {"block_stage": block, "post_pipeline": post}
     for acc_name, exp_name in (("accumulate", "exponent_max"),
                                ("group_accumulate", "group_exponent_max")):
         attrs[acc_name] = _tapped_accumulate(getattr(unit_cls, acc_name), taps, free)
@@ -72,6 +82,30 @@ def cut(unit_cls: type, taps: Taps, free: str | None = None) -> type:
         attrs[exp_name] = type(f"{exponents.__name__}Tapped", (exponents,),
                                {"max_tree": _tapped_inputs(exponents.max_tree, taps.max_in)})
     return type(f"{unit_cls.__name__}Cut", (unit_cls,), attrs)
+
+
+def _tapped_block(base: type, taps: Taps) -> type:
+    """``base`` (the block stage) copying the C code its block uses into ``taps``."""
+    def elaborate(self, platform):
+        m = base.elaborate(self, platform)
+        m.d.comb += taps.c_code.eq(self.c_code(self.s0.block, self.post.feedback))
+        return m
+    return type(f"{base.__name__}Tapped", (base,), {"elaborate": elaborate})
+
+
+def _tapped_post(base: type, taps: Taps) -> type:
+    """``base`` (the post pipeline) telling ``taps`` when a block's D leaves its last stage
+    (the flags it hands to ``leaves``, not stalled), and its feedback register."""
+    def leaves(self, f):
+        self.tapped_flags = f
+        return base.leaves(self, f)
+
+    def elaborate(self, platform):
+        m = base.elaborate(self, platform)
+        m.d.comb += [taps.produced.eq(self.tapped_flags.valid & ~self.status.stall),
+                     taps.feedback.eq(self.status.feedback)]
+        return m
+    return type(f"{base.__name__}Tapped", (base,), {"leaves": leaves, "elaborate": elaborate})
 
 
 def _tapped_accumulate(base: type, taps: Taps, free: str | None) -> type:

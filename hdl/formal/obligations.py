@@ -9,19 +9,28 @@ Each is a harness like :class:`.miter.SingleBeat` (one free beat in cycle 0, ``f
     largest exponent, which equals the reference's; the step's NaN and Inf agree. (Decoders,
     multipliers, scales, the exponent maximum and the aligners.)
 ``Sum``
-    With the aligners free, the accumulator after each pass equals the exact sum of every
-    tree input so far, added in the tree's own pairing at full width: each adder of the tree
-    and the accumulator is exact. (The tree, the accumulator, its clearing, C's pass.)
+    With the aligners free and a free stream of blocks (any ``i.valid``, payload and
+    ``o.ready`` each cycle, chains well formed), the accumulator after each pass equals the
+    exact sum of every tree input of its block so far, added in the tree's own pairing at
+    full width: each adder of the tree and the accumulator is exact, and the accumulator
+    starts each block from 0. (The tree, the accumulator, its clearing, C's pass.)
 ``Post``
     With the exponent and accumulate stages free, the result that appears ``latency`` cycles
     after the beat is the reference's rounding of the sum and exponent the stages gave on the
     block's last pass (NaN and Inf first), and nothing appears before. (Normalise, round,
     pack, the pipeline's timing.)
+``Chain``
+    With the same stages free and a free stream of blocks, a chained block (``first`` low)
+    starts its first pass only once every block before it has left the post pipeline (its D
+    produced and written to the feedback register), and uses the feedback register's code
+    as its C. (The chaining rule; that the code written is the rounding is ``Post``'s.)
 
 Composition (stated, not solved): by ``Terms`` the tree adds the reference's terms; by
 ``Sum`` it adds them exactly, and an exact sum does not depend on the order of its terms, so
 the sum is the reference's ``total``; by ``Post`` the unit's D is the reference's rounding of
-it. A proof of the three is a proof of D = the reference's D for every beat.
+it. A proof of the three is a proof of D = the reference's D for every one-block beat; with
+``Chain``, a chained block's C is its predecessor's D, so a chain's D is the reference's
+chain of blocks.
 """
 
 from __future__ import annotations
@@ -34,11 +43,16 @@ from .miter import Harness
 from .reference import reference_parts
 from .rounding import round_to_fp32
 
-__all__ = ["Terms", "Sum", "Post", "OBLIGATIONS"]
+__all__ = ["Terms", "Sum", "Post", "Chain", "OBLIGATIONS"]
 
 
 class _Obligation(Harness):
     free: str | None = None
+
+    @property
+    def depth(self) -> int:
+        """The bound a proof runs to: one beat's whole life."""
+        return self.latency + 1
 
     def __init__(self, unit_cls: type, spec, ua):
         super().__init__()
@@ -83,12 +97,17 @@ class Terms(_Obligation):
 
 
 class Sum(_Obligation):
-    """The tree and accumulator add exactly (see the module docstring)."""
+    """The tree and accumulator add exactly, block after block (see the module docstring)."""
     free = "terms"
+
+    @property
+    def depth(self) -> int:
+        """Long enough for a second block's passes after the first's."""
+        return self.latency + self.ua.passes(self.spec) + 2
 
     def elaborate(self, platform):
         m = self._module()
-        self._single_beat(m)
+        self.free_stream(m, self.unit)
         t = self.taps
         width = len(t.sum) + 2
         this_pass = _tree_order(t.tree_in, lambda x, y: (x + y)[:width].as_signed())
@@ -108,6 +127,17 @@ class Post(_Obligation):
     def elaborate(self, platform):
         m = self._module()
         dut, _, cycle = self._single_beat(m)
+        want = self.rounded(m)
+        with m.If((cycle > 0) & (cycle < self.latency)):
+            self.check(m, ~dut.o.valid, "no result before the latency")
+        with m.If(cycle == self.latency):
+            self.check(m, dut.o.valid, "the result appears at the latency")
+            self.check(m, dut.o.payload == want, "D is the rounding of the sum")
+        return m
+
+    def rounded(self, m: Module) -> Signal:
+        """The reference's D of the sum, exponent and flags the free stages gave on the
+        latest block's last pass (kept from that cycle on)."""
         t, spec = self.taps, self.spec
         kept = {name: Signal.like(getattr(t, name), name=f"kept_{name}")
                 for name in ("sum", "e_max", "nan", "pinf", "ninf")}
@@ -124,11 +154,29 @@ class Post(_Obligation):
         m.d.comb += want.eq(Mux(kept["nan"] | (kept["pinf"] & kept["ninf"]), spec.d_nan,
                                 Mux(kept["pinf"], 0x7F800000,
                                     Mux(kept["ninf"], 0xFF800000, finite))))
-        with m.If((cycle > 0) & (cycle < self.latency)):
-            self.check(m, ~dut.o.valid, "no result before the latency")
-        with m.If(cycle == self.latency):
-            self.check(m, dut.o.valid, "the result appears at the latency")
-            self.check(m, dut.o.payload == want, "D is the rounding of the sum")
+        return want
+
+
+class Chain(_Obligation):
+    """A chained block waits for the D of the block before it and uses it as its C (see
+    the module docstring)."""
+    free = "front"
+
+    @property
+    def depth(self) -> int:
+        """Two blocks' passes and results, with a stall."""
+        return 2 * self.latency + self.ua.passes(self.spec) + 4
+
+    def elaborate(self, platform):
+        m = self._module()
+        t = self.taps
+        self.free_stream(m, self.unit)
+        done = Signal(8, name="blocks_done")         # blocks whose last pass ran
+        produced = Signal(8, name="blocks_produced")  # blocks whose D left the post stages
+        m.d.sync += [done.eq(done + (t.go & t.done)), produced.eq(produced + t.produced)]
+        with m.If(t.go & (t.p == 0) & ~t.first):
+            self.check(m, produced == done, "a chained block starts after the D before it")
+            self.check(m, t.c_code == t.feedback, "a chained block's C is that D")
         return m
 
 
@@ -149,4 +197,4 @@ def _max(x, y):
 
 
 #: name -> harness class, in the order a compositional proof runs them.
-OBLIGATIONS = {"terms": Terms, "sum": Sum, "post": Post}
+OBLIGATIONS = {"terms": Terms, "sum": Sum, "post": Post, "chain": Chain}

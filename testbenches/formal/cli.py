@@ -23,17 +23,29 @@ from mxsim.errors import MxsimError
 __all__ = ["PROVE", "cmd_prove"]
 
 _METHODS = ("compositional", "whole")
+_UNIT = "blackwell-mxf8f6f4"
 _SOLVERS = ("yices", "z3")
 
 
 def _add_prove(sub: Any) -> argparse.ArgumentParser:
     pr = add_verb(sub, "prove", cmd_prove, "prove a unit's generated RTL equal to its spec for "
                                             "every input (bounded model checking, SymbiYosys)")
-    add_rtl_unit_args(pr, "blackwell-mxf8f6f4", ", MXFP8", stages=2)
+    add_rtl_unit_args(pr, _UNIT, ", MXFP8", stages=2)
+    pr.set_defaults(unit=None)                 # _UNIT without --rtl; --rtl needs --unit
     pr.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     dest="set_fields", help="change one field of the unit spec for the proof, "
                     "as a spec file spells it (--set k=8 --set block=8: a smaller unit); "
                     "repeat for more")
+    pr.add_argument("--rtl", default=None, metavar="MAP.toml",
+                    help="prove your own combinational RTL, described by a port map "
+                         "(docs/foreign-rtl.md), against the spec --unit names (required with "
+                         "it); --a-format, --b-format, --set, --param, --solver, --timeout, "
+                         "--jobs and --out apply")
+    pr.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                    dest="params", help="with --rtl: build the design with this value of one "
+                    "of its parameters, over the map's; with --set k and block, a smaller "
+                    "instance (--param K=8 --param BLOCK=2 --set k=8 --set block=2 --set "
+                    "group=2); repeat for more")
     pr.add_argument("--method", choices=_METHODS, default="compositional",
                     help="compositional: each stage's checks proven apart (closes at every "
                          "width); whole: one miter of the unit against the reference (small "
@@ -71,7 +83,11 @@ def cmd_prove(args: argparse.Namespace) -> int:
 
     from ..cli import settings
     from .prove import prove_unit
-    unit = units.get(args.unit)
+    if args.rtl is not None:
+        return _prove_rtl(args)
+    if args.params:
+        raise MxsimError("--param sets a parameter of your design: give --rtl MAP.toml")
+    unit = units.get(args.unit or _UNIT)
     spec, ua = resolve_design(unit, args.a_format, args.b_format,
                               settings(args.set_fields) or None, lanes=args.lanes,
                               stages=args.stages, scale=parse_scale(args.scale))
@@ -151,7 +167,11 @@ def _mutants(args: argparse.Namespace, spec, ua, faults: list[str], folder: Path
                   f"{row['killed_by'] or ''} {row['counterexample'] or ''}", flush=True)
     ok = (all(r["killed_by"] or r["equivalent"] for r in rows)
           and all(r.get("cocotb_fails", True) for r in rows))
-    report = {"spec": spec.name, "lanes": ua.lanes, "stages": ua.stages, "mutants": rows,
+    report = {"spec": spec.name, "a_format": spec.a_format, "b_format": spec.b_format,
+              "scale": f"{spec.scale_format}/{spec.block}", "k": spec.k,
+              "acc_rounding": spec.acc_rounding.value, "lanes": ua.lanes,
+              "stages": ua.stages, "solver": args.solver, "timeout_s": args.timeout,
+              "mutants": rows,
               "all_killed": all(r["killed_by"] for r in rows),
               "all_killed_or_equivalent": ok}
     Path(folder, "mutants.json").write_text(json.dumps(report, indent=1) + "\n")
@@ -177,6 +197,77 @@ def _cocotb_fails(spec, ua, fault: str, path: str, out: Path) -> bool:
 
 def _line(p) -> str:
     return f"{p.status:8} {p.seconds:7.1f} s  {p.harness:9} {p.check}"
+
+
+def _prove_rtl(args: argparse.Namespace) -> int:
+    """``prove --rtl``: the design behind a port map against the spec ``--unit`` names; exit
+    0 when every check is proven (testbenches.formal.foreign)."""
+    from mxsim.cli.common import map_formats
+
+    from ..cli import settings, with_fields
+    from ..foreign import portmap
+    from .foreign import prepare, prove_rtl
+    for flag in ("mutants", "cocotb", "equivalence", "lanes", "scale", "induction",
+                 "no_handshake"):
+        if getattr(args, flag, None) not in (None, False):
+            raise MxsimError(f"--{flag.replace('_', '-')} does not apply to --rtl (a proof of "
+                             f"your design against --unit's spec)")
+    if args.unit is None:
+        raise MxsimError("prove --rtl needs --unit NAME or --unit SPEC.toml: the unit spec the "
+                         "design must reproduce (mxsim units lists the presets)")
+    params = _params(args.params)
+    settings(args.set_fields)                  # a bad --set before anything is read
+    pm = portmap.load(args.rtl)
+    a, b = map_formats(pm, args.a_format, args.b_format)
+    spec = with_fields(units.get(args.unit).spec_for_formats(a, b), args.set_fields)
+    prep = prepare(pm, spec, params, Path(args.out))    # writes a log only on a refusal
+    folder = out_dir(args.out)
+
+    def progress(p) -> None:
+        if not args.json:
+            print(_line(p), flush=True)
+
+    rows = prove_rtl(prep, solver=args.solver, timeout=args.timeout, jobs=args.jobs,
+                     out_dir=folder, progress=progress)
+    passed = all(r.status == "PASS" for r in rows)
+    built = prep.pm.parameters(spec)
+    report = {"rtl": str(pm.path), "top": pm.design.top, "parameters": built,
+              "unit": args.unit, "spec": spec.name, "a_format": spec.a_format,
+              "b_format": spec.b_format, "k": spec.k, "block": spec.block, "method": "bmc",
+              "solver": args.solver, "passed": passed, "proofs": [r.to_dict() for r in rows]}
+    Path(folder, "prove.json").write_text(json.dumps(report, indent=1) + "\n")
+    closed = sum(r.status == "PASS" for r in rows)
+    given = "".join(f", {n}={v}" for n, v in params.items())
+    text = (f"{'PROVEN' if passed else 'NOT PROVEN'}: {pm.design.top}{given} against "
+            f"{spec.name}, {spec.a_format} x {spec.b_format}, k {spec.k}; {closed} of "
+            f"{len(rows)} checks closed ({args.solver}, {sum(r.seconds for r in rows):.0f} s "
+            f"of proofs)\n  report      {Path(folder, 'prove.json')}")
+    replay = (f"mxsim verify --rtl {args.rtl} --unit {args.unit} --a-format {spec.a_format} "
+              f"--b-format {spec.b_format}" + "".join(f" --set {x}" for x in args.set_fields))
+    for r in rows:
+        if r.status != "PASS":
+            text += f"\n  {r.status:8} {r.check}: {r.message}"
+        if r.counterexample:
+            text += f"\n           counterexample {r.counterexample}" + (
+                f"  (replay: {replay} --replay {r.counterexample})" if not params else
+                "  (the design built with --param: verify --rtl runs the map's own build)")
+    emit(args, text, report)
+    return 0 if passed else 1
+
+
+def _params(texts: list[str]) -> dict[str, int | str]:
+    """``--param NAME=VALUE`` arguments as {name: value}: an integer (0x.. too) or text."""
+    out: dict[str, int | str] = {}
+    for text in texts:
+        name, eq, value = text.partition("=")
+        if not eq or not name.isidentifier() or not value:
+            raise MxsimError(f"--param takes NAME=VALUE, a parameter of your design (e.g. "
+                             f"K=8), not {text!r}")
+        try:
+            out[name] = int(value, 0)
+        except ValueError:
+            out[name] = value
+    return out
 
 
 #: The verb this module registers (pyproject.toml's ``mxsim.verbs`` entry points).

@@ -33,7 +33,7 @@ from mxsim import vectors
 from mxsim.microarch import MicroArch
 from mxsim.spec import UnitSpec
 
-from .sby import ProofResult, read_trace, run_sby
+from .sby import ProofResult, read_trace, run_sby, run_yosys
 
 __all__ = ["Proof", "prove_unit", "prove_mutant", "beats_to_vectors", "METHODS"]
 
@@ -71,8 +71,10 @@ def _harnesses(spec: UnitSpec, ua: MicroArch, unit_cls: type, method: str | None
     elif method == "whole":
         out.append(("whole", SingleBeat(unit_cls(spec, ua), lat), lat + 1, False))
     else:
-        out += [(name, cls(unit_cls, spec, ua), lat + 1, True)
-                for name, cls in OBLIGATIONS.items() if only is None or name in only]
+        for name, cls in OBLIGATIONS.items():
+            if only is None or name in only:
+                harness = cls(unit_cls, spec, ua)
+                out.append((name, harness, harness.depth, True))
     if handshake:
         depth = ua.stages + 3
         out.append(("handshake", Stream(unit_cls(spec, ua), lat, depth, data=data),
@@ -100,15 +102,18 @@ def prove_unit(spec: UnitSpec, ua: MicroArch, *, unit_cls: type | None = None,
     for name, harness, depth, split in _harnesses(spec, ua, unit_cls, method, handshake,
                                                   data, obligations):
         text = rtlil.convert(harness, name="top", ports=harness.ports)
+        if split:       # flattened once; each job keeps its own check's cone alone
+            text = run_yosys({"top.il": text}, _FLATTEN, workdir=out_dir / name,
+                             output="flat.il")
         checks = list(enumerate(harness.checks, 1)) if split else [(0, "every check")]
         mode = "prove" if induction and name == "handshake" else "bmc"
-        tasks += [(name, sel, check, text, depth, mode) for sel, check in checks]
+        tasks += [(name, sel, check, text, depth, mode, split) for sel, check in checks]
 
     def run(task) -> Proof:
-        name, sel, check, text, depth, mode = task
+        name, sel, check, text, depth, mode, split = task
         work = out_dir / name / (f"check{sel:03d}" if sel else "all")
-        res = run_sby({"top.il": text}, _script(sel), workdir=work, mode=mode, depth=depth,
-                      solver=solver, timeout=timeout)
+        res = run_sby({"top.il": text}, _script(sel, alone=split), workdir=work, mode=mode,
+                      depth=depth, solver=solver, timeout=timeout)
         proof = _row(name, check, res, spec, work)
         if progress is not None:
             progress(proof)
@@ -118,9 +123,20 @@ def prove_unit(spec: UnitSpec, ua: MicroArch, *, unit_cls: type | None = None,
         return list(pool.map(run, tasks))
 
 
-def _script(sel: int) -> str:
+# A harness flattened (and its processes lowered) once for all of its checks' jobs.
+_FLATTEN = "read_rtlil top.il\nhierarchy -top top\nproc\nflatten\nhierarchy -top top\n" \
+           "write_rtlil flat.il"
+
+
+def _script(sel: int, alone: bool = False) -> str:
+    """sby's script for check ``sel`` (0: every check) of ``top.il``; ``alone`` (a flattened
+    harness): the other checks' assertions deleted (the assumptions kept), so that only
+    this one's cone is left."""
+    from hdl.formal.miter import CHECK_MESSAGE
+    keep = CHECK_MESSAGE.format(n=sel, name="*").replace(" ", "?")
+    drop = f"delete t:$check r:FLAVOR=assert %i r:FORMAT={keep} %d\n" if alone else ""
     return (f"read_rtlil top.il\nhierarchy -top top\nproc\ncd top\n"
-            f"connect -set sel 16'd{sel}\ncd ..\nprep -top top")
+            f"connect -set sel 16'd{sel}\ncd ..\n{drop}prep -top top")
 
 
 def _row(name: str, check: str, res: ProofResult, spec: UnitSpec, work: Path) -> Proof:
@@ -168,23 +184,24 @@ def prove_mutant(spec: UnitSpec, ua: MicroArch, fault: str, *, solver: str = "yi
                  timeout: float = 600, out_dir: Path | str = "mxsim-prove",
                  equivalence: float | None = None, jobs: int = 1) -> dict:
     """Mutant ``fault`` (:mod:`testbenches.unit.faults`) against the reference circuit: the
-    whole miter; where that did not fail, the quick obligations (``sum``, ``post``); where
-    none failed, the stream miter (without values, then with). Killed where one fails; a kill
-    by the whole miter carries its counterexample (a cut's failure has no inputs to give).
+    whole miter; where that did not fail, the quick obligations (``sum``, ``post``,
+    ``chain``); where none failed, the stream miter (without values, then with). Killed
+    where one fails; a kill by the whole miter carries its counterexample (a cut's failure
+    has no inputs to give).
 
     ``equivalence`` (seconds per check): a survivor is then proven like the unit (every
     obligation of the compositional proof and the handshake, on the mutant, ``jobs`` checks
-    at a time): where every check passes, the
-    mutant is *equivalent* to the spec on this unit (``equivalent`` True); where one fails,
-    killed by it; else ``equivalent`` False (neither shown)."""
+    at a time): where every check passes, the mutant is *equivalent* to the spec on this
+    unit (``equivalent`` True); where one fails, killed by it; else ``equivalent`` False
+    (neither shown)."""
     from ..unit.faults import FAULTS, GROUP_FAULTS, unit_class
     cls, out_dir = unit_class(fault), Path(out_dir)
     whole = prove_unit(spec, ua, unit_cls=cls, method="whole", handshake=False,
                        solver=solver, timeout=timeout, jobs=1, out_dir=out_dir / fault)[0]
     cut = stream = None
-    if whole.status != "FAIL":          # the quick cuts: the tree and the rounding
+    if whole.status != "FAIL":          # the quick cuts: the tree, rounding and chaining
         cut = next((r for r in prove_unit(spec, ua, unit_cls=cls, handshake=False,
-                                          obligations=("sum", "post"), solver=solver,
+                                          obligations=("sum", "post", "chain"), solver=solver,
                                           timeout=timeout, jobs=1, out_dir=out_dir / fault)
                     if r.status == "FAIL"), None)
     for data in (False, True):          # the handshake alone is quick; then with values

