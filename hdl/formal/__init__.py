@@ -9,7 +9,9 @@ the miters that hold the generated RTL (or a user's) equal to it.
 - :mod:`.miter`: the generated unit against it (one beat), and the stream handshake as
   properties against a scoreboard of its results;
 - :mod:`.cuts` and :mod:`.obligations`: the cut points and the three obligations of a
-  compositional proof (terms, sum, post), whose composition :mod:`.obligations` states.
+  compositional proof (terms, sum, post, chain), whose composition :mod:`.obligations` states;
+- :mod:`.array`: ``ArrayStream``, the handshake contract of an array of units
+  (``hdl.array``) as properties, and optionally where each unit's beat and D go.
 """
 
 from .reference import ReferenceDot, reference_problem
