@@ -239,9 +239,10 @@ def _state(row: dict | None) -> str:
     if row is None:
         return "not run"
     if row.get("killed_by"):
-        how = {"whole": f"whole miter ({row['whole_s']:g} s)", "handshake":
-               f"stream miter ({row['handshake_s']:g} s)"}.get(row["killed_by"],
-                                                              f"{row['killed_by']} obligation")
+        by = row["killed_by"]
+        how = (f"whole miter ({row['whole_s']:g} s)" if by == "whole" else
+               f"stream miter ({row['handshake_s']:g} s)" if by == "handshake" else
+               f"{by} obligation")
         replayed = ("; fails in cocotb" if row.get("cocotb_fails") else
                     "; fails in simulation" if row.get("mutant_differs") else "")
         return f"killed: {how}{replayed}"
