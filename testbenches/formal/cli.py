@@ -1,6 +1,7 @@
-"""The ``prove`` verb of ``mxsim``: the generated unit's RTL (or each of its mutants) proven
-against a plain reference circuit of its spec, with Yosys, SymbiYosys and an SMT solver from
-PyPI (docs/formal.md).
+"""The ``prove`` verb of ``mxsim``: the generated unit's RTL (or each of its mutants), or a
+user's combinational RTL behind a port map (``--rtl``, :mod:`.foreign`), proven against a
+plain reference circuit of its spec, with Yosys, SymbiYosys and an SMT solver from PyPI
+(docs/formal.md).
 
 Registered through the ``mxsim.verbs`` entry points (pyproject.toml, :data:`PROVE`). The
 module imports argparse and the core only (and :mod:`hdl.cli`'s unit options); Amaranth and
@@ -28,8 +29,9 @@ _SOLVERS = ("yices", "z3")
 
 
 def _add_prove(sub: Any) -> argparse.ArgumentParser:
-    pr = add_verb(sub, "prove", cmd_prove, "prove a unit's generated RTL equal to its spec for "
-                                            "every input (bounded model checking, SymbiYosys)")
+    pr = add_verb(sub, "prove", cmd_prove, "prove a unit's generated RTL (or yours, behind a "
+                                            "port map) equal to its spec for every input "
+                                            "(bounded model checking, SymbiYosys)")
     add_rtl_unit_args(pr, _UNIT, ", MXFP8", stages=2)
     pr.set_defaults(unit=None)                 # _UNIT without --rtl; --rtl needs --unit
     pr.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
@@ -71,6 +73,12 @@ def _add_prove(sub: Any) -> argparse.ArgumentParser:
                     help="with --mutants: run each counterexample through `mxsim verify`'s "
                          "cocotb testbench with the mutant (Verilator; a build per mutant), "
                          "where it must fail too")
+    pr.add_argument("--array", default=None, metavar="ARRAY.toml",
+                    help="prove an array's handshake contract instead (hdl.array): an array "
+                         "file as `mxsim array --array` reads, or `small` (2 x 2 units that "
+                         "stall for every cause)")
+    pr.add_argument("--values", action="store_true",
+                    help="with --array: also where each unit's beat and D go")
     pr.add_argument("--out", default="mxsim-prove", metavar="DIR",
                     help="proof folders, traces and counterexamples (default: %(default)s)")
     return pr
@@ -83,6 +91,10 @@ def cmd_prove(args: argparse.Namespace) -> int:
 
     from ..cli import settings
     from .prove import prove_unit
+    if args.array is not None:
+        return _prove_array(args)
+    if args.values:
+        raise MxsimError("--values checks an array's values: give --array")
     if args.rtl is not None:
         return _prove_rtl(args)
     if args.params:
@@ -193,6 +205,39 @@ def _cocotb_fails(spec, ua, fault: str, path: str, out: Path) -> bool:
     rep = verify(spec, ua, sim="verilator", out_dir=out, fault=fault,
                  replay=vectors.load(path), keep_failing=False, progress=False)
     return not rep.passed
+
+
+def _prove_array(args: argparse.Namespace) -> int:
+    """``prove --array``: the array's handshake contract (testbenches.formal.array); exit 0
+    when every check is proven."""
+    from mxsim.array import check_rtl, load
+
+    from .array import prove_array, small_array
+    given = [f for f in ("rtl", "mutants", "unit", "a_format", "b_format")
+             if getattr(args, f) is not None] + ["set"] * bool(args.set_fields)
+    if given:
+        raise MxsimError(f"--{given[0].replace('_', '-')} does not apply to --array: the "
+                         f"array file names its unit")
+    array = small_array() if args.array == "small" else load(args.array)
+    check_rtl(array)
+    folder = out_dir(args.out)
+    rows = prove_array(array, solver=args.solver, timeout=args.timeout, jobs=args.jobs,
+                       out_dir=folder, data=args.values, induction=args.induction,
+                       progress=None if args.json else lambda p: print(_line(p), flush=True))
+    passed = all(r.status == "PASS" for r in rows)
+    report = {"array": args.array, "name": array.name, "rows": array.rows,
+              "cols": array.cols, "unit": array.unit.name, "a_format": array.unit.a_format,
+              "values": args.values, "solver": args.solver, "passed": passed,
+              "proofs": [r.to_dict() for r in rows]}
+    Path(folder, "prove.json").write_text(json.dumps(report, indent=1) + "\n")
+    closed = sum(r.status == "PASS" for r in rows)
+    text = (f"{'PROVEN' if passed else 'NOT PROVEN'}: array {array.name}, {array.rows} x "
+            f"{array.cols} units; {closed} of {len(rows)} checks closed "
+            f"({args.solver}, {sum(r.seconds for r in rows):.0f} s of proofs)\n"
+            f"  report      {Path(folder, 'prove.json')}")
+    text += "".join(f"\n  {r.status:8} {r.check}" for r in rows if r.status != "PASS")
+    emit(args, text, report)
+    return 0 if passed else 1
 
 
 def _line(p) -> str:

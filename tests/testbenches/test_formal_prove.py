@@ -131,7 +131,12 @@ def test_prove_mutants_from_the_command_line(tmp_path):
 
 @pytest.mark.parametrize("argv, words", [
     (["--mutants", "no-such-fault"], "no mutant 'no-such-fault'"),
-    (["--cocotb"], "--cocotb replays the counterexamples of --mutants"),
+    (["--cocotb"], "--cocotb works on the mutants of --mutants"),
+    (["--equivalence", "60"], "--equivalence works on the mutants of --mutants"),
+    (["--values"], "--values checks an array's values: give --array"),
+    (["--array", "no-such-array.toml"], "no such array file"),
+    (["--array", "small", "--mutants"], "--mutants does not apply to --array"),
+    (["--array", "small", "--set", "k=8"], "--set does not apply to --array"),
 ])
 def test_prove_mutants_refuses_bad_input(tmp_path, argv, words):
     r = subprocess.run([sys.executable, "-m", "mxsim", "prove", *argv, "--out",
