@@ -6,6 +6,9 @@ the miters that hold the generated RTL (or a user's) equal to it.
   window, an exact sum at full width, one rounding), sharing nothing with :mod:`hdl.stages`
   and :mod:`hdl.blocks` but the input beat's layout;
 - :mod:`.rounding`: its one rounding;
+- :mod:`.tree`: ``TreeDot``, the same for a reduction-tree spec (``reduce = "tree"``: exact
+  group terms added pairwise, each node rounded once), for proofs of users' RTL
+  (``mxsim prove --rtl``); ``dot_reference`` picks the circuit a spec needs;
 - :mod:`.miter`: the generated unit against it (one beat), and the stream handshake as
   properties against a scoreboard of its results;
 - :mod:`.cuts` and :mod:`.obligations`: the cut points and the three obligations of a
@@ -15,5 +18,7 @@ the miters that hold the generated RTL (or a user's) equal to it.
 """
 
 from .reference import ReferenceDot, reference_problem
+from .tree import TreeDot, dot_problem, dot_reference, tree_problem
 
-__all__ = ["ReferenceDot", "reference_problem"]
+__all__ = ["ReferenceDot", "reference_problem", "TreeDot", "tree_problem", "dot_problem",
+           "dot_reference"]

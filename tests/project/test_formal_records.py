@@ -16,6 +16,7 @@ MXFP8 = DATA / "formal_mxfp8_32_2026-12-06.json"
 CONFIGS = DATA / "formal_configs_2026-12-06.jsonl"
 UNIT_A = DATA / "formal_mutants_2026-12-05.jsonl"
 EQUIVALENCE = DATA / "formal_mutants_equivalence_2026-12-06.json"
+RTL_K1 = DATA / "formal_rtl_block_dot_k1_2026-12-06.json"
 UNIT_B = [DATA / "formal_mutants_e4m3xe5m2_2026-12-06.json",
           DATA / "formal_mutants_e4m3xe5m2_streamed_2026-12-06.json"]
 
@@ -81,3 +82,11 @@ def test_every_mutant_is_killed_or_proven_equivalent_and_the_doc_says_so():
     text, open_ = _bench().mutant_census(unit_a, equivalence, unit_b)
     assert open_ == []
     assert _flat(text) in _flat(DOC)
+
+
+def test_the_users_rtl_record_is_a_proof_and_the_doc_says_so():
+    """block_dot.sv (the good map) at K = 1, through `mxsim prove --rtl` (its prove.json)."""
+    report = json.loads(RTL_K1.read_text())
+    assert report["rtl"].endswith("block_dot.toml") and report["parameters"]["K"] == 1
+    assert report["passed"] and all(r["status"] == "PASS" for r in report["proofs"])
+    assert _flat(_bench().proof_line(report)) in _flat(DOC)

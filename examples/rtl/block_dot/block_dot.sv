@@ -1,18 +1,21 @@
-// block_dot: a combinational MXINT8 / MXFP8 (E4M3) block dot product of k = 128 elements.
+// block_dot: a combinational MXINT8 / MXFP8 (E4M3) block dot product of K = 128 elements.
 //
 // Written by hand as example 2 of mxsim's foreign-RTL path (see README.md). No clock: the
-// inputs are set, the logic settles, the outputs are read.
+// inputs are set, the logic settles, the outputs are read. K and BLOCK are parameters (defaults
+// 128 and 32: the documented design); `mxsim prove --rtl --param K=8 --param BLOCK=2` proves a
+// smaller instance of the same arithmetic. K / BLOCK must be a power of two.
 //
 // Numerics (what mxsim's unit spec block_dot_spec_*.toml describes):
-//   1. each block of 32 products a[i] * b[i] is summed EXACTLY (a signed fixed-point integer in
-//      units of 2**-18: an E4M3 element is sig * 2**(shift - 9), an MXINT8 element code / 64);
+//   1. each block of BLOCK products a[i] * b[i] is summed EXACTLY (a signed fixed-point integer
+//      in units of 2**-18: an E4M3 element is sig * 2**(shift - 9), an MXINT8 element code / 64);
 //   2. the block sum is multiplied by its two E8M0 scales, 2**(a_scale + b_scale - 254): only
-//      its exponent changes, so the four block terms t0..t3 stay exact;
-//   3. the terms are added pairwise in a tree, (t0 + t1) + (t2 + t3); every adder normalises
-//      the exact sum of its two inputs and rounds it ONCE to e8m14 (sign, hidden bit and 14
-//      fraction bits; FP32's exponent range with gradual underflow below 2**-126, so the
-//      smallest step is 2**-140), to nearest with ties to even; a sum beyond e8m14's largest
-//      value (2 - 2**-14) * 2**127 saturates to +-that value.
+//      its exponent changes, so the block terms t0, t1, ... stay exact;
+//   3. the terms are added pairwise in a balanced tree, (t0 + t1) + (t2 + t3) for four blocks;
+//      every adder normalises the exact sum of its two inputs and rounds it ONCE to e8m14
+//      (sign, hidden bit and 14 fraction bits; FP32's exponent range with gradual underflow
+//      below 2**-126, so the smallest step is 2**-140), to nearest with ties to even; a sum
+//      beyond e8m14's largest value (2 - 2**-14) * 2**127 saturates to +-that value. A single
+//      block (K = BLOCK) is rounded once, as t0 + 0.
 //   4. NaN: an E4M3 NaN code (S.1111.111, fmt = 1 only) in a or b, or a scale 0xFF (E8M0 NaN)
 //      sets out_nan; out_mant and out_scale are then 0. MXINT8 has no NaN codes.
 //
@@ -22,25 +25,28 @@
 //   subnormal (|value| < 2**-126):                   |out_mant| < 2**14, out_scale = 1;
 //   zero (and NaN):                                  out_mant = 0, out_scale = 0.
 //
-// `define INJECT_BUG: the (t2 + t3) adder truncates its sum (rounds toward zero) instead of
-// rounding to nearest even: the deliberate bug that `mxsim verify --rtl` must catch.
+// `define INJECT_BUG: the (t2 + t3) adder (the root adder when there are only two blocks)
+// truncates its sum (rounds toward zero) instead of rounding to nearest even: the deliberate
+// bug that `mxsim verify --rtl` must catch.
 
-module block_dot (
-    input  logic        [7:0]  a       [128],  // element codes, lane i = index i of the dot
-    input  logic        [7:0]  b       [128],
-    input  logic        [7:0]  a_scale [4],    // E8M0, one per block of 32 lanes
-    input  logic        [7:0]  b_scale [4],
-    input  logic               fmt,            // 0: MXINT8, 1: MXFP8 E4M3
+module block_dot #(
+    parameter int K     = 128,                 // elements of the dot
+    parameter int BLOCK = 32                   // elements per E8M0 scale (and exact block sum)
+) (
+    input  logic        [7:0]  a       [K],          // element codes, lane i = index i
+    input  logic        [7:0]  b       [K],
+    input  logic        [7:0]  a_scale [K / BLOCK],  // E8M0, one per block of BLOCK lanes
+    input  logic        [7:0]  b_scale [K / BLOCK],
+    input  logic               fmt,                  // 0: MXINT8, 1: MXFP8 E4M3
     output logic signed [15:0] out_mant,
     output logic        [7:0]  out_scale,
     output logic               out_nan
 );
 
-    localparam int K      = 128;
-    localparam int BLOCK  = 32;
     localparam int BLOCKS = K / BLOCK;
-    // |block sum| < 32 * 448 * 448 * 2**18 < 2**41 (E4M3); MXINT8: 32 * 2**14 * 2**6 = 2**25.
-    localparam int W      = 41;          // magnitude bits of a block sum
+    // |product| < 448 * 448 * 2**18 < 2**36 (E4M3), so |block sum| < BLOCK * 2**36 (MXINT8:
+    // BLOCK * 2**14 * 2**6); 41 bits for BLOCK = 32.
+    localparam int W      = 36 + $clog2(BLOCK);  // magnitude bits of a block sum
     localparam int G      = 3;           // guard bits below an adder's aligned operands
     localparam int F      = W + G + 1;   // adder field: carry bit, W bits, G bits
     localparam int EW     = 12;          // signed exponent width inside the tree
@@ -48,6 +54,9 @@ module block_dot (
     localparam int E_MIN  = -126;        // e8m14's smallest normal exponent (as FP32's)
     localparam int Q_MAX  = 113;         // LSB exponent of e8m14's largest binade (2**127)
     localparam int OFFSET = 141;         // value = out_mant * 2**(out_scale - OFFSET)
+    // The adder that truncates under INJECT_BUG: t2 + t3 (node BLOCKS/2 + 1 of the tree below),
+    // or the root when there are two blocks.
+    localparam int BUG_NODE = BLOCKS >= 4 ? BLOCKS / 2 + 1 : 1;
 
     // A signed number (-1)**sign * mag * 2**lsb: a block term, or an adder's e8m14 result.
     typedef struct packed {
@@ -104,8 +113,9 @@ module block_dot (
     // at +-(2**15 - 1) * 2**113. Exact: the smaller operand is aligned with its shifted-out bits
     // ORed into a sticky LSB. That changes no rounding: only shifts beyond G lose bits, and as
     // both operands are normalised, after a shift of 2 or more the sum's leading one is at field
-    // bit 42 or above, its round bit at 27 or above, so every rounding boundary is a multiple
-    // of 2**27, while the jammed sum is odd and within one unit of the exact one.
+    // bit W + 1 or above, its round bit at W - 14 or above (W >= 36), so every rounding boundary
+    // is a multiple of 2**(W - 14), while the jammed sum is odd and within one unit of the
+    // exact one.
     function automatic num_t add_round(input num_t x_in, input num_t y_in, input logic truncate);
         /* verilator no_inline_task */
         num_t x, y, r;
@@ -173,14 +183,17 @@ module block_dot (
     endfunction
 
     logic signed [47:0] block_sum [BLOCKS];
-    num_t               term      [BLOCKS];
-    num_t               left, right, root;
+    // The tree in heap order: node[BLOCKS + j] is block term j, node[n] = node[2n] + node[2n+1]
+    // rounded (n = BLOCKS - 1 down to 1), so level 1 pairs (t0, t1), (t2, t3), ...; the root
+    // is node[1].
+    num_t               node      [2 * BLOCKS];
+    num_t               root;
     logic               nan;
 
 `ifdef INJECT_BUG
-    localparam logic RIGHT_TRUNCATES = 1'b1;
+    localparam logic INJECTED = 1'b1;
 `else
-    localparam logic RIGHT_TRUNCATES = 1'b0;
+    localparam logic INJECTED = 1'b0;
 `endif
 
     always_comb begin
@@ -193,13 +206,15 @@ module block_dot (
             end
             nan = nan | a_scale[j] == 8'hff | b_scale[j] == 8'hff;
             // t_j = block_sum * 2**-18 * 2**(a_scale + b_scale - 254)
-            term[j].sign = block_sum[j][47];
-            term[j].mag  = W'(block_sum[j][47] ? -block_sum[j] : block_sum[j]);
-            term[j].lsb  = EW'({4'b0, a_scale[j]}) + EW'({4'b0, b_scale[j]}) - EW'(254 + 18);
+            node[BLOCKS + j].sign = block_sum[j][47];
+            node[BLOCKS + j].mag  = W'(block_sum[j][47] ? -block_sum[j] : block_sum[j]);
+            node[BLOCKS + j].lsb  = EW'({4'b0, a_scale[j]}) + EW'({4'b0, b_scale[j]})
+                                    - EW'(254 + 18);
         end
-        left  = add_round(term[0], term[1], 1'b0);
-        right = add_round(term[2], term[3], RIGHT_TRUNCATES);
-        root  = add_round(left, right, 1'b0);
+        node[0] = '0;
+        for (int n = BLOCKS - 1; n >= 1; n--)
+            node[n] = add_round(node[2 * n], node[2 * n + 1], INJECTED && n == BUG_NODE);
+        root = BLOCKS == 1 ? add_round(node[1], '0, 1'b0) : node[1];
         out_nan = nan;
         if (nan || root.mag == '0) begin
             out_mant  = '0;
