@@ -8,6 +8,7 @@ derives a subclass of any such unit class (mutant or not) in which
 - the block stage copies the C code its block uses (C, or a chained block's feedback), and
   the post pipeline when a block's D leaves its last stage, and its feedback register;
 - the accumulate stage's adder tree copies its inputs (each lane's aligned term, and C's),
+  each lane's (or GST group's) aligner its inputs (the product, or the group's term),
   the exponent stage's maximum tree its inputs (each product's alignment exponent, and C's),
   and the accumulate stage ``s0``'s pass signals, the block's largest exponent and flags, and
   the sum, into :class:`Taps` the harness owns;
@@ -59,6 +60,11 @@ class Taps:
         #: and to the feedback register either way); the feedback register.
         self.produced = Signal(name="tap_produced")
         self.feedback = Signal(32, name="tap_feedback")
+        #: Each lane's product (a GST unit's: each group's term) this pass, as its aligner
+        #: takes it: sign, significand, alignment exponent.
+        self.product = [(Signal(name=f"tap_prod{j}_sign"), Signal(40, name=f"tap_prod{j}_sig"),
+                         Signal(signed(14), name=f"tap_prod{j}_exp"))
+                        for j in range(self.per_pass)]
 
 
 def cut(unit_cls: type, taps: Taps, free: str | None = None) -> type:
@@ -136,6 +142,10 @@ def _tapped_elaborate(base: type, taps: Taps):
                      taps.sum.eq(self.o.sum), taps.e_max.eq(self.exponents.e_max),
                      taps.nan.eq(self.exponents.nan), taps.pinf.eq(self.exponents.pinf),
                      taps.ninf.eq(self.exponents.ninf)]
+        grouped = self.spec.group is not None
+        for j, (sign, sig, exp) in enumerate(taps.product):
+            al = m.submodules[f"galign{j}" if grouped else f"align{j}"]
+            m.d.comb += [sign.eq(al.sign), sig.eq(al.sig), exp.eq(al.exp)]
         return m
     return elaborate
 

@@ -4,9 +4,10 @@ Each is a harness like :class:`.miter.SingleBeat` (one free beat in cycle 0, ``f
 ``last`` = 1, ``o.ready`` high) around a unit cut by :func:`.cuts.cut`:
 
 ``Terms``
-    In every pass, each adder-tree input equals the reference's truncated term of that lane
-    (the lane's product of this pass; C's in pass 0 and 0 after), truncated at the unit's
-    largest exponent, which equals the reference's; the step's NaN and Inf agree. (Decoders,
+    In every pass, each lane's product (a GST unit's group term), as its aligner takes it,
+    is the reference's term of this pass, and, given that, the lane's adder-tree input
+    equals the reference's term truncated at the unit's largest exponent, which equals the
+    reference's (C's in pass 0 and 0 after); the step's NaN and Inf agree. (Decoders,
     multipliers, scales, the exponent maximum and the aligners.)
 ``Sum``
     With the aligners free and a free stream of blocks (any ``i.valid``, payload and
@@ -85,15 +86,37 @@ class Terms(_Obligation):
                 self.check(m, t.max_in[j] == e, f"term {j}'s alignment exponent")
             self.check(m, t.e_max == _tree_order(t.max_in, _max),
                        "the largest exponent, comparator by comparator")
-            what = "group" if spec.group is not None else "lane"
+            what, term = (("group", "term") if spec.group is not None
+                          else ("lane", "product"))
             for j in range(per):
-                want = ref.cut[j]
-                for p in range(1, self.ua.passes(spec)):
-                    want = Mux(t.p == p, ref.cut[p * per + j], want)
-                self.check(m, t.tree_in[j] == want, f"{what} {j}'s aligned term")
+                # Split at the aligner's input: a wide multiplier (INT8's) and the aligner's
+                # shift in one cone do not close; each alone does.
+                same = self._same_product(t.product[j], ref.terms, j)
+                self.check(m, same, f"{what} {j}'s {term}")
+                with m.If(same):
+                    self.check(m, t.tree_in[j] == self._this_pass(ref.cut, j),
+                               f"{what} {j}'s aligned term, given its {term}")
             self.check(m, t.tree_in[per] == Mux(t.p == 0, ref.cut[-1], 0),
                        "C's aligned term, in pass 0 only")
         return m
+
+
+    def _this_pass(self, items: list, j: int):
+        """Lane (or group) ``j``'s item of the pass ``s0`` is in."""
+        per, want = self.taps.per_pass, items[j]
+        for p in range(1, self.ua.passes(self.spec)):
+            want = Mux(self.taps.p == p, items[p * per + j], want)
+        return want
+
+    def _same_product(self, product, terms: list, j: int):
+        """The lane's product (as its aligner takes it) is the reference's term of this
+        pass: the same magnitude in units of ``2**(e - M)``, and for a non-zero one the same
+        sign and alignment exponent."""
+        sign, sig, exp = product
+        mag = self._this_pass([t.mag for t in terms], j)
+        neg = self._this_pass([t.neg for t in terms], j)
+        e = self._this_pass([t.e for t in terms], j)
+        return (sig == mag) & ((mag == 0) | ((sign == neg) & (exp == e)))
 
 
 class Sum(_Obligation):

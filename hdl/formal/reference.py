@@ -107,10 +107,12 @@ class ReferenceDot(wiring.Component):
 class Parts:
     """The reference's signals on the way to D, for proofs that cut the datapath: each term
     truncated into the step's window (``cut``, signed, C last), their alignment exponents
-    (``exps``) and the largest ``E``, the exact sum of the cut terms ``total`` (in units of
-    ``2**lsb``, ``lsb = E - F``), the step's NaN and Inf (and Inf's sign), and D's code."""
+    (``exps``), the terms themselves (``terms``) and the largest ``E``, the exact sum of the
+    cut terms ``total`` (in units of ``2**lsb``, ``lsb = E - F``), the step's NaN and Inf
+    (and Inf's sign), and D's code."""
     cut: list
     exps: list
+    terms: list
     E: object
     total: object
     lsb: object
@@ -133,8 +135,8 @@ def reference_parts(m: Module, spec: UnitSpec, beat, e_max=None) -> Parts:
     d = Signal(32, name="ref_d")
     finite = round_to_fp32(m, spec, total, lsb)
     m.d.comb += d.eq(Mux(nan, spec.d_nan, Mux(inf, Mux(neg, 0xFF800000, 0x7F800000), finite)))
-    return Parts(cut=cut, exps=[t.e for t in terms], E=big, total=total, lsb=lsb, nan=nan,
-                 inf=inf, neg=neg, d=d)
+    return Parts(cut=cut, exps=[t.e for t in terms], terms=terms, E=big, total=total,
+                 lsb=lsb, nan=nan, inf=inf, neg=neg, d=d)
 
 
 # -- decoding ---------------------------------------------------------------------------------
