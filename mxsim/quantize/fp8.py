@@ -71,16 +71,27 @@ def _pow2_floor(s: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
 
 
 def to_fp8_amax(x: Any, fmt: str = "e4m3", *, axis: int | None = None, pow2: bool = False,
-                fast: bool = True) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.float32]]:
+                fast: bool = True, amax: float | None = None
+                ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.float32]]:
     """Codes of ``x`` and the FP32 factors that undo the scale, torchao's tensor/row-wise cast.
 
     ``axis=None`` scales the whole tensor (the factor has shape ``()``); an axis scales each
     slice along it (the factor keeps that axis with length 1, as ``_scaled_mm``'s row-wise
     scales are shaped: ``(M, 1)`` for A with ``axis=-1``, ``(1, N)`` for B with ``axis=-2``).
+    ``amax`` (tensor-wise only) replaces the tensor's own: delayed scaling's, from earlier
+    steps; elements beyond it saturate.
     """
     f = _fp8(fmt)
     v = _finite(x, "fp8 amax")
-    amax = np.abs(v).max(axis=axis, keepdims=axis is not None) if v.size else np.float32(0)
+    if amax is not None:
+        if axis is not None or not np.isfinite(amax) or amax < 0:
+            raise QuantizeError(f"amax must be a finite non-negative number for a "
+                                f"tensor-wise scale, not {amax!r} (axis {axis})")
+        amax = np.float32(amax)
+    elif v.size:
+        amax = np.abs(v).max(axis=axis, keepdims=axis is not None)
+    else:
+        amax = np.float32(0)
     scale = (f.max / np.maximum(np.asarray(amax, np.float64), _EPS)).astype(np.float32)
     if pow2:
         scale = _pow2_floor(np.asarray(scale, np.float32))
