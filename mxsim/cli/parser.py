@@ -7,7 +7,17 @@ from typing import Any
 
 from .. import __version__, units, vectors
 from ..vectors.importers import KM_REPOSITORY, LAYOUTS
-from . import array, explaining, fitting, listing, planning, quantizing, running, torch_eval
+from . import (
+    array,
+    explaining,
+    fitting,
+    listing,
+    planning,
+    quantizing,
+    running,
+    torch_eval,
+    train_eval,
+)
 from .common import add_allow_large, add_campaign_executor, add_verb, int_range
 from .verbs import Verb, VerbParser, add_verbs, plugin_verbs
 
@@ -281,6 +291,7 @@ CORE_VERBS = (
     Verb(name="compare", rank=80, add=_add_compare),
     Verb(name="quantize", rank=90, add=_add_quantize),
     Verb(name="torch-eval", rank=100, add=torch_eval.add_parser),
+    Verb(name="train-eval", rank=105, add=train_eval.add_parser),
     Verb(name="array", rank=110, add=array.add_parser),
     Verb(name="probe", rank=120, add=_add_probe),
     Verb(name="fit", rank=130, add=_add_fit),

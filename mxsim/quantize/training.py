@@ -127,7 +127,7 @@ class TrainingRecipe:
         pairs = {g: tuple(strip(o) for o in self.gemm(g)) for g in GEMMS}
         off_now = tuple(dict.fromkeys(self.disabled + tuple(switches)))
         base = self.name.partition("/")[0]
-        return replace(self, name=f"{base}/{','.join(off_now)}", disabled=off_now,
+        return replace(self, name=f"{base}/{'+'.join(off_now)}", disabled=off_now,
                        **pairs)
 
 
@@ -198,7 +198,7 @@ def _fp8(scaling: str) -> TrainingRecipe:
          "Float8CurrentScaling"))
 
 
-#: The recipes by name; ``name/switch,...`` switches techniques off (:func:`training_recipe`).
+#: The recipes by name; ``name/switch+...`` switches techniques off (:func:`training_recipe`).
 TRAINING_RECIPES = {r.name: r for r in (
     TrainingRecipe("bf16", "BF16 operands (rounded to nearest even), FP32 accumulation",
                    (_BF16, _BF16), (_BF16, _BF16), (_BF16, _BF16), "blackwell-mma-bf16",
@@ -211,7 +211,7 @@ TRAINING_RECIPES = {r.name: r for r in (
 
 def training_recipe(name: str | TrainingRecipe) -> TrainingRecipe:
     """The recipe ``name``: one of :data:`TRAINING_RECIPES`, optionally followed by
-    ``/switch,switch`` (``nvfp4/disable_rht,disable_stochastic_rounding``)."""
+    ``/switch+switch`` (``nvfp4/disable_rht+disable_stochastic_rounding``)."""
     if isinstance(name, TrainingRecipe):
         return name
     if not isinstance(name, str):
@@ -219,8 +219,8 @@ def training_recipe(name: str | TrainingRecipe) -> TrainingRecipe:
     base, _, rest = name.partition("/")
     if base not in TRAINING_RECIPES:
         raise QuantizeError(f"Training recipe must be one of {', '.join(TRAINING_RECIPES)} "
-                            f"(optionally /{','.join(SWITCHES)}), not {base!r}")
-    switches = [s for s in rest.split(",") if s] if rest else []
+                            f"(optionally /{'+'.join(SWITCHES)}), not {base!r}")
+    switches = [s for s in rest.split("+") if s] if rest else []
     return TRAINING_RECIPES[base].without(*switches) if switches else TRAINING_RECIPES[base]
 
 

@@ -45,8 +45,8 @@ def test_a_switch_turns_off_its_technique_alone(switch, attr):
             assert not getattr(o_off, attr)
             others = {k: v for k, v in vars(o_full).items() if k != attr}
             assert others == {k: v for k, v in vars(o_off).items() if k != attr}
-    both = tr.training_recipe("mxfp4/disable_rht,disable_stochastic_rounding")
-    assert both.name == "mxfp4/disable_rht,disable_stochastic_rounding"
+    both = tr.training_recipe("mxfp4/disable_rht+disable_stochastic_rounding")
+    assert both.name == "mxfp4/disable_rht+disable_stochastic_rounding"
     assert not any(o.sr or o.rht for g in tr.GEMMS for o in both.gemm(g))
 
 
