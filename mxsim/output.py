@@ -21,6 +21,7 @@ replaces a read-only file as ``cp`` does for root (a read-only file system refus
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import stat
 from collections.abc import Iterator
@@ -30,7 +31,8 @@ from typing import IO, Any
 
 from .errors import MxsimError
 
-__all__ = ["OutputError", "check_output", "open_output", "write_text", "write_bytes"]
+__all__ = ["OutputError", "check_output", "open_output", "write_text", "write_bytes",
+           "MARK", "fill_marked"]
 
 
 class OutputError(MxsimError, ValueError):
@@ -164,3 +166,20 @@ def write_bytes(path: str | os.PathLike, data: bytes, *,
     """Write ``data`` to ``path`` through :func:`open_output`."""
     with open_output(path, "wb", error=error) as fh:
         fh.write(data)
+
+
+#: A computed figure in a document: ``<!-- fig:KEY -->text<!-- /fig -->``.
+MARK = re.compile(r"<!-- fig:([A-Za-z0-9_.:+/=-]+) -->(.*?)<!-- /fig -->", re.DOTALL)
+
+
+def fill_marked(text: str, figs: dict[str, str]) -> tuple[str, list[str]]:
+    """``text`` with every :data:`MARK` span filled from ``figs``; and the keys it names that
+    ``figs`` has not (those spans are left as they were)."""
+    missing: list[str] = []
+
+    def fill(m: re.Match) -> str:
+        if m.group(1) not in figs:
+            missing.append(m.group(1))
+            return m.group(0)
+        return f"<!-- fig:{m.group(1)} -->{figs[m.group(1)]}<!-- /fig -->"
+    return MARK.sub(fill, text), missing

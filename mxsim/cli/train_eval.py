@@ -76,6 +76,9 @@ def _list(text: str, what: str, allowed: tuple[str, ...] | None = None) -> list[
     bad = [x for x in items if allowed is not None and x not in allowed]
     if bad:
         raise MxsimError(f"--{what}: {bad[0]!r} is not one of {', '.join(allowed)}")
+    twice = [x for n, x in enumerate(items) if x in items[:n]]
+    if twice:
+        raise MxsimError(f"--{what} names {twice[0]!r} twice")
     return items
 
 

