@@ -65,6 +65,9 @@ class Taps:
         self.product = [(Signal(name=f"tap_prod{j}_sign"), Signal(40, name=f"tap_prod{j}_sig"),
                          Signal(signed(14), name=f"tap_prod{j}_exp"))
                         for j in range(self.per_pass)]
+        #: A GST unit's: each group's products as its group sum's adder tree takes them.
+        self.members = [[Signal(signed(40), name=f"tap_g{j}_m{i}") for i in range(spec.group)]
+                        for j in range(self.per_pass if grouped else 0)]
 
 
 def cut(unit_cls: type, taps: Taps, free: str | None = None) -> type:
@@ -122,7 +125,36 @@ def _tapped_accumulate(base: type, taps: Taps, free: str | None) -> type:
     if free == "terms":
         attrs.update(aligner=_free_aligner(base.aligner),
                      c_aligner=_free_aligner(base.c_aligner))
+    if taps.members and hasattr(base, "group_term"):
+        attrs["group_term"] = _tapped_group_term(base.group_term, taps)
     return type(f"{base.__name__}Tapped", (base,), attrs)
+
+
+def _tapped_group_term(base: type, taps: Taps) -> type:
+    """``base`` (a GST group term) whose group sum copies its products (its adder tree's
+    inputs) into ``taps.members``: the n-th term made is group ``n mod per_pass``, as the
+    accumulate stage makes them, in order, once per elaboration."""
+    made = []
+    sum_base = base.group_sum
+
+    class TappedGroupSum(sum_base):
+        def __init__(self, a_format, b_format, group, *, tap_index):
+            super().__init__(a_format, b_format, group)
+            self.tap_index = tap_index
+
+        def elaborate(self, platform):
+            m = sum_base.elaborate(self, platform)
+            adders = m.submodules.adders
+            m.d.comb += [t.eq(adders.i[i]) for i, t in enumerate(taps.members[self.tap_index])]
+            return m
+
+    def __init__(self, spec):
+        base.__init__(self, spec)
+        index = len(made) % taps.per_pass
+        made.append(index)
+        self.group_sum = lambda *args: TappedGroupSum(*args, tap_index=index)
+
+    return type(f"{base.__name__}Tapped", (base,), {"__init__": __init__})
 
 
 def _tapped_inputs(base: type, signals: list) -> type:

@@ -90,9 +90,15 @@ class Terms(_Obligation):
                           else ("lane", "product"))
             for j in range(per):
                 # Split at the aligner's input: a wide multiplier (INT8's) and the aligner's
-                # shift in one cone do not close; each alone does.
+                # shift in one cone do not close; each alone does. A GST group's term is
+                # split again at its products: each product, then the term given them.
                 same = self._same_product(t.product[j], ref.terms, j)
-                self.check(m, same, f"{what} {j}'s {term}")
+                if t.members:
+                    products = self._same_members(m, t.members[j], ref.terms, j)
+                    with m.If(products):
+                        self.check(m, same, f"{what} {j}'s {term}, given its products")
+                else:
+                    self.check(m, same, f"{what} {j}'s {term}")
                 with m.If(same):
                     self.check(m, t.tree_in[j] == self._this_pass(ref.cut, j),
                                f"{what} {j}'s aligned term, given its {term}")
@@ -107,6 +113,19 @@ class Terms(_Obligation):
         for p in range(1, self.ua.passes(self.spec)):
             want = Mux(self.taps.p == p, items[p * per + j], want)
         return want
+
+    def _same_members(self, m: Module, members: list, terms: list, j: int):
+        """Check that each of GST group ``j``'s products is the reference's; their
+        conjunction."""
+        same = []
+        for i, tap in enumerate(members):
+            want = self._this_pass([t.members[i] for t in terms[:-1]], j)
+            same.append(tap == want)
+            self.check(m, same[-1], f"group {j}'s product {i}")
+        out = same[0]
+        for x in same[1:]:
+            out = out & x
+        return out
 
     def _same_product(self, product, terms: list, j: int):
         """The lane's product (as its aligner takes it) is the reference's term of this

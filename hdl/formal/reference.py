@@ -22,7 +22,7 @@ or none. :func:`reference_problem` names what it does not render.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from amaranth import Const, Module, Mux, Signal, signed, unsigned
@@ -75,6 +75,8 @@ class Term:
     M: int               # constant: the term's LSB exponent is e - M
     nan: object
     inf: object
+    #: A GST group's products, signed, in units of the formats' smallest steps.
+    members: tuple = ()
 
 
 class ReferenceDot(wiring.Component):
@@ -248,9 +250,10 @@ def group_terms(m: Module, spec: UnitSpec, beat) -> list[Term]:
                             a.neg ^ b.neg, a.sig * b.sig == 0))
             parts.append(units)
         total = Signal(signed(width), name=f"g{g0}_sum")
-        m.d.comb += total.eq(_chain_sum(parts, width))
+        m.d.comb += total.eq(_pair_sum(parts, width))
         s = _scales(m, spec, beat, g0 // spec.block)
-        terms.append(_group_term(m, spec, g0, total, members, s, M))
+        terms.append(replace(_group_term(m, spec, g0, total, members, s, M),
+                             members=tuple(parts)))
     return terms
 
 
@@ -325,6 +328,17 @@ def sum_specials(m: Module, terms: list[Term]):
     neg = _any(t.inf & t.neg for t in terms)
     nan = _any(t.nan for t in terms) | (pos & neg)
     return nan, (pos | neg) & ~nan, neg
+
+
+def _pair_sum(parts, width: int):
+    """The parts added in adjacent pairs, level by level (an odd one out passes up), each sum
+    at ``width`` bits: exact, as the chain is; solvers match this order to a balanced adder
+    tree's where they cannot prove a chain equal to it."""
+    level = [p.as_signed() if len(p) < width else p for p in parts]
+    while len(level) > 1:
+        nxt = [(level[j] + level[j + 1])[:width].as_signed() for j in range(0, len(level) - 1, 2)]
+        level = nxt + ([level[-1]] if len(level) % 2 else [])
+    return level[0]
 
 
 def _chain_sum(parts, width: int):

@@ -86,7 +86,8 @@ def test_a_gst_unit_is_cut_at_its_groups(tmp_path):
     terms = Terms(DotProductUnit, spec, ua)
     assert len(terms.taps.tree_in) == 2 and len(terms.taps.max_in) == 3
     rtlil.convert(terms, name="top", ports=terms.ports)
-    assert "group 0's term" in terms.checks and len(terms.checks) == 10
+    assert "group 0's term, given its products" in terms.checks and len(terms.checks) == 18
+    assert "group 0's product 7" in terms.checks
     assert "group 0's aligned term, given its term" in terms.checks
 
 
