@@ -6,8 +6,9 @@ with :mod:`hdl.stages` or :mod:`hdl.blocks` but the input beat's layout:
 
 1. every element and scale code is decoded by a table written from :mod:`mxsim.formats` (sign,
    exponent, integer significand, NaN, Inf); C, an FP32 code, by its bit fields;
-2. each term (a product times its block scales, or a GST group's exact sum times its scales)
-   is an exact integer ``mag * 2**(e - M)`` with its alignment exponent ``e`` (``e_zero`` when
+2. each term (a product times its block scales, or a GST group's exact sum times its scales:
+   the group's products added in adjacent pairs, level by level, at full width) is an exact
+   integer ``mag * 2**(e - M)`` with its alignment exponent ``e`` (``e_zero`` when
    it is zero) and a constant ``M``;
 3. ``E`` is the largest alignment exponent; each term is truncated toward zero to whole units of
    ``2**(E - F)``: ``(mag << F) >> (E - e + M)``, one right shift;

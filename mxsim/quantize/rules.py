@@ -143,6 +143,13 @@ def _log2_thresholds() -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     return up, down
 
 
+def log2_up_thresholds() -> tuple[int, npt.NDArray[np.int64]]:
+    """``(kmin, up)``: ``fl32(log2 x) == k`` for ``x = 2**k * (1 + j * 2**-23)`` with
+    ``0 < j <= up[k - kmin]`` (the thresholds :func:`_torch_log2_ceil` reads), for other
+    implementations of the same rounding (:mod:`mxsim.torch.quantise`)."""
+    return _KMIN, _log2_thresholds()[0]
+
+
 def _frexp_fp32(bits: npt.NDArray[np.uint32]) -> tuple[npt.NDArray[np.int64],
                                                         npt.NDArray[np.int64]]:
     """``(k, j)`` with ``x = 2**k * (1 + j * 2**-23)`` for positive finite FP32 ``x``."""

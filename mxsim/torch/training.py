@@ -20,7 +20,10 @@ run from their own generator (:attr:`TrainContext.signs`, recorded by ``mxsim tr
 so switching one technique off leaves the other's random numbers as they were. The context
 also keeps each tensor's FP8 amax history and counts saturated elements per step.
 
-The host runs the quantisation; tensors on a GPU are copied to it and back.
+A GPU's tensors are transformed and quantised on the GPU (:mod:`.quantise`, bit for bit
+the host's), except where that path does not apply (stochastic rounding, FP8 and BF16
+operands, blocks with Inf or NaN): those are quantised on the host. The unit's GEMM runs on
+``engine`` (``gpu`` by default for CUDA tensors where the GPU engine is available).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from .. import units
 from ..errors import UnitError
 from ..quantize import training as tr
 from ..quantize.recipes import Quantised
+from . import quantise as tq
 from .functions import compute, pick_engine
 
 __all__ = ["convert", "TrainContext", "context_of", "PLAIN", "gemm"]    # and Linear (lazily)
@@ -67,16 +71,20 @@ class TrainContext:
         return out
 
 
-def gemm(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32], ops: tuple, *, unit: Any,
-         engine: str, context: TrainContext, key: str = "") -> npt.NDArray[np.float32]:
+def gemm(a: Any, b: Any, ops: tuple, *, unit: Any, engine: str, context: TrainContext,
+         key: str = "") -> npt.NDArray[np.float32]:
     """``a (M, K) @ b (K, N)`` with ``ops`` (the GEMM's two :class:`Operand`), through
-    ``unit`` (a :class:`~mxsim.units.Unit`) or ``PLAIN``; FP32 values."""
+    ``unit`` (a :class:`~mxsim.units.Unit`) or ``PLAIN``; FP32 values. ``a`` and ``b`` are
+    NumPy arrays, or torch tensors (a GPU's): these are transformed and quantised where they
+    are (:mod:`.quantise`, the same bits), falling back to the host where that path does not
+    apply."""
     oa, ob = ops
     if oa.rht != ob.rht:
         raise ValueError("A random Hadamard transform must be applied to both operands")
     if oa.rht:
-        a = tr.rht(a, context.signs, -1)
-        b = tr.rht(b, context.signs, -2)
+        rht = tr.rht if isinstance(a, np.ndarray) else tq.rht
+        a = rht(a, context.signs, -1)
+        b = rht(b, context.signs, -2)
     qa = _quantise(a, oa, "a", context, f"{key}.a")
     qb = _quantise(b, ob, "b", context, f"{key}.b")
     if unit == PLAIN:
@@ -87,6 +95,11 @@ def gemm(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32], ops: tuple, *, 
 def _quantise(x: npt.NDArray, op: tr.Operand, role: str, context: TrainContext,
               key: str) -> Quantised:
     stats = context.stats.setdefault(key, tr.OperandStats())
+    if not isinstance(x, np.ndarray):
+        q = tq.quantise(x, op, role, stats)
+        if q is not None:
+            return q
+        x = x.detach().to("cpu").numpy()
     history = context.histories.setdefault(key, []) if op.scaling == "delayed" else None
     return tr.quantise(x, op, role, rng=context.sr_rng, amax_history=history, stats=stats)
 
@@ -118,12 +131,20 @@ def _build_function():
     def host(t):
         return t.detach().to("cpu", torch.float32).contiguous().numpy()
 
+    def operand(t):
+        """A GPU's tensor stays there (quantised on it); any other goes to the host."""
+        t = t.detach()
+        return t.to(torch.float32).contiguous() if t.is_cuda else host(t)
+
+    def transposed(t):
+        return t.transpose(0, 1).contiguous() if isinstance(t, torch.Tensor) else \
+            np.ascontiguousarray(t.T)
+
     class LinearFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x, weight, bias, layer):
-            x2 = host(x.reshape(-1, x.shape[-1]))
-            w = host(weight)
-            y = layer.run("fprop", x2, np.ascontiguousarray(w.T))
+            x2 = operand(x.reshape(-1, x.shape[-1]))
+            y = layer.run("fprop", x2, transposed(operand(weight)))
             if bias is not None:
                 y = (y + host(bias)).astype(np.float32)
             ctx.save_for_backward(x, weight)
@@ -135,17 +156,18 @@ def _build_function():
         def backward(ctx, dy):
             x, weight = ctx.saved_tensors
             layer = ctx.layer
-            dy2 = host(dy.reshape(-1, dy.shape[-1]))
+            dy2 = operand(dy.reshape(-1, dy.shape[-1]))
             dx = dw = db = None
             if ctx.needs_input_grad[0]:
-                d = layer.run("dgrad", dy2, host(weight))
+                d = layer.run("dgrad", dy2, operand(weight))
                 dx = torch.from_numpy(d).to(x.device).reshape(x.shape).to(x.dtype)
             if ctx.needs_input_grad[1]:
-                x2 = host(x.reshape(-1, x.shape[-1]))
-                d = layer.run("wgrad", np.ascontiguousarray(dy2.T), x2)
+                x2 = operand(x.reshape(-1, x.shape[-1]))
+                d = layer.run("wgrad", transposed(dy2), x2)
                 dw = torch.from_numpy(d).to(weight.device).to(weight.dtype)
             if ctx.has_bias and ctx.needs_input_grad[2]:
-                db = torch.from_numpy(dy2.sum(axis=0, dtype=np.float32)).to(weight.device)
+                db = torch.from_numpy(host(dy).reshape(-1, dy.shape[-1]).sum(
+                    axis=0, dtype=np.float32)).to(weight.device)
             return dx, dw, db, None
 
     return LinearFunction

@@ -123,3 +123,22 @@ def test_bad_arguments_are_refused_in_one_line(call, message):
 def test_a_layer_on_the_wrong_width_is_a_unit_error():
     with pytest.raises(UnitError):
         mt.Linear(64, 64)(torch.randn(2, 32))
+
+
+@pytest.mark.parametrize("recipe", ["mxfp8-floor", "nvfp4", "mxfp4", "fp8-delayed"])
+def test_a_gpus_tensors_quantised_where_they_are_give_the_hosts_bits(recipe):
+    """gemm() on torch tensors (quantised by mxsim.torch.quantise, here on the CPU, as on a
+    GPU; stochastic rounding and FP8 fall back to the host) equals gemm() on NumPy arrays:
+    the same product bits and the same counts, every GEMM of the recipe."""
+    rng = np.random.default_rng(7)
+    a = (rng.standard_normal((64, 128)) * 3).astype(np.float32)
+    b = (rng.standard_normal((128, 64)) * 3).astype(np.float32)
+    rec = tr.training_recipe(recipe)
+    unit = units.get(rec.unit)
+    for g in tr.GEMMS:
+        host, dev = mt.TrainContext(2), mt.TrainContext(2)
+        want = mt.gemm(a, b, rec.gemm(g), unit=unit, engine="fast", context=host, key=g)
+        got = mt.gemm(torch.from_numpy(a), torch.from_numpy(b), rec.gemm(g), unit=unit,
+                      engine="fast", context=dev, key=g)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), g
+        assert dev.take_stats() == host.take_stats(), g
