@@ -77,7 +77,7 @@ def build(config: Config, seed: int) -> Any:
             self.lm_head = nn.Linear(c.width, c.vocab)
 
         def forward(self, ids):
-            x = self.embed(ids) + self.pos(torch.arange(ids.shape[1]))
+            x = self.embed(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))
             for blk in self.blocks:
                 x = blk(x)
             return self.lm_head(self.ln(x))
