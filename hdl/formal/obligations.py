@@ -4,8 +4,9 @@ Each is a harness like :class:`.miter.SingleBeat` (one free beat in cycle 0, ``f
 ``last`` = 1, ``o.ready`` high) around a unit cut by :func:`.cuts.cut`:
 
 ``Terms``
-    In every pass, each lane's product (a GST unit's group term), as its aligner takes it,
-    is the reference's term of this pass, and, given that, the lane's adder-tree input
+    In every pass, each lane's product (a GST unit's group term, given that each of the
+    group's products is the reference's), as its aligner takes it, is the reference's term of
+    this pass, and, given that, the lane's adder-tree input
     equals the reference's term truncated at the unit's largest exponent, which equals the
     reference's (C's in pass 0 and 0 after); the step's NaN and Inf agree. (Decoders,
     multipliers, scales, the exponent maximum and the aligners.)
@@ -105,7 +106,6 @@ class Terms(_Obligation):
             self.check(m, t.tree_in[per] == Mux(t.p == 0, ref.cut[-1], 0),
                        "C's aligned term, in pass 0 only")
         return m
-
 
     def _this_pass(self, items: list, j: int):
         """Lane (or group) ``j``'s item of the pass ``s0`` is in."""
