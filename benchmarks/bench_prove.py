@@ -178,6 +178,29 @@ def config_table(record: Path) -> str:
                      + [config_line(r) for r in rows] + missing)
 
 
+def _rows(record: Path) -> list[dict]:
+    return [json.loads(line) for line in record.read_text().splitlines()[1:] if line.strip()]
+
+
+def split_note(before: Path, after: Path) -> str:
+    """docs/formal.md's line comparing the yices rows of a record made before the split at
+    the aligners' inputs with the same rows after it."""
+    old = {r["config"]: r for r in _rows(before) if r["solver"] == "yices"}
+    new = {r["config"]: r for r in _rows(after) if r["solver"] == "yices"}
+    both = sorted(set(old) & set(new))
+    if not both:
+        return "No configuration is in both records."
+
+    def total(r):
+        return sum(p["seconds"] for p in r["proofs"])
+    slow = max(both, key=lambda n: total(old[n]) / max(total(new[n]), 1e-9))
+    return (f"On the {len(both)} yices rows in both records, the checks took "
+            f"{sum(total(old[n]) for n in both):,.0f} s before the split and "
+            f"{sum(total(new[n]) for n in both):,.0f} s after it (the most on {CONFIGS[slow][0]}, "
+            f"{CONFIGS[slow][5]} lanes, {CONFIGS[slow][6]} stage{'s' * (CONFIGS[slow][6] > 1)}: "
+            f"{total(old[slow]):.0f} s, then {total(new[slow]):.0f} s).")
+
+
 def solver_note(record: Path) -> str:
     """docs/formal.md's line comparing the solvers, from the configurations run under both."""
     rows = [json.loads(line) for line in record.read_text().splitlines()[1:] if line.strip()]

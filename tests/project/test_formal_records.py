@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "docs" / "data"
 DOC = (ROOT / "docs" / "formal.md").read_text()
 MXFP8 = DATA / "formal_mxfp8_32_2026-12-06.json"
-CONFIGS = DATA / "formal_configs_2026-12-06.jsonl"
+CONFIGS = DATA / "formal_configs_split_2026-12-06.jsonl"
+BEFORE_SPLIT = DATA / "formal_configs_2026-12-06.jsonl"
 UNIT_A = DATA / "formal_mutants_2026-12-05.jsonl"
 EQUIVALENCE = DATA / "formal_mutants_equivalence_2026-12-06.json"
 RTL_K1 = DATA / "formal_rtl_block_dot_k1_2026-12-06.json"
@@ -56,6 +57,8 @@ def test_the_configuration_table_is_the_records():
         assert {p["harness"] for p in r["proofs"]} == {"terms", "sum", "post", "chain",
                                                         "handshake"}, r["label"]
     assert _flat(bench.config_table(CONFIGS)) in _flat(DOC)
+    assert _flat(bench.solver_note(CONFIGS)) in _flat(DOC)
+    assert _flat(bench.split_note(BEFORE_SPLIT, CONFIGS)) in _flat(DOC)
 
 
 def test_every_mutant_is_killed_or_proven_equivalent_and_the_doc_says_so():
