@@ -11,13 +11,15 @@ Keys (``<!-- fig:KEY -->...<!-- /fig -->``): ``tr:command``, ``tr:model``, ``tr:
 of them, the largest difference); ``tr:nvfp4-vs-fp8:PATH`` (NVFP4's loss of the last 10 steps
 minus FP8 current scaling's), ``tr:worth:RECIPE:SWITCH:PATH`` (the recipe with one technique
 off minus the full recipe), ``tr:floor-saturated`` (MXFP8 floor: saturated elements, all
-steps) and ``tr:floor-vs-rceil:PATH``.
+steps) and ``tr:floor-vs-rceil:PATH``; from the GPU record (:func:`step_figures`),
+``tr:gpu:*``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,12 +29,13 @@ import numpy as np
 from ..output import fill_marked, write_bytes
 from .run import PATHS, summary
 
-__all__ = ["figures", "DOC", "DATA", "PLOT"]
+__all__ = ["figures", "step_figures", "DOC", "DATA", "PLOT", "STEP"]
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "training.md"
 DATA = ROOT / "docs" / "data" / "train_eval_tiny_2026-12-06.json"
 PLOT = ROOT / "docs" / "img" / "train_eval_tiny_2026-12-06.png"
+STEP = ROOT / "docs" / "data" / "train_step_h100_2026-12-06.json"
 _TAIL = 10
 
 
@@ -105,6 +108,23 @@ def figures(rep: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def step_figures(rec: dict[str, Any]) -> dict[str, str]:
+    """The GPU record's keys (gpu.runs.train_step): ``tr:gpu:device``, ``tr:gpu:quantise``,
+    ``tr:gpu:bf16``, ``tr:gpu:units``, ``tr:gpu:ratio``, ``tr:gpu:model``."""
+    q = rec["quantise"]
+    st = rec["step"]
+    m = st["model"]
+    return {"tr:gpu:device": f"{rec['device']} (torch {rec['torch']})",
+            "tr:gpu:quantise": f"{sum(r['equal'] for r in q)} of {len(q)} checks equal, "
+                               f"{q[0]['elements']:,} elements each",
+            "tr:gpu:bf16": f"{statistics.median(st['bf16_s']):.3f}",
+            "tr:gpu:units": f"{statistics.median(st['nvfp4_units_gpu_s']):.2f}",
+            "tr:gpu:ratio": f"{st['ratio']:.0f}",
+            "tr:gpu:model": f"{m['layers']} layers, width {m['width']}, "
+                            f"{m['tokens_per_step']} tokens a step; median of "
+                            f"{st['steps_timed']} steps after one warm-up"}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mxsim.train.figures",
                                  description="docs/training.md's figures from the report")
@@ -115,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rep = json.loads(Path(args.data).read_text())
     text = Path(args.doc).read_text()
-    new, missing = fill_marked(text, figures(rep))
+    new, missing = fill_marked(text, figures(rep) | step_figures(json.loads(STEP.read_text())))
     if missing:
         print(f"{args.doc}: no figure for {', '.join(missing)}", file=sys.stderr)
         return 1
