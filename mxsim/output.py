@@ -32,7 +32,7 @@ from typing import IO, Any
 from .errors import MxsimError
 
 __all__ = ["OutputError", "check_output", "open_output", "write_text", "write_bytes",
-           "MARK", "fill_marked"]
+           "MARK", "fill_marked", "update_marked"]
 
 
 class OutputError(MxsimError, ValueError):
@@ -183,3 +183,22 @@ def fill_marked(text: str, figs: dict[str, str]) -> tuple[str, list[str]]:
             return m.group(0)
         return f"<!-- fig:{m.group(1)} -->{figs[m.group(1)]}<!-- /fig -->"
     return MARK.sub(fill, text), missing
+
+
+def update_marked(doc: str | os.PathLike, figs: dict[str, str], *, check: bool, source: str,
+                  command: str) -> int:
+    """Fill ``doc``'s marked spans from ``figs`` and write it, or with ``check`` only compare;
+    0, or 1 (and one line on stderr) where a key has no figure or the doc differs."""
+    import sys
+    text = Path(doc).read_text()
+    new, missing = fill_marked(text, figs)
+    if missing:
+        print(f"{doc}: no figure for {', '.join(missing)}", file=sys.stderr)
+        return 1
+    if check:
+        if new != text:
+            print(f"{doc}: figures differ from {source}; run {command}", file=sys.stderr)
+            return 1
+        return 0
+    Path(doc).write_text(new)
+    return 0

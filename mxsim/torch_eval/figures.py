@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..output import MARK, fill_marked
+from ..output import MARK, fill_marked, update_marked
 from . import report
 
 __all__ = ["figures", "render", "DOC", "DATA", "PLOT", "MARK"]
@@ -75,18 +75,10 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"also draw the plot from the JSON to {PLOT.relative_to(ROOT)}")
     args = ap.parse_args(argv)
     rep = json.loads(Path(args.data).read_text())
-    text = Path(args.doc).read_text()
-    new, missing = render(text, figures(rep))
-    if missing:
-        print(f"{args.doc}: no figure for {', '.join(missing)}", file=sys.stderr)
-        return 1
-    if args.check:
-        if new != text:
-            print(f"{args.doc}: figures differ from {args.data}; run python -m "
-                  f"mxsim.torch_eval.figures", file=sys.stderr)
-            return 1
-        return 0
-    Path(args.doc).write_text(new)
+    status = update_marked(args.doc, figures(rep), check=args.check,
+                           source=args.data, command="python -m mxsim.torch_eval.figures")
+    if status or args.check:
+        return status
     if args.plot:
         report.plot(rep, PLOT)
     return 0

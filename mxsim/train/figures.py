@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..output import fill_marked, write_bytes
+from ..output import update_marked, write_bytes
 from .run import PATHS, summary
 
 __all__ = ["figures", "step_figures", "DOC", "DATA", "PLOT", "STEP"]
@@ -134,18 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plot", action="store_true", help="also redraw the plot from the JSON")
     args = ap.parse_args(argv)
     rep = json.loads(Path(args.data).read_text())
-    text = Path(args.doc).read_text()
-    new, missing = fill_marked(text, figures(rep) | step_figures(json.loads(STEP.read_text())))
-    if missing:
-        print(f"{args.doc}: no figure for {', '.join(missing)}", file=sys.stderr)
-        return 1
-    if args.check:
-        if new != text:
-            print(f"{args.doc}: figures differ from {args.data}; run python -m "
-                  f"mxsim.train.figures", file=sys.stderr)
-            return 1
-        return 0
-    Path(args.doc).write_text(new)
+    figs = figures(rep) | step_figures(json.loads(STEP.read_text()))
+    status = update_marked(args.doc, figs, check=args.check, source=args.data,
+                           command="python -m mxsim.train.figures")
+    if status or args.check:
+        return status
     if args.plot:
         from .plot import curves_png
         write_bytes(PLOT, curves_png(rep))
