@@ -1,0 +1,139 @@
+"""Compile an exported unit and run it on vector sets through ctypes.
+
+:func:`compilers` finds gcc and clang; :func:`compile_library` builds a shared library from an
+export folder with ``-std=c99 -Wall -Wextra -Werror`` (a warning is a failure, said in one
+line); :class:`Library` runs a vector set through the library's ``PREFIX_dot_batch``, laying
+each dot's row, column, scales and C out as the C API takes them, so its D can be held equal,
+code for code, to the engines'.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import MxsimError
+from ..spec import UnitSpec
+from ..vectors import VectorSet
+
+__all__ = ["compilers", "compile_library", "Library", "STRICT", "batch_layout"]
+
+#: The flags every exported file must compile under without a diagnostic.
+STRICT = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic")
+
+
+def compilers() -> list[str]:
+    """The C compilers on PATH that the export is checked with: gcc, then clang."""
+    return [c for c in ("gcc", "clang") if shutil.which(c)]
+
+
+def compile_library(folder: Path, out: Path, *, cc: str = "gcc", opt: str = "-O2",
+                    extra: tuple[str, ...] = ()) -> Path:
+    """``out``, a shared library of every ``.c`` in ``folder`` but the DPI glue (which needs a
+    simulator's ``svdpi.h``), compiled with :data:`STRICT`; MxsimError with the compiler's
+    first diagnostic on failure."""
+    if shutil.which(cc) is None:
+        raise MxsimError(f"{cc}: not found on PATH; install a C compiler to build the export")
+    sources = sorted(str(p) for p in Path(folder).glob("*.c") if not p.name.endswith("_dpi.c"))
+    cmd = [cc, *STRICT, opt, "-fPIC", "-shared", *extra, "-o", str(out), *sources]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0 or proc.stderr.strip():
+        first = next((ln for ln in proc.stderr.splitlines() if ln.strip()), "no output")
+        raise MxsimError(f"{cc} failed on the export in {folder}: {first}")
+    return out
+
+
+def batch_layout(spec: UnitSpec, vs: VectorSet) -> dict[str, npt.NDArray | None]:
+    """The arrays ``PREFIX_dot_batch`` takes for every dot of ``vs`` in the engines' order
+    (batch, row, column): ``a`` and ``b`` (n, K), scales (n, per dot), ``c`` (n,)."""
+    a = np.ascontiguousarray(np.broadcast_to(vs.a[..., :, None, :], vs.batch_shape + (
+        vs.m, vs.n, vs.k)).reshape(-1, vs.k))
+    bt = np.swapaxes(vs.b, -1, -2)                                  # (..., N, K)
+    b = np.ascontiguousarray(np.broadcast_to(bt[..., None, :, :], vs.batch_shape + (
+        vs.m, vs.n, vs.k)).reshape(-1, vs.k))
+    out: dict[str, npt.NDArray | None] = {"a": a, "b": b, "a_scale": None, "b_scale": None,
+                                          "c": None, "tensor_scale": None}
+    shape = vs.batch_shape + (vs.m, vs.n)
+    if vs.scale_format in ("e8m0", "ue4m3"):
+        nb = vs.k // vs.block
+        out["a_scale"] = np.ascontiguousarray(np.broadcast_to(
+            vs.a_scale[..., :, None, :], shape + (nb,)).reshape(-1, nb)).astype(np.uint8)
+        sbt = np.swapaxes(vs.b_scale, -1, -2)
+        out["b_scale"] = np.ascontiguousarray(np.broadcast_to(
+            sbt[..., None, :, :], shape + (nb,)).reshape(-1, nb)).astype(np.uint8)
+    elif vs.scale_format == "fp32":
+        out["a_scale"], out["b_scale"] = _fp32_scales(vs, shape)
+    if vs.c is not None:
+        out["c"] = np.ascontiguousarray(vs.c.reshape(-1).astype(np.uint32))
+    if vs.tensor_scale is not None:
+        out["tensor_scale"] = np.float32(vs.tensor_scale).view(np.uint32)
+    return out
+
+
+def _fp32_scales(vs: VectorSet, shape: tuple[int, ...]) -> tuple[npt.NDArray, npt.NDArray]:
+    """FP32 scales per dot, as bits: one per operand (per tensor, row-wise) or K/128 each."""
+    sa = np.asarray(vs.a_scale, np.float32).view(np.uint32)
+    sb = np.asarray(vs.b_scale, np.float32).view(np.uint32)
+    n = int(np.prod(shape))
+    if sa.ndim == 0:
+        return np.full((n, 1), sa, np.uint32), np.full((n, 1), sb, np.uint32)
+    if vs.block == 128:
+        nb = vs.k // 128
+        a = np.broadcast_to(sa[..., :, None, :], shape + (nb,)).reshape(n, nb)
+        cols = np.arange(vs.n) // 128
+        sbt = np.swapaxes(sb, -1, -2)[..., cols, :]                   # (..., N, K/128)
+        b = np.broadcast_to(sbt[..., None, :, :], shape + (nb,)).reshape(n, nb)
+        return np.ascontiguousarray(a), np.ascontiguousarray(b)
+    a = np.broadcast_to(sa, shape).reshape(n, 1)              # (..., M, 1) row-wise
+    b = np.broadcast_to(sb, shape).reshape(n, 1)              # (..., 1, N)
+    return np.ascontiguousarray(a), np.ascontiguousarray(b)
+
+
+class Library:
+    """A compiled export, loaded with ctypes: ``dot(vs)`` gives D's codes for a vector set."""
+
+    def __init__(self, path: Path, prefix: str, spec: UnitSpec):
+        self.path, self.prefix, self.spec = Path(path), prefix, spec
+        self._lib = ctypes.CDLL(str(path))
+        p = ctypes.c_void_p
+        self._batch = getattr(self._lib, f"{prefix}_dot_batch")
+        self._batch.restype = None
+        self._batch.argtypes = [ctypes.c_size_t, ctypes.c_size_t, p, p, p, p, p, p]
+        self._ts = getattr(self._lib, f"{prefix}_dot_tensor_scaled", None)
+        if self._ts is not None:
+            self._ts.restype = ctypes.c_uint32
+            self._ts.argtypes = [ctypes.c_size_t, p, p, p, p, ctypes.c_uint32, ctypes.c_uint32]
+
+    def dot(self, vs: VectorSet) -> npt.NDArray:
+        """D of every dot of ``vs`` (codes of the unit's d_format), shaped as the engines'."""
+        lay = batch_layout(self.spec, vs)
+        n = lay["a"].shape[0]
+        d = np.zeros(n, np.uint32)
+
+        def ptr(x):
+            return None if x is None else x.ctypes.data_as(ctypes.c_void_p)
+
+        if lay["tensor_scale"] is not None:
+            self._tensor_scaled(lay, d, ptr)
+        else:
+            self._batch(n, vs.k, ptr(lay["a"]), ptr(lay["b"]), ptr(lay["a_scale"]),
+                        ptr(lay["b_scale"]), ptr(lay["c"]), ptr(d))
+        dtype = np.uint16 if self.spec.d_format in ("fp16", "bf16") else np.uint32
+        return d.astype(dtype).reshape(vs.batch_shape + (vs.m, vs.n))
+
+    def _tensor_scaled(self, lay, d, ptr) -> None:
+        """One call per dot: ``PREFIX_dot_tensor_scaled`` (the exact unit's NVFP4 form)."""
+        if self._ts is None:
+            raise MxsimError(f"Unit {self.spec.name} does not apply a tensor_scale")
+        k = lay["a"].shape[1]
+        ts = int(lay["tensor_scale"])
+        for i in range(d.size):
+            rows = [None if lay[x] is None else lay[x][i]
+                    for x in ("a", "b", "a_scale", "b_scale")]
+            c = 0 if lay["c"] is None else int(lay["c"][i])
+            d[i] = self._ts(k, *map(ptr, rows), c, ts)
