@@ -121,8 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--bug", action="store_true",
                     help="build the buggy designs: the mutant --fault, block_dot's INJECT_BUG")
-    ap.add_argument("--fault", default=DEFAULT_FAULT,
-                    help=f"the generated RTL's mutant with --bug (default {DEFAULT_FAULT})")
+    from testbenches.unit.faults import FAULTS
+    ap.add_argument("--fault", default=DEFAULT_FAULT, choices=sorted(FAULTS), metavar="NAME",
+                    help=f"the generated RTL's mutant with --bug (default {DEFAULT_FAULT}; "
+                         f"testbenches/unit/faults.py lists them)")
     ap.add_argument("--work", type=Path, default=ROOT / "build" / "dpi")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     args = ap.parse_args(argv)

@@ -10,6 +10,7 @@ from ..vectors.importers import KM_REPOSITORY, LAYOUTS
 from . import (
     array,
     explaining,
+    export_c,
     fitting,
     listing,
     planning,
@@ -282,10 +283,12 @@ def _add_fit(sub: Any) -> argparse.ArgumentParser:
 
 
 #: The core's verbs; their rank is their place in ``mxsim --help``, among the verbs that hdl
-#: (rtl 30, explore 50), testbenches (verify 40, demo 150) and gpu (gpu 140) register.
+#: (rtl 30, explore 50), testbenches (verify 40, demo 150) and gpu (gpu 140) register;
+#: export-c (35) sits between rtl and verify.
 CORE_VERBS = (
     Verb(name="formats", rank=10, add=_add_formats),
     Verb(name="units", rank=20, add=_add_units),
+    Verb(name="export-c", rank=35, add=export_c.add_parser),
     Verb(name="vectors", rank=60, add=_add_vectors),
     Verb(name="run", rank=70, add=_add_run),
     Verb(name="compare", rank=80, add=_add_compare),

@@ -28,10 +28,13 @@ CORE_FILES = ("mxsim_dot.h", "mxsim_dot.c")
 
 
 def files_of(spec: UnitSpec, prefix: str | None = None, *, source: str,
-             k_exact: int = 32) -> dict[str, str]:
-    """Every file of the export of ``spec``: name -> text (nothing written)."""
+             k_exact: int | None = None) -> dict[str, str]:
+    """Every file of the export of ``spec``: name -> text (nothing written). ``k_exact``: the
+    instruction K the API gives the exact unit (default: 32, or its block if larger)."""
     prefix = prefix or default_prefix(spec)
     check_exportable(spec, prefix)
+    if k_exact is None:
+        k_exact = max(32, spec.block or 1)
     if spec.exact and (k_exact < 1 or (spec.block and k_exact % spec.block)):
         raise MxsimError(f"--k {k_exact}: the exact unit's instruction K must be a positive "
                          f"multiple of its block ({spec.block})")
@@ -43,7 +46,7 @@ def files_of(spec: UnitSpec, prefix: str | None = None, *, source: str,
 
 
 def export(spec: UnitSpec, folder: str | os.PathLike, prefix: str | None = None, *,
-           source: str, k_exact: int = 32) -> list[Path]:
+           source: str, k_exact: int | None = None) -> list[Path]:
     """Write the export of ``spec`` into ``folder`` (created if need be); the paths written.
 
     Every file is made before any is written, and each is written whole (a temporary name,
@@ -61,6 +64,9 @@ def export(spec: UnitSpec, folder: str | os.PathLike, prefix: str | None = None,
             os.replace(tmp, final)
     except OSError as exc:
         for name in texts:
-            (out / f".{name}.tmp").unlink(missing_ok=True)
+            try:
+                (out / f".{name}.tmp").unlink(missing_ok=True)
+            except OSError:
+                pass
         raise MxsimError(f"{folder}: cannot write the export ({exc.strerror or exc})") from None
     return [out / name for name in texts]

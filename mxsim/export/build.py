@@ -21,7 +21,8 @@ from ..errors import MxsimError
 from ..spec import UnitSpec
 from ..vectors import VectorSet
 
-__all__ = ["compilers", "compile_library", "Library", "STRICT", "batch_layout"]
+__all__ = ["compilers", "compile_library", "Library", "STRICT", "batch_layout", "Trace",
+           "StepTrace", "Val"]
 
 #: The flags every exported file must compile under without a diagnostic.
 STRICT = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic")
@@ -94,6 +95,43 @@ def _fp32_scales(vs: VectorSet, shape: tuple[int, ...]) -> tuple[npt.NDArray, np
     return np.ascontiguousarray(a), np.ascontiguousarray(b)
 
 
+TRACE_TERMS, TRACE_STEPS = 256, 8          # MXSIM_TRACE_TERMS, MXSIM_TRACE_STEPS
+
+
+class Val(ctypes.Structure):
+    """``mxsim_val``: (-1)**neg * sig * 2**exp, or Inf/NaN (kind 1, 2)."""
+    _fields_ = [("kind", ctypes.c_int32), ("neg", ctypes.c_int32), ("sig", ctypes.c_uint64),
+                ("exp", ctypes.c_int32)]
+
+    def value(self):
+        """The exact value: a Fraction, or the string 'inf', '-inf' or 'nan'."""
+        from fractions import Fraction
+        if self.kind == 2:
+            return "nan"
+        if self.kind == 1:
+            return "-inf" if self.neg else "inf"
+        q = self.sig * Fraction(2) ** self.exp
+        return -q if self.neg else q
+
+
+class StepTrace(ctypes.Structure):
+    """``mxsim_step_trace``: one fused step's terms, alignment, sum and result."""
+    _fields_ = [("n_terms", ctypes.c_int32), ("has_acc", ctypes.c_int32),
+                ("max_exp", ctypes.c_int32), ("lsb_exp", ctypes.c_int32),
+                ("aligned_valid", ctypes.c_int32),
+                ("term_exp", ctypes.c_int32 * (TRACE_TERMS + 1)),
+                ("term", Val * (TRACE_TERMS + 1)), ("aligned", ctypes.c_int64 * (TRACE_TERMS + 1)),
+                ("sum", ctypes.c_int64), ("result", Val)]
+
+
+class Trace(ctypes.Structure):
+    """``mxsim_trace``: an instruction's intermediates."""
+    _fields_ = [("n_blocks", ctypes.c_int32), ("scale_exp_sum", ctypes.c_int32 * TRACE_TERMS),
+                ("n_steps", ctypes.c_int32), ("step", StepTrace * TRACE_STEPS),
+                ("n_nodes", ctypes.c_int32), ("node", Val * TRACE_TERMS), ("to_d", Val),
+                ("result", Val), ("d", ctypes.c_uint32)]
+
+
 class Library:
     """A compiled export, loaded with ctypes: ``dot(vs)`` gives D's codes for a vector set."""
 
@@ -108,6 +146,21 @@ class Library:
         if self._ts is not None:
             self._ts.restype = ctypes.c_uint32
             self._ts.argtypes = [ctypes.c_size_t, p, p, p, p, ctypes.c_uint32, ctypes.c_uint32]
+
+    def instruction_trace(self, a: npt.NDArray, b: npt.NDArray, a_scale: npt.NDArray | None,
+                          b_scale: npt.NDArray | None, c: int) -> Trace:
+        """One instruction through ``PREFIX_instr_trace``: its :class:`Trace` (``trace.d`` is
+        D's code). ``a``, ``b``: one row's and one column's codes, in the API's dtypes."""
+        f = getattr(self._lib, f"{self.prefix}_instr_trace")
+        f.restype = ctypes.c_uint32
+        p = ctypes.c_void_p
+        f.argtypes = [p, p, p, p, ctypes.c_uint32, ctypes.POINTER(Trace)]
+        t = Trace()
+        keep = [np.ascontiguousarray(x) if x is not None else None
+                for x in (a, b, a_scale, b_scale)]
+        ptrs = [None if x is None else x.ctypes.data_as(p) for x in keep]
+        f(*ptrs, c, ctypes.byref(t))
+        return t
 
     def dot(self, vs: VectorSet) -> npt.NDArray:
         """D of every dot of ``vs`` (codes of the unit's d_format), shaped as the engines'."""

@@ -40,7 +40,7 @@ def default_prefix(spec: UnitSpec) -> str:
     """A C identifier naming the spec: its name, operand formats, scales and D's format."""
     parts = [spec.name, spec.a_format, spec.b_format]
     if spec.scale_format is not None:
-        parts.append(f"{spec.scale_format}{spec.block or ''}")
+        parts.append(f"{spec.scale_format}_{spec.block}" if spec.block else spec.scale_format)
     if spec.epilogue is not None:
         parts.append(spec.epilogue)
     if spec.d_format != "fp32":
