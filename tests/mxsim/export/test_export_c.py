@@ -4,8 +4,6 @@ generator family; spec fields no preset uses; the example designs' own specs; th
 
 from __future__ import annotations
 
-import ctypes
-import json
 import subprocess
 from pathlib import Path
 
@@ -91,7 +89,8 @@ def _variants():
         ("blackwell-mxf4nvf4", tree | {"zero_sign": "c"}),
         ("hopper-wgmma", {"promote_every": 2, "promote_rounding": "rz"}),
         ("hopper-wgmma", {"frac_bits": None}), ("hopper-wgmma", {"frac_bits": 40}),
-        ("hopper-wgmma", {"c_mode": "after", "c_rounding": "rz"}), ("hopper-wgmma", {"e_zero": -10}),
+        ("hopper-wgmma", {"c_mode": "after", "c_rounding": "rz"}),
+        ("hopper-wgmma", {"e_zero": -10}),
         ("hopper-wgmma", {"schedule": tuple(tuple(range(i, i + 8)) for i in range(0, 32, 8)),
                           "acc_format": "fp32"}),
         ("blackwell-mxf8f6f4", {"block": 16})]
