@@ -198,7 +198,9 @@ static mxsim_val round_wide(const wide *w, const mxsim_format *f, int rm, int ov
 
 /* -- codes ----------------------------------------------------------------------------- */
 
-mxsim_val mxsim_decode(const mxsim_format *f, uint32_t code, int as_bits)
+/* the exact value of a code and (*e) its exponent field as mxsim.formats reads it: the binade
+ * of a finite value, the least exponent for subnormals and zeros */
+static mxsim_val decode_e(const mxsim_format *f, uint32_t code, int as_bits, int *e_out)
 {
     int sign, e, cls;
     uint64_t sig;
@@ -214,21 +216,16 @@ mxsim_val mxsim_decode(const mxsim_format *f, uint32_t code, int as_bits)
         e = field ? (int)field + f->emin - 1 : f->emin;
         cls = field == top && f->has_inf ? (man ? 4 : 3) : 2;
     }
+    *e_out = e;
     if (!as_bits && cls == 4) return special(MXSIM_NAN, 0);
     if (!as_bits && cls == 3) return special(MXSIM_INF, sign);
     return num(sign, sig, e - f->man_bits);
 }
 
-/* the exponent field mxsim.formats gives a code: the binade of a finite value (the least
- * exponent for subnormals and zeros) */
-static int field_exp(const mxsim_format *f, uint32_t code)
+mxsim_val mxsim_decode(const mxsim_format *f, uint32_t code, int as_bits)
 {
-    code &= f->value_mask;
-    if (f->table) return f->table[code].e;
-    {
-        uint32_t field = (code >> f->man_bits) & ((1u << f->exp_bits) - 1);
-        return field ? (int)field + f->emin - 1 : f->emin;
-    }
+    int e;
+    return decode_e(f, code, as_bits, &e);
 }
 
 uint32_t mxsim_encode(const mxsim_format *f, mxsim_val v, uint32_t nan_code)
@@ -266,15 +263,15 @@ static mxsim_val mul(mxsim_val x, mxsim_val y)
 
 /* an element as the unit reads it (specials none: its bits; upcast_specials finite: an
  * IEEE-style format's Inf and NaN codes as one binade more) */
-static mxsim_val element(const mxsim_unit *u, const mxsim_format *f, uint32_t code)
+static mxsim_val element(const mxsim_unit *u, const mxsim_format *f, uint32_t code, int *e)
 {
-    if (u->specials_none) return mxsim_decode(f, code, 1);
+    if (u->specials_none) return decode_e(f, code, 1, e);
     if (u->upcast_finite && f->has_inf) {
         uint32_t top = (1u << f->exp_bits) - 1;
         if (((code & f->value_mask) >> f->man_bits & top) == top)
-            return mxsim_decode(f, code, 1);
+            return decode_e(f, code, 1, e);
     }
-    return mxsim_decode(f, code, 0);
+    return decode_e(f, code, 0, e);
 }
 
 /* the binade an upcast format holds a value at (its fields' exponent) */
@@ -290,7 +287,8 @@ static int upcast_exp(const mxsim_format *up, mxsim_val v)
 /* element * 2^(scale - 127), rounded once into the upcast format (Triton's bf16 emulation) */
 static mxsim_val fold(const mxsim_unit *u, const mxsim_format *f, uint32_t code, uint32_t scale)
 {
-    mxsim_val v = element(u, f, code), s, p;
+    int e;
+    mxsim_val v = element(u, f, code, &e), s, p;
     s = scale == 0xFF ? special(MXSIM_NAN, 0) : scale == 0 ? num(0, 0, 0)
         : num(0, 1, (int)scale - 127);
     p = mul(v, s);
@@ -302,9 +300,10 @@ static mxsim_val fold(const mxsim_unit *u, const mxsim_format *f, uint32_t code,
 static mxsim_val scale_pair(const mxsim_unit *u, uint8_t sa, uint8_t sb, int *e_out)
 {
     const mxsim_format *fs = u->scale;
-    mxsim_val va = mxsim_decode(fs, sa, u->specials_none), vb = mxsim_decode(fs, sb,
-                                                                               u->specials_none);
-    int e = field_exp(fs, sa) + field_exp(fs, sb);
+    int ea, eb, e;
+    mxsim_val va = decode_e(fs, sa, u->specials_none, &ea);
+    mxsim_val vb = decode_e(fs, sb, u->specials_none, &eb);
+    e = ea + eb;
     if (u->scale_sum_bits) {
         int half = 1 << (u->scale_sum_bits - 1), held;
         if (u->scale_sum_saturate) held = e < -half ? -half : e > half - 1 ? half - 1 : e;
@@ -320,14 +319,29 @@ static mxsim_val scale_pair(const mxsim_unit *u, uint8_t sa, uint8_t sb, int *e_
 typedef struct operands {
     const void *a, *b;
     const uint8_t *sa, *sb;
+    size_t scale_block;          /* the block whose scale pair is held below (SIZE_MAX: none) */
+    mxsim_val scale;
+    int scale_e;
 } operands;
 
+/* the scale pair of block blk, computed once per block */
+static mxsim_val block_scale(const mxsim_unit *u, operands *o, size_t blk, int *e)
+{
+    if (o->scale_block != blk) {
+        o->scale = scale_pair(u, o->sa[blk], o->sb[blk], &o->scale_e);
+        o->scale_block = blk;
+    }
+    *e = o->scale_e;
+    return o->scale;
+}
+
 /* product kk (times its block scales if scaled) and its alignment exponent */
-static mxsim_val product(const mxsim_unit *u, const operands *o, size_t kk, int scaled, int *e,
+static mxsim_val product(const mxsim_unit *u, operands *o, size_t kk, int scaled, int *e,
                          mxsim_trace *t)
 {
     uint32_t ca = load(o->a, u->a_size, kk), cb = load(o->b, u->b_size, kk);
     mxsim_val va, vb, p;
+    int ea, eb;
     if (u->fold_scales) {
         size_t blk = kk / (size_t)u->block;
         va = fold(u, u->a, ca, o->sa[blk]);
@@ -335,15 +349,15 @@ static mxsim_val product(const mxsim_unit *u, const operands *o, size_t kk, int 
         *e = upcast_exp(u->upcast, va) + upcast_exp(u->upcast, vb);
         return mul(va, vb);
     }
-    va = element(u, u->a, ca);
-    vb = element(u, u->b, cb);
+    va = element(u, u->a, ca, &ea);
+    vb = element(u, u->b, cb, &eb);
     if (u->upcast) *e = upcast_exp(u->upcast, va) + upcast_exp(u->upcast, vb);
-    else *e = field_exp(u->a, ca) + field_exp(u->b, cb);
+    else *e = ea + eb;
     p = mul(va, vb);
     if (scaled && u->block && !u->scale_fp32) {
         int se;
         size_t blk = kk / (size_t)u->block;
-        p = mul(p, scale_pair(u, o->sa[blk], o->sb[blk], &se));
+        p = mul(p, block_scale(u, o, blk, &se));
         *e += se;
         if (t && blk < MXSIM_TRACE_TERMS) {
             t->scale_exp_sum[blk] = se;
@@ -367,7 +381,7 @@ static mxsim_val sum_specials(const mxsim_val *v, int n)
 }
 
 /* the terms of the step of indices idx[0..n): products, or GST groups; returns their count */
-static int terms(const mxsim_unit *u, const operands *o, size_t base, const int32_t *idx, int n,
+static int terms(const mxsim_unit *u, operands *o, size_t base, const int32_t *idx, int n,
                  mxsim_val *val, int *exps, mxsim_trace *t)
 {
     int i, g, count = 0;
@@ -570,7 +584,7 @@ static int sums_to_zero(const mxsim_val *val, int n)
 
 /* one instruction from its C, d: the steps (C in the first, or after them) or the tree,
  * converted to d_format */
-static mxsim_val instruction(const mxsim_unit *u, const operands *o, size_t base, size_t k,
+static mxsim_val instruction(const mxsim_unit *u, operands *o, size_t base, size_t k,
                              mxsim_val d, mxsim_trace *t)
 {
     mxsim_val val[MAX_TERMS + 2], acc = d;
@@ -623,7 +637,7 @@ static mxsim_val fp32_of(const mxsim_unit *u, const void *scales, size_t i)
 }
 
 /* the instructions of one dot, chained from C (with promotions) */
-static mxsim_val chain(const mxsim_unit *u, const operands *o, size_t k, mxsim_val c,
+static mxsim_val chain(const mxsim_unit *u, operands *o, size_t k, mxsim_val c,
                        int promote)
 {
     size_t inst, kk = (size_t)u->k;
@@ -708,7 +722,7 @@ uint32_t mxsim_instruction(const mxsim_unit *u, size_t k, const void *a, const v
     operands o;
     mxsim_val d;
     uint32_t code;
-    o.a = a; o.b = b; o.sa = a_scale; o.sb = b_scale;
+    o.a = a; o.b = b; o.sa = a_scale; o.sb = b_scale; o.scale_block = SIZE_MAX;
     if (u->exact) {
         code = exact_dot(u, k, &o, a_scale, b_scale, c, NULL);
         if (trace) { memset(trace, 0, sizeof *trace); trace->d = code; }
@@ -726,7 +740,7 @@ uint32_t mxsim_dot(const mxsim_unit *u, size_t k, const void *a, const void *b,
 {
     operands o;
     mxsim_val r;
-    o.a = a; o.b = b;
+    o.a = a; o.b = b; o.scale_block = SIZE_MAX;
     o.sa = (const uint8_t *)a_scale; o.sb = (const uint8_t *)b_scale;
     if (u->exact) return exact_dot(u, k, &o, a_scale, b_scale, c, tensor_scale);
     if (u->epilogue == MXSIM_EPI_BLOCK_FMA) {
@@ -738,7 +752,7 @@ uint32_t mxsim_dot(const mxsim_unit *u, size_t k, const void *a, const void *b,
             mxsim_val part, s;
             ob.a = (const uint8_t *)a + kb * 128 * (size_t)a1;
             ob.b = (const uint8_t *)b + kb * 128 * (size_t)b1;
-            ob.sa = NULL; ob.sb = NULL;
+            ob.sa = NULL; ob.sb = NULL; ob.scale_block = SIZE_MAX;
             part = chain(u, &ob, 128, num(0, 0, 0), 0);
             s = mul_fp32(u, fp32_of(u, a_scale, kb), fp32_of(u, b_scale, kb));
             total = add2(u, total, mul(part, s), u->fp32, MXSIM_RNE, MXSIM_ZERO_IEEE);
