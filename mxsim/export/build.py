@@ -12,6 +12,8 @@ from __future__ import annotations
 import ctypes
 import shutil
 import subprocess
+import sys
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
@@ -21,31 +23,42 @@ from ..errors import MxsimError
 from ..spec import UnitSpec
 from ..vectors import VectorSet
 
-__all__ = ["compilers", "compile_library", "Library", "STRICT", "batch_layout", "Trace",
-           "StepTrace", "Val"]
+__all__ = ["compilers", "compile_library", "ZIG_CLANG", "Library", "STRICT", "batch_layout",
+           "Trace", "StepTrace", "Val"]
 
 #: The flags every exported file must compile under without a diagnostic.
 STRICT = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic")
 
 
-def compilers() -> list[str]:
-    """The C compilers on PATH that the export is checked with: gcc, then clang."""
-    return [c for c in ("gcc", "clang") if shutil.which(c)]
+#: The clang that the ziglang wheel (PyPI) carries, run as ``python -m ziglang cc``.
+ZIG_CLANG = "clang (zig cc)"
 
 
-def compile_library(folder: Path, out: Path, *, cc: str = "gcc", opt: str = "-O2",
+def compilers() -> dict[str, list[str]]:
+    """The C compilers the export is checked with, name -> command: gcc and clang on PATH, and
+    where no clang is, the clang of the ziglang wheel (``make test`` installs it)."""
+    out = {c: [c] for c in ("gcc", "clang") if shutil.which(c)}
+    if "clang" not in out and find_spec("ziglang") is not None:
+        out[ZIG_CLANG] = [sys.executable, "-m", "ziglang", "cc"]
+    return out
+
+
+def compile_library(folder: Path, out: Path, *, cc: str | list[str] = "gcc", opt: str = "-O2",
                     extra: tuple[str, ...] = ()) -> Path:
     """``out``, a shared library of every ``.c`` in ``folder`` but the DPI glue (which needs a
-    simulator's ``svdpi.h``), compiled with :data:`STRICT`; MxsimError with the compiler's
-    first diagnostic on failure."""
-    if shutil.which(cc) is None:
-        raise MxsimError(f"{cc}: not found on PATH; install a C compiler to build the export")
+    simulator's ``svdpi.h``), compiled with :data:`STRICT` by ``cc`` (a name on PATH, or a
+    command); MxsimError with the compiler's first diagnostic on failure."""
+    cmd0 = [cc] if isinstance(cc, str) else list(cc)
+    name = " ".join(cmd0)
+    if shutil.which(cmd0[0]) is None:
+        raise MxsimError(f"{cmd0[0]}: not found on PATH; install a C compiler to build the "
+                         f"export")
     sources = sorted(str(p) for p in Path(folder).glob("*.c") if not p.name.endswith("_dpi.c"))
-    cmd = [cc, *STRICT, opt, "-fPIC", "-shared", *extra, "-o", str(out), *sources]
+    cmd = [*cmd0, *STRICT, opt, "-fPIC", "-shared", *extra, "-o", str(out), *sources]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0 or proc.stderr.strip():
         first = next((ln for ln in proc.stderr.splitlines() if ln.strip()), "no output")
-        raise MxsimError(f"{cc} failed on the export in {folder}: {first}")
+        raise MxsimError(f"{name} failed on the export in {folder}: {first}")
     return out
 
 

@@ -25,9 +25,9 @@ from mxsim.errors import MxsimError
 ROOT = Path(__file__).resolve().parents[2]
 
 #: ``mxsim --help``'s order of the verbs (tests/data/cli_help.txt).
-HELP_ORDER = ["formats", "units", "rtl", "verify", "prove", "explore", "vectors", "run", "compare",
-              "explain", "invariance", "quantize", "torch-eval", "train-eval", "array", "probe",
-              "fit", "gpu", "demo"]
+HELP_ORDER = ["formats", "units", "rtl", "export-c", "verify", "prove", "explore", "vectors", "run",
+              "compare", "explain", "invariance", "quantize", "torch-eval", "train-eval", "array",
+              "probe", "fit", "gpu", "demo"]
 
 RTL_HINT = "pip install -e '.[rtl]', or run `make demo`"
 FORMAL_LINE = "prove needs the rtl,formal extra: pip install -e '.[rtl,formal]'"

@@ -14,10 +14,14 @@
 
 static int bit_length(uint64_t x)
 {
+#if defined(__GNUC__)
+    return x ? 64 - __builtin_clzll(x) : 0;
+#else
     int n = 0;
     while (x >> 32) { x >>= 32; n += 32; }
     while (x) { x >>= 1; n += 1; }
     return n;
+#endif
 }
 
 static mxsim_val num(int neg, uint64_t sig, int exp)
@@ -335,36 +339,36 @@ static mxsim_val block_scale(const mxsim_unit *u, operands *o, size_t blk, int *
     return o->scale;
 }
 
-/* product kk (times its block scales if scaled) and its alignment exponent */
-static mxsim_val product(const mxsim_unit *u, operands *o, size_t kk, int scaled, int *e,
-                         mxsim_trace *t)
+/* product kk (times its block scales if scaled) into *p, and its alignment exponent */
+static void product(const mxsim_unit *u, operands *o, size_t kk, int scaled, mxsim_val *p,
+                    int *e, mxsim_trace *t)
 {
     uint32_t ca = load(o->a, u->a_size, kk), cb = load(o->b, u->b_size, kk);
-    mxsim_val va, vb, p;
+    mxsim_val va, vb;
     int ea, eb;
     if (u->fold_scales) {
         size_t blk = kk / (size_t)u->block;
         va = fold(u, u->a, ca, o->sa[blk]);
         vb = fold(u, u->b, cb, o->sb[blk]);
         *e = upcast_exp(u->upcast, va) + upcast_exp(u->upcast, vb);
-        return mul(va, vb);
+        *p = mul(va, vb);
+        return;
     }
     va = element(u, u->a, ca, &ea);
     vb = element(u, u->b, cb, &eb);
     if (u->upcast) *e = upcast_exp(u->upcast, va) + upcast_exp(u->upcast, vb);
     else *e = ea + eb;
-    p = mul(va, vb);
+    *p = mul(va, vb);
     if (scaled && u->block && !u->scale_fp32) {
         int se;
         size_t blk = kk / (size_t)u->block;
-        p = mul(p, block_scale(u, o, blk, &se));
+        *p = mul(*p, block_scale(u, o, blk, &se));
         *e += se;
         if (t && blk < MXSIM_TRACE_TERMS) {
             t->scale_exp_sum[blk] = se;
             if ((int)blk + 1 > t->n_blocks) t->n_blocks = (int)blk + 1;
         }
     }
-    return p;
 }
 
 /* NaN or Inf where the values force one (NaN wins; +Inf with -Inf is NaN); else kind NUM */
@@ -387,7 +391,7 @@ static int terms(const mxsim_unit *u, operands *o, size_t base, const int32_t *i
     int i, g, count = 0;
     if (!u->group) {
         for (i = 0; i < n; i++) {
-            val[i] = product(u, o, base + (size_t)idx[i], 1, &exps[i], t);
+            product(u, o, base + (size_t)idx[i], 1, &val[i], &exps[i], t);
             if (is_zero(val[i])) exps[i] = u->e_zero;
             else if (val[i].kind == MXSIM_NUM && u->product_normalized)
                 exps[i] = floor_log2(val[i]);
@@ -402,7 +406,7 @@ static int terms(const mxsim_unit *u, operands *o, size_t base, const int32_t *i
         rough r;
         wide_init(&w);
         for (i = g; i < g + u->group; i++) {
-            m = product(u, o, base + (size_t)idx[i], 0, &dummy, t);
+            product(u, o, base + (size_t)idx[i], 0, &m, &dummy, t);
             if (m.kind == MXSIM_NAN) nan = 1;
             else if (m.kind == MXSIM_INF) { if (m.neg) ninf = 1; else pinf = 1; }
             else if (m.sig) { all_zero = 0; wide_add_val(&w, m); }
@@ -474,6 +478,15 @@ static mxsim_val signed_zero(const mxsim_unit *u, int rm, int total_zero, int to
     return num(u->zero_sign == MXSIM_ZERO_IEEE && (total_zero ? all_neg_zero : total_neg), 0, 0);
 }
 
+/* where a step's trace keeps term i of n: the terms at their index (the first
+ * MXSIM_TRACE_TERMS), the accumulator right after the terms; -1: not kept */
+static int trace_slot(int i, int n, int has_acc)
+{
+    int terms = n - has_acc;
+    if (has_acc && i == n - 1) return terms < MXSIM_TRACE_TERMS ? terms : MXSIM_TRACE_TERMS;
+    return i < MXSIM_TRACE_TERMS ? i : -1;
+}
+
 /* one fused step: val[0..n) (the accumulator last when has_acc) aligned, summed exactly and
  * rounded once to acc_format */
 static mxsim_val step(const mxsim_unit *u, const mxsim_val *val, const int *exps, int n,
@@ -483,10 +496,9 @@ static mxsim_val step(const mxsim_unit *u, const mxsim_val *val, const int *exps
     mxsim_val r = sum_specials(val, n);
     if (st) {
         st->n_terms = n - has_acc; st->has_acc = has_acc; st->aligned_valid = 0;
-        for (i = 0; i < n && i <= MXSIM_TRACE_TERMS; i++) {
-            int at = i == n - 1 && has_acc ? (n - 1 < MXSIM_TRACE_TERMS ? n - 1
-                                                                         : MXSIM_TRACE_TERMS) : i;
-            if (i < MXSIM_TRACE_TERMS || at == i) { st->term[at] = val[i]; st->term_exp[at] = exps[i]; }
+        for (i = 0; i < n; i++) {
+            int at = trace_slot(i, n, has_acc);
+            if (at >= 0) { st->term[at] = val[i]; st->term_exp[at] = exps[i]; }
         }
     }
     if (r.kind != MXSIM_NUM) { if (st) st->result = r; return r; }
@@ -508,7 +520,7 @@ static mxsim_val step(const mxsim_unit *u, const mxsim_val *val, const int *exps
         for (i = 0; i < n; i++) {
             int64_t t = align_term(val[i], lsb, u->align);
             sum += t;
-            if (st && i <= MXSIM_TRACE_TERMS) st->aligned[i == n - 1 && has_acc && i > MXSIM_TRACE_TERMS - 1 ? MXSIM_TRACE_TERMS : i] = t;
+            if (st && trace_slot(i, n, has_acc) >= 0) st->aligned[trace_slot(i, n, has_acc)] = t;
         }
         if (u->align == MXSIM_ALIGN_RZ_JAM) lsb -= 1;
         if (st) { st->aligned_valid = 1; st->max_exp = e_max; st->lsb_exp = lsb; st->sum = sum; }
@@ -590,8 +602,6 @@ static mxsim_val instruction(const mxsim_unit *u, operands *o, size_t base, size
     mxsim_val val[MAX_TERMS + 2], acc = d;
     int exps[MAX_TERMS + 2], n = 0, s, has_acc = !u->c_after;
     const mxsim_format *acc_in = u->d;
-    int32_t all_steps[1] = {0};
-    (void)all_steps;
     if (t) memset(t, 0, sizeof *t);
     if (u->tree) {
         n = terms(u, o, base, u->step_index, (int)k, val, exps, t);

@@ -44,3 +44,20 @@ def test_a_bad_option_is_one_line(tmp_path):
                            "0", "--work", str(tmp_path)], capture_output=True, text=True,
                           check=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_the_c_example_runs_as_docs_dpi_says(tmp_path):
+    """examples/dpi/dot_from_c.c against an export: D = 32.5 (0x42020000), K = 128 chained."""
+    from mxsim import units
+    from mxsim.export import export
+    from mxsim.export.build import STRICT
+    spec = units.get("blackwell-mxf8f6f4").spec_for_formats("e4m3", "e4m3")
+    export(spec, tmp_path, "dut_model", source="test")
+    exe = tmp_path / "dot_from_c"
+    subprocess.run(["gcc", *STRICT, "-O2", "-I", str(tmp_path),
+                    str(ROOT / "examples" / "dpi" / "dot_from_c.c"), str(tmp_path / "dut_model.c"),
+                    str(tmp_path / "mxsim_dot.c"), "-o", str(exe)], check=True)
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0
+    assert proc.stdout.splitlines() == ["D = 0x42020000", "step 0: E = 0, LSB 2^-25, aligned sum "
+                                        "1090519040", "K = 128: D = 0x43008000"]
