@@ -219,3 +219,11 @@ def test_the_trace_re_derives_its_nodes(tmp_path):
             assert abs(got) <= abs(exact) < abs(got) + Fraction(2) ** (
                 max(exact.numerator.bit_length() - exact.denominator.bit_length(), -126) - 23)
             assert t.to_d.value() == got
+
+
+def test_a_spec_the_c_engine_cannot_hold_is_refused_in_one_line(tmp_path):
+    spec = units.get("hopper-wgmma").spec_for_formats(None, None).replace(k=2048)
+    with pytest.raises(MxsimError, match="a fused step of 2048 terms; the C export holds at "
+                                         "most 1024"):
+        export(spec, tmp_path / "out", source="test")
+    assert not (tmp_path / "out").exists()
