@@ -1,15 +1,19 @@
 """Build and run the DPI-C examples: SystemVerilog benches in Verilator, each design's results
 checked against the unit's C model from `mxsim export-c` (docs/dpi.md).
 
-    python examples/dpi/run.py [--only unit|block_dot] [--dots N] [--seed S] [--bug]
+    python examples/dpi/run.py [--only unit|mxsim_unit|block_dot] [--dots N] [--seed S] [--bug]
                                [--fault NAME] [--work DIR] [--json]
 
 - ``unit``: the RTL mxsim generates for blackwell-mxf8f6f4 (E4M3, E8M0 scales in blocks of
   32, 8 lanes, 2 stages), driven by ``tb_unit.sv`` through its valid/ready streams, chains of
   blocks included; with ``--bug``, the RTL is the mutant ``--fault`` (default
   ``align-drops-lsb``) of ``testbenches.unit.mutants``, built from outside the production RTL.
-- ``block_dot``: the hand-written design of examples/rtl/block_dot against the model of its
-  documented spec; with ``--bug``, built with ``INJECT_BUG`` defined.
+- ``mxsim_unit``: the same bench, ``tb_unit.sv``, on examples/rtl/mxsim_unit's design
+  (``mx_dot_ftz``, a hand-written wrapper around the generated unit); with ``--bug``, built
+  with ``INJECT_BUG``: subnormal results flushed to zero.
+- ``block_dot``: the hand-written design of examples/rtl/block_dot (its own ports and output
+  encoding, ``tb_block_dot.sv``) against the model of its documented spec; with ``--bug``,
+  built with ``INJECT_BUG`` defined.
 
 Each model is exported, compiled as C99 with ``-Wall -Wextra -Werror -pedantic`` and linked into
 the Verilator build. Exit 0 when every bench passes, 1 when a bench reports a mismatch (the
@@ -38,13 +42,14 @@ from mxsim.export.build import STRICT  # noqa: E402
 from mxsim.microarch import MicroArch  # noqa: E402
 
 BLOCK_DOT = ROOT / "examples" / "rtl" / "block_dot"
-BENCHES = ("unit", "block_dot")
+BENCHES = ("unit", "mxsim_unit", "block_dot")
+MXSIM_UNIT = ROOT / "examples" / "rtl" / "mxsim_unit"
 DEFAULT_FAULT = "align-drops-lsb"
 
 
 def _model(name: str, work: Path):
     """(spec, prefix, where it came from) of the bench's model."""
-    if name == "unit":
+    if name in ("unit", "mxsim_unit"):
         spec = units.get("blackwell-mxf8f6f4").spec_for_formats("e4m3", "e4m3")
         return spec, "dut_model", "preset blackwell-mxf8f6f4 (e4m3 x e4m3)"
     path = BLOCK_DOT / "block_dot_spec_e4m3.toml"
@@ -75,6 +80,10 @@ def _rtl(name: str, spec, work: Path, bug: bool, fault: str) -> tuple[list[Path]
         return [BLOCK_DOT / "block_dot.sv"], ["+define+INJECT_BUG"] if bug else []
     from testbenches.unit.faults import verilog_text
     path = work / "mx_dot.v"
+    if name == "mxsim_unit":                # the wrapper's own bug, around the good unit
+        path.write_text(verilog_text(spec, MicroArch(lanes=8, stages=2)))
+        return [path, MXSIM_UNIT / "mx_dot_ftz.sv"], ["+define+DUT=mx_dot_ftz"] + (
+            ["+define+INJECT_BUG"] if bug else [])
     path.write_text(verilog_text(spec, MicroArch(lanes=8, stages=2), fault if bug else None))
     return [path], []
 
@@ -85,7 +94,7 @@ def run_bench(name: str, work: Path, *, dots: int, seed: int, bug: bool, fault: 
     spec, prefix, source = _model(name, work)
     objs = _compile_model(spec, prefix, source, work)
     rtl, defines = _rtl(name, spec, work, bug, fault)
-    top = f"tb_{name}"
+    top = "tb_unit" if name == "mxsim_unit" else f"tb_{name}"
     obj_dir = work / "obj"
     shutil.rmtree(obj_dir, ignore_errors=True)
     cmd = [*verilator_command(), "--binary", "-j", "2", "--top-module", top, "-Wno-fatal",
@@ -106,7 +115,11 @@ def run_bench(name: str, work: Path, *, dots: int, seed: int, bug: bool, fault: 
     summary = next((ln for ln in out.splitlines() if "results checked" in ln), "")
     numbers = [int(w) for w in summary.replace(",", " ").split() if w.isdigit()]
     return {"bench": name, "model": source, "bug": bug, "fault": fault if bug and name == "unit"
-            else ("INJECT_BUG" if bug else None), "dots": dots, "seed": seed,
+            else ("INJECT_BUG" if bug else None), "bench_file": f"{top}.sv", "dots": dots,
+            "seed": seed,
+            "design": {"unit": "mx_dot (generated)", "mxsim_unit": "examples/rtl/mxsim_unit "
+                       "(mx_dot_ftz around the generated mx_dot)",
+                       "block_dot": "examples/rtl/block_dot"}[name],
             "passed": sim.returncode == 0 and "PASS" in out.splitlines(),
             "checked": numbers[0] if numbers else 0,
             "mismatches": numbers[1] if len(numbers) > 1 else None,
@@ -116,7 +129,8 @@ def run_bench(name: str, work: Path, *, dots: int, seed: int, bug: bool, fault: 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=BENCHES, action="append", help="run this bench only")
+    ap.add_argument("--only", choices=BENCHES, action="append",
+                    help="run this bench only (repeat for several)")
     ap.add_argument("--dots", type=int, default=2000, help="dots per bench (default 2000)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--bug", action="store_true",

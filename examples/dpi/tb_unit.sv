@@ -1,15 +1,20 @@
-// tb_unit.sv: a plain-SystemVerilog bench for the RTL mxsim generates of a unit (mx_dot),
-// checked against the unit's DPI-C model (dut_model_pkg, from `mxsim export-c`).
+// tb_unit.sv: a plain-SystemVerilog bench for a design with the ports of the RTL mxsim
+// generates for a unit (mx_dot; `DUT names another, e.g. examples/rtl/mxsim_unit's
+// mx_dot_ftz), checked against the unit's DPI-C model (dut_model_pkg, from `mxsim export-c`).
 //
 // It drives chains of one to three blocks (each block's D is the next block's C, as the
-// RTL's first/last markers say), holds o.ready low now and then, and gives every result the
-// RTL produces to the scoreboard, which computes the model's D through DPI-C and compares the
+// RTL's first/last markers say), one dot in eight with tiny scales and a subnormal C (so that
+// results are subnormal), holds o.ready low now and then, and gives every result the design
+// produces to the scoreboard, which computes the model's D through DPI-C and compares the
 // codes. Written for mxsim's examples; run it with `python examples/dpi/run.py`.
 `ifndef DOTS
 `define DOTS 2000
 `endif
 `ifndef SEED
 `define SEED 1
+`endif
+`ifndef DUT
+`define DUT mx_dot
 `endif
 
 module tb_unit;
@@ -26,13 +31,13 @@ module tb_unit;
   bit o_ready = 1;
   wire [31:0] o_payload;
 
-  mx_dot dut (.clk(clk), .rst(rst), .i__valid(i_valid), .i__ready(i_ready),
+  `DUT dut (.clk(clk), .rst(rst), .i__valid(i_valid), .i__ready(i_ready),
               .i__payload(i_payload), .o__valid(o_valid), .o__ready(o_ready),
               .o__payload(o_payload));
 
   always #5 clk = ~clk;
 
-  scoreboard sb = new("mx_dot (generated RTL) vs the DPI-C model");
+  scoreboard sb = new({`"`DUT`", " vs the DPI-C model"});
   int unsigned expected[$];
   int unsigned c_of[$];
   bit done = 0;
@@ -57,17 +62,20 @@ module tb_unit;
     return x;
   endfunction
 
-  // E8M0 scales near 2**0, now and then any code (0xFF is NaN)
-  function automatic scale_t rand_scale();
+  // E8M0 scales near 2**0, now and then any code (0xFF is NaN); tiny: near 2**-70, so
+  // that the products' sum lies about FP32's subnormal range
+  function automatic scale_t rand_scale(bit tiny);
     scale_t x;
     for (int i = 0; i < SCALES; i++)
-      x[i*SCALE_BITS +: SCALE_BITS] = ($urandom % 10 == 0) ? SCALE_BITS'($urandom)
-                                                            : SCALE_BITS'(120 + $urandom % 16);
+      x[i*SCALE_BITS +: SCALE_BITS] = tiny ? SCALE_BITS'(50 + $urandom % 15)
+                                    : ($urandom % 10 == 0) ? SCALE_BITS'($urandom)
+                                    : SCALE_BITS'(120 + $urandom % 16);
     return x;
   endfunction
 
-  // FP32 C near 1, now and then any code (NaN, Inf, subnormals)
-  function automatic int unsigned rand_c();
+  // FP32 C near 1, now and then any code (NaN, Inf, subnormals); tiny: a subnormal
+  function automatic int unsigned rand_c(bit tiny);
+    if (tiny) return {1'($urandom), 8'h00, 23'($urandom)};
     if ($urandom % 8 == 0) return $urandom;
     return {1'($urandom), 8'(120 + $urandom % 16), 23'($urandom)};
   endfunction
@@ -86,14 +94,15 @@ module tb_unit;
     @(negedge clk) rst = 0;
     for (int d = 0; d < `DOTS; d++) begin
       automatic int links = 1 + $urandom % 3;
-      automatic int unsigned c = rand_c();
+      automatic bit tiny = $urandom % 8 == 0;
+      automatic int unsigned c = rand_c(tiny);
       automatic int unsigned model_d = c;
       for (int l = 0; l < links; l++) begin
         automatic bit tame = $urandom % 2;
         automatic a_t a = rand_a(tame);
         automatic b_t b = rand_b(tame);
-        automatic scale_t sa = rand_scale();
-        automatic scale_t sc = rand_scale();
+        automatic scale_t sa = rand_scale(tiny);
+        automatic scale_t sc = rand_scale(tiny);
         model_d = sb.model(a, b, sa, sc, model_d);      // this block's D: the next one's C
         send({1'(l == links - 1), 1'(l == 0), c, sc, sa, b, a});
       end

@@ -1,6 +1,7 @@
 """examples/dpi: the SV benches in Verilator with the exported DPI-C models, clean on the good
-designs (the generated RTL, examples/rtl/block_dot) and reporting the mismatch on the bug
-builds (a mutant of the generated RTL, block_dot's INJECT_BUG)."""
+designs (the generated RTL; the same bench on examples/rtl/mxsim_unit; examples/rtl/block_dot)
+and reporting the mismatch on the bug builds (a mutant of the generated RTL, the examples'
+INJECT_BUG); examples/dpi/dot_from_c.c."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def bench(tmp_path, *args):
 def test_clean_on_the_good_designs(tmp_path):
     rc, rows, text, err = bench(tmp_path)
     assert rc == 0, err
-    assert [r["bench"] for r in rows] == ["unit", "block_dot"]
+    assert [r["bench"] for r in rows] == ["unit", "mxsim_unit", "block_dot"]
+    assert [r["bench_file"] for r in rows] == ["tb_unit.sv", "tb_unit.sv", "tb_block_dot.sv"]
     for r in rows:
         assert r["passed"] and r["checked"] == 400 and r["mismatches"] == 0, r
     assert "unit: PASS, 400 results checked against the DPI-C model, 0 mismatches" in text
@@ -35,7 +37,9 @@ def test_the_bug_builds_report_the_mismatch(tmp_path):
     for r in rows:
         assert not r["passed"] and r["mismatches"] > 0 and r["first_mismatches"], r
         assert r["first_mismatches"][0].startswith("MISMATCH ")
-    assert rows[0]["fault"] == "align-drops-lsb" and rows[1]["fault"] == "INJECT_BUG"
+    assert [r["fault"] for r in rows] == ["align-drops-lsb", "INJECT_BUG", "INJECT_BUG"]
+    assert any("design D=00000000" in m or "design D=80000000" in m
+               for m in rows[1]["first_mismatches"])          # a subnormal flushed to zero
     assert "model D=" in text and "design D=" in text
 
 
