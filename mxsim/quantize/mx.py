@@ -7,6 +7,8 @@ the exact values of MX codes.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -14,6 +16,7 @@ import numpy.typing as npt
 
 from .. import formats
 from ..formats import DEFAULT_SR_BITS, Format, Rounding
+from . import _kernel
 from .blocks import (
     FP32_INF,
     apply_scales,
@@ -26,7 +29,7 @@ from .blocks import (
     row_max,
     to_blocks,
 )
-from .elements import elements_exact, elements_fast, torchao_nan_code
+from .elements import elements_exact, elements_fast, lut, torchao_nan_code
 from .rules import (
     NanBlocks,
     QuantizeError,
@@ -44,6 +47,8 @@ _X86_DEFAULT_NAN = 0xFFC00000   # what x86 SSE/AVX gives for Inf/Inf, Inf*0 (neg
 _E8M0_NAN = 0xFF
 _PTX_FP8_NAN = 0x7F        # what cvt.rn.satfinite.{e4m3,e5m2}x2.f32 makes of any NaN
 _FAST_CHUNK = 1 << 18      # elements per chunk of the whole pipeline (fits in cache)
+#: Elements from which the compiled loops (numba) run, chunks on every core; below it, numpy.
+KERNEL_MIN = 1 << 16
 
 
 def _zero_codes(bits: npt.NDArray[np.uint32], fmt: Format) -> npt.NDArray[np.uint8]:
@@ -124,33 +129,46 @@ def _quantize_blocks(blocks: npt.NDArray[np.uint32], fmt: Format, rule: ScaleRul
     """Scale and element codes of (n_blocks, block) FP32 bit patterns, chunk by chunk.
 
     Chunks of about 2**18 elements keep the temporaries in cache, which more than doubles the
-    throughput of the table path over whole-array passes.
+    throughput of the table path over whole-array passes. With numba and ``fast`` (RNE or RZ),
+    a large input goes through the compiled loops (:mod:`._kernel`), its chunks on every core;
+    the chunks' results, and a NaN-only block's error, come in order.
     """
     n, blk = blocks.shape
     rows = max(1, _FAST_CHUNK // blk)
+    compiled = (fast and rounding is not Rounding.STOCHASTIC and blocks.size >= KERNEL_MIN
+                and _kernel.available())
+
+    def chunk(start: int):
+        sl = slice(start, start + rows)
+        return _quantize_chunk(blocks[sl], fmt, rule, rounding,
+                               None if rb is None else rb[sl], sr_bits, nan_blocks, fast,
+                               where, start, compiled)
     if n <= rows:
-        return _quantize_chunk(blocks, fmt, rule, rounding, rb, sr_bits, nan_blocks, fast,
-                               where, 0)
+        return chunk(0)
     scale = np.empty(n, np.uint8)
     elems = np.empty((n, blk), np.uint8)
-    for start in range(0, n, rows):
-        sl = slice(start, start + rows)
-        scale[sl], elems[sl] = _quantize_chunk(blocks[sl], fmt, rule, rounding,
-                                               None if rb is None else rb[sl], sr_bits,
-                                               nan_blocks, fast, where, start)
+    starts = range(0, n, rows)
+    if compiled and (os.cpu_count() or 1) > 1:
+        with ThreadPoolExecutor(os.cpu_count()) as pool:
+            parts = list(pool.map(chunk, starts))
+    else:
+        parts = map(chunk, starts)
+    for start, (s, e) in zip(starts, parts, strict=True):
+        scale[start:start + rows], elems[start:start + rows] = s, e
     return scale, elems
 
 
 def _quantize_chunk(blocks: npt.NDArray[np.uint32], fmt: Format, rule: ScaleRule,
                     rounding: Rounding, rb: npt.NDArray[np.uint64] | None, sr_bits: int,
-                    nan_blocks: NanBlocks, fast: bool, where: str, offset: int
+                    nan_blocks: NanBlocks, fast: bool, where: str, offset: int,
+                    compiled: bool = False,
                     ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8]]:
-    mag = blocks & np.uint32(0x7FFFFFFF)
-    amax = row_max(mag)
+    amax = _kernel.block_amax(blocks) if compiled else row_max(
+        blocks & np.uint32(0x7FFFFFFF))
     special = amax >= FP32_INF
     any_special = bool(special.any())
     if any_special and nan_blocks is NanBlocks.ERROR:
-        first = _nan_only(mag, special)
+        first = _nan_only(blocks & np.uint32(0x7FFFFFFF), special)
         if first is not None:
             raise QuantizeError(f"Block {offset + first} (in C order, blocks along {where}) "
                                 f"holds only NaN, so it has no scale; replace the NaNs, or "
@@ -158,7 +176,9 @@ def _quantize_chunk(blocks: npt.NDArray[np.uint32], fmt: Format, rule: ScaleRule
                                 f"does")
     finite_amax = np.where(special, 0, amax).astype(np.uint32) if any_special else amax
     scale, k = scale_finite(rule, fmt, finite_amax)
-    if fast and rounding is not Rounding.STOCHASTIC:
+    if compiled:
+        elems = _kernel.encode(blocks, k, lut(fmt.name, rounding.value, "zero"))
+    elif fast and rounding is not Rounding.STOCHASTIC:
         elems = elements_fast(blocks, k, fmt, rounding)
     else:
         elems = elements_exact(blocks, k, fmt, rounding, rb, sr_bits)
