@@ -149,6 +149,7 @@ def _quantize_blocks(blocks: npt.NDArray[np.uint32], fmt: Format, rule: ScaleRul
     elems = np.empty((n, blk), np.uint8)
     starts = range(0, n, rows)
     if compiled and (os.cpu_count() or 1) > 1:
+        _kernel.block_amax(blocks[:1])          # compiled (or loaded) once, before the threads
         with ThreadPoolExecutor(os.cpu_count()) as pool:
             parts = list(pool.map(chunk, starts))
     else:
