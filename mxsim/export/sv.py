@@ -79,9 +79,10 @@ def _package(spec: UnitSpec, prefix: str, shape: dict, head: str) -> str:
     p = prefix
     scaled = shape["scales"] > 0
     c_bits = shape["c_bits"]
-    nan_test = ("((x >> 23) & 8'hFF) == 8'hFF && (x & 32'h7FFFFF) != 0" if c_bits == 32 else
-                "((x >> 10) & 5'h1F) == 5'h1F && (x & 32'h3FF) != 0" if spec.d_format == "fp16"
-                else "((x >> 7) & 8'hFF) == 8'hFF && (x & 32'h7F) != 0")
+    nan_test = ("((x >> 23) & 32'hFF) == 32'hFF && (x & 32'h7FFFFF) != 0" if c_bits == 32
+                else "((x >> 10) & 32'h1F) == 32'h1F && (x & 32'h3FF) != 0"
+                if spec.d_format == "fp16"
+                else "((x >> 7) & 32'hFF) == 32'hFF && (x & 32'h7F) != 0")
     scale_decl = (f"  typedef bit [{shape['scales']}*{shape['scale_bits']}-1:0] scale_t;\n"
                   if scaled else "")
     scale_args = ", input scale_t a_scale, input scale_t b_scale" if scaled else ""
@@ -95,12 +96,14 @@ def _package(spec: UnitSpec, prefix: str, shape: dict, head: str) -> str:
 // Link {p}.c, {p}_dpi.c and mxsim_dot.c into the simulation (docs/dpi.md).
 package {p}_pkg;
 
+  // verilator lint_off UNUSEDPARAM
   localparam int unsigned K = {shape['k']};            // elements per instruction
   localparam int unsigned A_BITS = {shape['a_bits']};
   localparam int unsigned B_BITS = {shape['b_bits']};
   localparam int unsigned SCALES = {shape['scales']};        // block scale values per operand
   localparam int unsigned SCALE_BITS = {shape['scale_bits']};
   localparam int unsigned C_BITS = {c_bits};          // C and D ({spec.d_format})
+  // verilator lint_on UNUSEDPARAM
 
   // Lane i of a block is bits [i*W +: W], as the generated RTL packs its ports.
   typedef bit [K*A_BITS-1:0] a_t;
@@ -116,15 +119,16 @@ package {p}_pkg;
 
   // The model's D for each instruction, compared with the design's, code for code.
   // nan_any: any NaN matches any NaN (for a design whose NaN payload is its own).
+  // verilator lint_off DECLFILENAME
   class scoreboard;
     string name;
     bit nan_any;
     int unsigned checked, mismatches, max_report;
 
-    function new(string name = "{p}", bit nan_any = 0, int unsigned max_report = 10);
-      this.name = name;
-      this.nan_any = nan_any;
-      this.max_report = max_report;
+    function new(string sb_name = "{p}", bit any_nan = 0, int unsigned report_max = 10);
+      name = sb_name;
+      nan_any = any_nan;
+      max_report = report_max;
     endfunction
 
     function int unsigned model(a_t a, b_t b{scale_fargs}, int unsigned c);
@@ -151,6 +155,7 @@ package {p}_pkg;
       $display("%s: %0d results checked, %0d mismatches", name, checked, mismatches);
     endfunction
   endclass
+  // verilator lint_on DECLFILENAME
 
 endpackage
 """

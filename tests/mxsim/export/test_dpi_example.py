@@ -65,3 +65,29 @@ def test_the_c_example_runs_as_docs_dpi_says(tmp_path):
     assert proc.returncode == 0
     assert proc.stdout.splitlines() == ["D = 0x42020000", "step 0: E = 0, LSB 2^-25, aligned sum "
                                         "1090519040", "K = 128: D = 0x43008000"]
+
+
+def test_every_presets_sv_package_is_lint_clean_and_its_glue_matches_verilators_prototypes(
+        tmp_path):
+    """One spec of every preset (and the exact unit with block-wise FP32 scales): the package
+    through `verilator --cc -Wall` without a warning, and the DPI glue compiled strictly
+    against the prototypes Verilator writes for it (V..__Dpi.h)."""
+    from hdl.toolchain import verilator_command, verilator_env, verilator_root
+    from mxsim import presets, units
+    from mxsim.export import export
+    from mxsim.export.build import STRICT
+    specs = [units.get(n).spec_for_formats(None, None) for n in presets.names()]
+    specs.append(presets.get("exact").spec("e4m3", "e4m3", scale_format="fp32", block=128))
+    for n, spec in enumerate(specs):
+        folder = tmp_path / f"u{n}"
+        export(spec, folder, f"u{n}", source="test")
+        proc = subprocess.run([*verilator_command(), "--cc", "-Wall", f"u{n}_pkg.sv", "--Mdir",
+                               "obj"], cwd=folder, env=verilator_env(), capture_output=True,
+                              text=True, check=False)
+        assert proc.returncode == 0 and "%Warning" not in proc.stderr, (spec.name, proc.stderr)
+        glue = subprocess.run(["gcc", *STRICT, "-fsyntax-only", "-I", str(folder), "-I",
+                               str(verilator_root() / "include" / "vltstd"), "-include",
+                               str(folder / "obj" / f"Vu{n}_pkg__Dpi.h"),
+                               str(folder / f"u{n}_dpi.c")], capture_output=True, text=True,
+                              check=False)
+        assert glue.returncode == 0 and not glue.stderr, (spec.name, glue.stderr)
