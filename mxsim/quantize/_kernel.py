@@ -19,7 +19,10 @@ import numpy as np
 
 from .. import _numba
 
-__all__ = ["available", "block_amax", "encode"]
+__all__ = ["available", "block_amax", "encode", "multiply_encode", "in_chunks", "CHUNK"]
+
+#: Elements per chunk of :func:`in_chunks` (a chunk's data stays in cache).
+CHUNK = 1 << 18
 
 _kernels = None
 
@@ -68,6 +71,21 @@ def _encode_loop(blocks, k, mult, table, out):
             out[i, j] = table[key]
 
 
+def _mul_encode_loop(blocks, r, table, out):
+    n, blk = blocks.shape
+    values = blocks.view(np.float32)
+    scratch = np.empty(blk, np.uint32)
+    product = scratch.view(np.float32)
+    for i in range(n):
+        ri = r[i]
+        for j in range(blk):
+            product[j] = values[i, j] * ri            # one FP32 rounding, as numpy's
+        for j in range(blk):
+            y = scratch[j]
+            key = (((y & np.uint32(0x7FFF)) + np.uint32(0x7FFF)) | y) >> np.uint32(15)
+            out[i, j] = table[key]
+
+
 def _build():
     """Compile the loops (and the helper they inline) with numba; done once per process.
 
@@ -79,15 +97,48 @@ def _build():
         cache = _numba.cache()
         _scaled = numba.njit(cache=cache, inline="always")(getattr(_scaled, "py_func", _scaled))
         jit = numba.njit(cache=cache, nogil=True)
-        _kernels = (jit(_amax_loop), jit(_encode_loop))
+        _kernels = (jit(_amax_loop), jit(_encode_loop), jit(_mul_encode_loop))
     return _kernels
 
 
 def block_amax(blocks: np.ndarray) -> np.ndarray:
-    """Largest magnitude bit pattern (sign cleared) of each row of ``blocks`` (uint32)."""
+    """Largest magnitude bit pattern (sign cleared) of each row of ``blocks`` (uint32), chunks
+    on every core."""
     out = np.empty(blocks.shape[0], np.uint32)
-    _build()[0](np.ascontiguousarray(blocks), out)
+    blocks = np.ascontiguousarray(blocks)
+    loop = _build()[0]
+
+    def chunk(sl: slice) -> None:
+        loop(blocks[sl], out[sl])
+    in_chunks(blocks.shape[0], max(1, CHUNK // max(1, blocks.shape[1])), chunk)
     return out
+
+
+def multiply_encode(blocks: np.ndarray, r: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Codes of the FP32 products ``x * r`` (r per row, one rounding each) through ``table``
+    (:func:`elements.lut`), chunks on every core (NVFP4's elements)."""
+    out = np.empty(blocks.shape, np.uint8)
+    blocks = np.ascontiguousarray(blocks)
+    r = np.ascontiguousarray(r, np.float32)
+    loop = _build()[2]
+
+    def chunk(sl: slice) -> None:
+        loop(blocks[sl], r[sl], table, out[sl])
+    in_chunks(blocks.shape[0], max(1, CHUNK // max(1, blocks.shape[1])), chunk)
+    return out
+
+
+def in_chunks(n: int, rows: int, fn) -> list:
+    """``fn(slice)`` over ``n`` rows, ``rows`` at a time, on every core (the loops release the
+    GIL); the results in order, and the first chunk's exception, in order, raised."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+    slices = [slice(start, min(n, start + rows)) for start in range(0, n, rows)]
+    if len(slices) > 1 and (os.cpu_count() or 1) > 1:
+        _build()
+        with ThreadPoolExecutor(os.cpu_count()) as pool:
+            return list(pool.map(fn, slices))
+    return [fn(sl) for sl in slices]
 
 
 def encode(blocks: np.ndarray, k: np.ndarray, table: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ import numpy.typing as npt
 
 from .. import formats
 from ..formats import DEFAULT_SR_BITS, Format, Rounding
+from . import _kernel
 from .blocks import (
     FP32_INF,
     apply_scales,
@@ -31,6 +32,8 @@ _E2M1 = "e2m1"
 _UE4M3_MIN = np.float32(2.0 ** -6)     # torch.finfo(float8_e4m3fn).tiny: no subnormal scales
 _UE4M3_MAX = np.float32(448.0)
 _E4M3_NAN_AS_FP32 = 0x7FF00000  # torch's float8_e4m3fn 0x7F converted to float32
+#: Elements from which the compiled loop (numba) encodes, chunks on every core; below, numpy.
+KERNEL_MIN = 1 << 16
 
 
 def nvfp4_tensor_scale(x: Any) -> np.float32:
@@ -46,7 +49,11 @@ def nvfp4_tensor_scale(x: Any) -> np.float32:
     bits = fp32_bits(x)
     if bits.size == 0:
         return np.float32(1.0)
-    amax = (bits & np.uint32(0x7FFFFFFF)).max()
+    return _tensor_scale_of((bits & np.uint32(0x7FFFFFFF)).max())
+
+
+def _tensor_scale_of(amax: np.uint32) -> np.float32:
+    """:func:`nvfp4_tensor_scale` of a tensor whose amax has the bit pattern ``amax``."""
     if amax >= FP32_INF:
         raise QuantizeError("The NVFP4 per-tensor scale needs a finite amax, but the input "
                             "holds NaN or Inf; pass per_tensor_scale explicitly")
@@ -56,9 +63,11 @@ def nvfp4_tensor_scale(x: Any) -> np.float32:
         return np.float32(np.uint32(amax).view(np.float32) / np.float32(448.0 * 6.0))
 
 
-def _pts(per_tensor_scale: Any, bits: npt.NDArray[np.uint32]) -> np.float32:
+def _pts(per_tensor_scale: Any, block_amax: npt.NDArray[np.uint32]) -> np.float32:
+    """The per-tensor scale given, checked; or, None, the tensor's own from its blocks' amax."""
     if per_tensor_scale is None:
-        return nvfp4_tensor_scale(bits.view(np.float32))
+        return (_tensor_scale_of(block_amax.max()) if block_amax.size
+                else np.float32(1.0))
     p = np.asarray(per_tensor_scale)
     if p.size != 1 or p.dtype.kind not in "fiu":
         raise QuantizeError(f"per_tensor_scale must be one number, not {per_tensor_scale!r}")
@@ -110,24 +119,29 @@ def to_nvfp4(x: Any, per_tensor_scale: Any = None, block: int = 16, two_d: bool 
     blk = check_block(block, bits.shape[ax], ax)
     if not isinstance(two_d, bool):
         raise QuantizeError(f"two_d must be True or False, not {two_d!r}")
-    pts = _pts(per_tensor_scale, bits)
     moved = np.ascontiguousarray(np.moveaxis(bits, ax, -1))
     blocks = moved.reshape(-1, blk)
-    mag = blocks & np.uint32(0x7FFFFFFF)
-    amax = _tile_amax(mag, moved, blk, bits.ndim, ax) if two_d else row_max(mag)
+    compiled = blocks.size >= KERNEL_MIN and _kernel.available()
+    block_amax = (_kernel.block_amax(blocks) if compiled
+                  else row_max(blocks & np.uint32(0x7FFFFFFF)))
+    pts = _pts(per_tensor_scale, block_amax)
+    amax = (_tile_amax(blocks & np.uint32(0x7FFFFFFF), moved, blk, bits.ndim, ax) if two_d
+            else block_amax)
     special = amax > FP32_INF      # NaN; an Inf amax follows the FP32 arithmetic below
     if special.any() and policy is NanBlocks.ERROR:
-        all_nan = (mag > FP32_INF).all(axis=1)
+        all_nan = ((blocks & np.uint32(0x7FFFFFFF)) > FP32_INF).all(axis=1)
         if all_nan.any():
             raise QuantizeError(f"Block {int(np.flatnonzero(all_nan)[0])} (in C order, blocks "
                                 f"along axis {ax}) holds only NaN, so it has no scale; replace "
                                 f"the NaNs, or pass nan_blocks='quantize'")
-    scale, y = _scales(blocks, np.where(special, 0, amax).astype(np.uint32), pts)
+    scale, r = _scales(np.where(special, 0, amax).astype(np.uint32), pts)
     if mode is Rounding.STOCHASTIC:
         rb = to_blocks(draw_bits(bits.shape, seed, random_bits, sr_bits), ax, blk)
-        elems = _elements_stochastic(y.view(np.uint32), fmt, mode, rb, sr_bits)
+        elems = _elements_stochastic(_times(blocks, r).view(np.uint32), fmt, mode, rb, sr_bits)
+    elif compiled:
+        elems = _kernel.multiply_encode(blocks, r, lut(fmt.name, mode.value, "torchao"))
     else:
-        elems = lut(fmt.name, mode.value, "torchao").take(lut_keys(y))
+        elems = lut(fmt.name, mode.value, "torchao").take(lut_keys(_times(blocks, r)))
     if special.any():
         # NaN amax: the scale is e4m3 NaN 0x7F; torch turns it into 0x7FF00000 in FP32, and
         # that NaN (the second operand) is what x * r gives for every element.
@@ -153,19 +167,26 @@ def _tile_amax(mag: npt.NDArray[np.uint32], moved: npt.NDArray[np.uint32], blk: 
     return np.broadcast_to(tile, t.shape[:-1] + (1,)).reshape(-1)
 
 
-def _scales(blocks: npt.NDArray[np.uint32], amax: npt.NDArray[np.uint32], pts: np.float32
+def _scales(amax: npt.NDArray[np.uint32], pts: np.float32
             ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.float32]]:
-    """UE4M3 scale codes of finite ``amax`` and the FP32 ``x * r`` of every element, in the
+    """UE4M3 scale codes of finite ``amax`` and each block's FP32 multiplier ``r``, in the
     recipe's FP32 arithmetic (see :func:`to_nvfp4`)."""
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         bs = amax.view(np.float32) / np.float32(6.0)
         s = bs / pts
         s = np.minimum(np.maximum(s, _UE4M3_MIN), _UE4M3_MAX)
-        scale = formats.get("e4m3").encode(s.astype(np.float64), "rne", True).astype(np.uint8)
+        # s is finite and within [2**-6, 448]: the table rounds it as encode would (the
+        # table's key decides RNE exactly; tests/mxsim/test_quantize.py holds them equal).
+        scale = lut("e4m3", "rne", "zero").take(lut_keys(s.astype(np.float32)))
         s8 = formats.get("e4m3").decode(scale).astype(np.float32)
         r = (np.float32(1.0) / pts) / s8
-        y = blocks.view(np.float32) * r[:, None]
-    return scale, y
+    return scale, r
+
+
+def _times(blocks: npt.NDArray[np.uint32], r: npt.NDArray[np.float32]) -> npt.NDArray:
+    """The FP32 products ``x * r`` of every element (r per block), one rounding each."""
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        return blocks.view(np.float32) * r[:, None]
 
 
 def _elements_stochastic(yb: npt.NDArray[np.uint32], fmt: Format, mode: Rounding,

@@ -90,3 +90,23 @@ def test_a_large_input_takes_the_compiled_path_and_equals_numpy(monkeypatch):
     monkeypatch.setattr(qmx, "KERNEL_MIN", 1 << 62)
     want = q.to_mx(x, "e4m3", 32, "rceil")
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("two_d", [False, True])
+def test_to_nvfp4_compiled_equals_numpy(monkeypatch, two_d):
+    """NVFP4 (UE4M3 scales, FP32 multipliers, E2M1 elements; NaN and Inf blocks) through the
+    compiled loop and through numpy: every scale and element code, every per-tensor scale."""
+    from mxsim.quantize import nvfp4 as qnv
+    rng = np.random.default_rng(6)
+    x = adversarial(rng, 512).view(np.float32).reshape(256, 64)
+    tame = rng.normal(size=(256, 64)).astype(np.float32) * np.float32(3)
+    monkeypatch.setattr(_kernel, "CHUNK", 1 << 10)           # many chunks, on every core
+    for data, pts in ((x, 1.0), (x, 0.37), (tame, None), (tame, 2.0 ** -20)):
+        for axis in (-1, -2):
+            kw = dict(per_tensor_scale=pts, two_d=two_d, axis=axis, nan_blocks="quantize")
+            monkeypatch.setattr(qnv, "KERNEL_MIN", 0)
+            got = q.to_nvfp4(data, **kw)
+            monkeypatch.setattr(qnv, "KERNEL_MIN", 1 << 62)
+            want = q.to_nvfp4(data, **kw)
+            for g, w in zip(got, want, strict=True):
+                assert np.array_equal(g, w), (pts, axis)
