@@ -2,6 +2,9 @@
 
 Usage: ``python benchmarks/bench_quantize.py [--n N] [--elem FMT] [--repeat R] [--seed S]``
 
+The last row is NVFP4 (E2M1 elements, UE4M3 scales in blocks of 16, the input's own per-tensor
+scale) beside torchao's ``nvfp4_quantize`` given the same per-tensor scale.
+
 The same ``N`` float32 values (standard normal, a 4096-wide matrix) are quantised to MX
 (``FMT`` elements, blocks of 32) by ``mxsim.quantize.to_mx`` with each scale rule, and by
 torchao 0.18's ``to_mx`` (CPU, eager) with its matching rule: the torchao rule of the same name,
@@ -86,7 +89,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {rule:<9} | {x.size / t_ours / 1e6:>9.1f} | {peer:<12} | "
               f"{x.size / t_peer / 1e6:>11.1f} | {t_peer / t_ours:>13.2f} | {agree:<17} |",
               flush=True)
+    ok &= _nvfp4_row(x, args.repeat)
     return 0 if ok else 1
+
+
+def _nvfp4_row(x: np.ndarray, repeat: int) -> bool:
+    """NVFP4 (E2M1, UE4M3 blocks of 16, the tensor's own per-tensor scale) beside torchao's
+    ``nvfp4_quantize`` with the same per-tensor scale; codes compared."""
+    import torch
+    from torchao.prototype.mx_formats.kernels import unpack_uint4
+    from torchao.prototype.mx_formats.nvfp4_tensor import nvfp4_quantize
+    t = torch.from_numpy(x)
+    t_ours, (s, e, p) = best_of(repeat, lambda: quantize.to_nvfp4(x))
+    pts = torch.tensor(float(p), dtype=torch.float32)
+    t_peer, (ps, pe) = best_of(repeat, lambda: nvfp4_quantize(t, 16, pts))
+    same = bool(np.array_equal(s, ps.view(torch.uint8).numpy()) and np.array_equal(
+        e, unpack_uint4(pe).numpy().reshape(x.shape)))
+    print(f"| {'nvfp4':<9} | {x.size / t_ours / 1e6:>9.1f} | {'nvfp4':<12} | "
+          f"{x.size / t_peer / 1e6:>11.1f} | {t_peer / t_ours:>13.2f} | "
+          f"{'yes' if same else 'NO':<17} |", flush=True)
+    return same
 
 
 if __name__ == "__main__":
