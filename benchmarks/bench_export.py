@@ -10,7 +10,8 @@ granularity) exported, each preset's specs compiled together into one library wi
 ``-std=c99 -Wall -Wextra -Werror -pedantic -O2`` by every compiler found (gcc; clang where
 present), and held equal, code for code, to the fast engine on at least ``--dots`` (100,000)
 dots per preset spread over its specs: seeded sets of every generator family that applies,
-seeds no other run uses (``--seed``, default 20261206). The record is written after each
+seeds no other run uses (``--seed``, default 20261206); and each preset's first spec to the
+reference engine (Python fractions) on one set of every family. The record is written after each
 preset, so a stopped run keeps what it finished (``complete`` says whether it did).
 
 ``speed``: for four units, one vector set each (65,536 dots), the fast engine (numba kernel,
@@ -88,10 +89,10 @@ def record_preset(name: str, folder: Path, dots: int, seed: int,
         t0 = time.monotonic()
         libs[cc] = compile_library(folder, folder / f"cc{n}.so", cc=cmd, opt="-O2")
         row["compilers"][cc] = {"warnings": 0, "compile_s": round(time.monotonic() - t0, 2)}
+    first = next(iter(ccs))
     for n, spec in enumerate(specs):
         prefix = default_prefix(spec)
         want = _per_spec_dots(spec, dots, len(specs))
-        first = next(iter(ccs))
         for cc in ccs:
             r = check(spec, Library(libs[cc], prefix, spec), want, seed=seed + n)
             row["dots"] += r.dots if cc == first else 0
@@ -102,6 +103,15 @@ def record_preset(name: str, folder: Path, dots: int, seed: int,
                                         "dots": r.dots, "mismatches": r.mismatches,
                                         "first_mismatch": r.first})
     row["families"] = sorted(row["families"])
+    # The reference engine (Python fractions) on the preset's first spec: one set of every
+    # family, gcc's build.
+    spec = specs[0]
+    m, n, _ = shape_for(spec, 0, 1)
+    r = check(spec, Library(libs[first], default_prefix(spec), spec),
+              m * n * len(families_for(spec)), seed=seed + 99_991, engine="reference")
+    row["reference"] = {"prefix": default_prefix(spec), "dots": r.dots,
+                        "mismatches": r.mismatches, "families": sorted(r.per_family),
+                        "first_mismatch": r.first}
     return row
 
 
@@ -220,6 +230,8 @@ def figures(record: dict, speed: dict) -> dict[str, str]:
         "export-dots": f"{sum(r['dots'] for r in rows):,}",
         "export-least": f"{least['dots']:,} ({least['preset']})",
         "export-mismatches": str(sum(r["mismatches"] for r in rows)),
+        "export-ref-dots": f"{sum(r['reference']['dots'] for r in rows):,}",
+        "export-ref-mismatches": str(sum(r["reference"]["mismatches"] for r in rows)),
         "export-compilers": ", ".join(record["compilers"].values()),
         "export-wgmma-ratio": f"{by['hopper-wgmma']['ratio_c_over_engine']:.2f}",
         "export-exact-ratio": f"{by['exact']['ratio_c_over_engine']:.2f}",
@@ -229,15 +241,20 @@ def figures(record: dict, speed: dict) -> dict[str, str]:
 
 def presets_table(record: dict) -> str:
     """The per-preset table of the record."""
-    lines = ["| preset | specs | dots | mismatches | families |", "|---|---:|---:|---:|---:|"]
+    lines = ["| preset | specs | dots (fast engine) | mismatches | families | "
+             "dots (reference engine) | mismatches |", "|---|---:|---:|---:|---:|---:|---:|"]
     for r in record["presets"]:
+        ref = r["reference"]
         lines.append(f"| {r['preset']} | {r['specs']} | {r['dots']:,} | {r['mismatches']} | "
-                     f"{len(r['families'])} |")
-    total = sum(r["dots"] for r in record["presets"])
-    specs = sum(r["specs"] for r in record["presets"])
-    bad = sum(r["mismatches"] for r in record["presets"])
-    lines.append(f"| **all {len(record['presets'])} presets** | **{specs}** | **{total:,}** | "
-                 f"**{bad}** | |")
+                     f"{len(r['families'])} | {ref['dots']:,} | {ref['mismatches']} |")
+    rows = record["presets"]
+    total = sum(r["dots"] for r in rows)
+    specs = sum(r["specs"] for r in rows)
+    bad = sum(r["mismatches"] for r in rows)
+    ref_total = sum(r["reference"]["dots"] for r in rows)
+    ref_bad = sum(r["reference"]["mismatches"] for r in rows)
+    lines.append(f"| **all {len(rows)} presets** | **{specs}** | **{total:,}** | **{bad}** | | "
+                 f"**{ref_total:,}** | **{ref_bad}** |")
     return "\n".join(lines)
 
 

@@ -53,6 +53,9 @@ def test_the_record_covers_every_spec_of_every_preset_as_it_is_now():
         assert all(c["warnings"] == 0 for c in row["compilers"].values())
         wanted = set().union(*(families_for(s) for s in specs))
         assert set(row["families"]) == wanted
+        ref = row["reference"]
+        assert ref["prefix"] == default_prefix(specs[0]) and ref["mismatches"] == 0
+        assert set(ref["families"]) == set(families_for(specs[0])) and ref["dots"] > 0
 
 
 def test_the_speed_record_is_bit_equal_beside_the_engine():
