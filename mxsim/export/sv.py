@@ -117,7 +117,18 @@ package {p}_pkg;
     return {nan_test};
   endfunction
 
-  // The model's D for each instruction, compared with the design's, code for code.
+{_scoreboard(p, scale_fargs, scale_pass)}endpackage
+"""
+
+
+def _scoreboard(p: str, scale_fargs: str, scale_pass: str) -> str:
+    """The package's scoreboard class (``scale_fargs``/``scale_pass``: the scale arguments)."""
+    return (_SCOREBOARD.replace("@P@", p).replace("@SCALE_FARGS@", scale_fargs)
+            .replace("@SCALE_PASS@", scale_pass))
+
+
+#: The scoreboard class of every package: @P@, @SCALE_FARGS@ and @SCALE_PASS@ are filled in.
+_SCOREBOARD = """  // The model's D for each instruction, compared with the design's, code for code.
   // nan_any: any NaN matches any NaN (for a design whose NaN payload is its own).
   // verilator lint_off DECLFILENAME
   class scoreboard;
@@ -125,14 +136,14 @@ package {p}_pkg;
     bit nan_any;
     int unsigned checked, mismatches, max_report;
 
-    function new(string sb_name = "{p}", bit any_nan = 0, int unsigned report_max = 10);
+    function new(string sb_name = "@P@", bit any_nan = 0, int unsigned report_max = 10);
       name = sb_name;
       nan_any = any_nan;
       max_report = report_max;
     endfunction
 
-    function int unsigned model(a_t a, b_t b{scale_fargs}, int unsigned c);
-      return {p}_dpi_instr(a, b{scale_pass}, c);
+    function int unsigned model(a_t a, b_t b@SCALE_FARGS@, int unsigned c);
+      return @P@_dpi_instr(a, b@SCALE_PASS@, c);
     endfunction
 
     // Count one result the design gave for D = model(...); 1 when they agree.
@@ -147,8 +158,8 @@ package {p}_pkg;
       return 0;
     endfunction
 
-    function bit check(a_t a, b_t b{scale_fargs}, int unsigned c, int unsigned observed);
-      return check_d(model(a, b{scale_pass}, c), observed, c);
+    function bit check(a_t a, b_t b@SCALE_FARGS@, int unsigned c, int unsigned observed);
+      return check_d(model(a, b@SCALE_PASS@, c), observed, c);
     endfunction
 
     function void report();
@@ -157,7 +168,6 @@ package {p}_pkg;
   endclass
   // verilator lint_on DECLFILENAME
 
-endpackage
 """
 
 
