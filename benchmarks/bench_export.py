@@ -51,16 +51,8 @@ SCHEMA = "mxsim.export_record/1"
 
 
 def preset_specs(name: str) -> list:
-    """Every spec of preset ``name``: operand pairs, scale patterns, C formats, granularity."""
-    p = presets.get(name)
-    out = []
-    for a, b in p.pairs:
-        for s, block in p.scales_for(a, b):
-            for c in p.c_formats:
-                for g in (("row", "tensor") if s == "fp32" and p.granular else (None,)):
-                    out.append(p.spec(a, b, scale_format=s, block=block, c_format=c,
-                                      granularity=g))
-    return out
+    """Every spec of preset ``name`` (:meth:`mxsim.presets.Preset.all_specs`)."""
+    return presets.get(name).all_specs()
 
 
 def _compiler_version(cmd: list[str]) -> str:

@@ -65,6 +65,18 @@ class Preset:
                           granularity=granularity or "row")
         return _built(self.make, a_format, b_format, scale_format, block, c_format)
 
+    def all_specs(self) -> list[UnitSpec]:
+        """Every spec of the family: each operand pair, scale pattern it takes, C format and
+        (FP32 scales of a granular preset) granularity, in that order."""
+        out = []
+        for a, b in self.pairs:
+            for s, block in self.scales_for(a, b):
+                for c in self.c_formats:
+                    for g in (("row", "tensor") if s == "fp32" and self.granular else (None,)):
+                        out.append(self.spec(a, b, scale_format=s, block=block, c_format=c,
+                                             granularity=g))
+        return out
+
     def scales_for(self, a_format: str, b_format: str) -> tuple[tuple[str | None, int | None],
                                                                  ...]:
         """The scale patterns the pair takes: :attr:`scales`, less every scale for a pair

@@ -22,15 +22,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def every_spec() -> list[tuple[str, object]]:
     """(preset, spec) for every operand pair, scale pattern, C format and granularity."""
-    out = []
-    for name, p in presets.PRESETS.items():
-        for a, b in p.pairs:
-            for s, block in p.scales_for(a, b):
-                for c in p.c_formats:
-                    for g in (("row", "tensor") if s == "fp32" and p.granular else (None,)):
-                        out.append((name, p.spec(a, b, scale_format=s, block=block,
-                                                 c_format=c, granularity=g)))
-    return out
+    return [(name, spec) for name, p in presets.PRESETS.items() for spec in p.all_specs()]
 
 
 SPECS = every_spec()
