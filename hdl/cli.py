@@ -27,6 +27,7 @@ from mxsim.cli.common import (
     engine_path,
     int_range,
     out_dir,
+    parse_scale,
     spec_settings,
 )
 from mxsim.cli.verbs import Verb, rtl_hooks
@@ -69,19 +70,6 @@ def rtl_unit(args: argparse.Namespace):
     spec, ua = resolve_design(unit, args.a_format, args.b_format, lanes=args.lanes,
                               stages=args.stages, scale=parse_scale(getattr(args, "scale", None)))
     return unit, spec, ua
-
-
-def parse_scale(text: str | None) -> tuple[str | None, int | None] | None:
-    """``--scale``'s ``FMT/BLOCK`` (``none``: no scales) as ``(scale_format, block)``;
-    MxsimError (one line) for anything else."""
-    if text is None:
-        return None
-    if text.strip().lower() == "none":
-        return (None, None)
-    fmt, _, block = text.strip().lower().partition("/")
-    if not block.isdigit():
-        raise MxsimError(f"--scale must be FMT/BLOCK (e.g. ue4m3/16) or none, not {text!r}")
-    return fmt, int(block)
 
 
 # -- rtl ---------------------------------------------------------------------------------------

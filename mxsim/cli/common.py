@@ -13,7 +13,8 @@ from .. import vectors
 from ..errors import MxsimError, Parser, printable
 
 __all__ = ["Parser", "int_range", "add_verb", "add_allow_large", "add_campaign_executor",
-           "out_dir", "emit", "engine_path", "refuse_unread", "map_formats", "spec_settings"]
+           "out_dir", "emit", "engine_path", "refuse_unread", "map_formats", "spec_settings",
+           "parse_scale"]
 
 
 def int_range(lo: int, hi: int | None = None):
@@ -155,3 +156,16 @@ def spec_settings(texts: list[str]) -> dict[str, object]:
         except ValueError:
             out[name] = value
     return out
+
+
+def parse_scale(text: str | None) -> tuple[str | None, int | None] | None:
+    """``--scale``'s ``FMT/BLOCK`` (``none``: no scales) as ``(scale_format, block)``;
+    MxsimError (one line) for anything else."""
+    if text is None:
+        return None
+    if text.strip().lower() == "none":
+        return (None, None)
+    fmt, _, block = text.strip().lower().partition("/")
+    if not block.isdigit():
+        raise MxsimError(f"--scale must be FMT/BLOCK (e.g. ue4m3/16) or none, not {text!r}")
+    return fmt, int(block)

@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import units
 from ..errors import MxsimError
-from .common import int_range
+from .common import int_range, parse_scale
 
 __all__ = ["add_parser", "main"]
 
@@ -57,22 +57,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return sp
 
 
-def _scale(text: str | None) -> tuple[str | None, int | None] | None:
-    if text is None:
-        return None
-    if text == "none":
-        return None, None
-    fmt, _, block = text.partition("/")
-    if not block.isdigit():
-        raise MxsimError(f"--scale {text!r}: give FORMAT/BLOCK (e8m0/32, ue4m3/16) or none")
-    return fmt, int(block)
-
-
 def resolve(args: argparse.Namespace):
     """(unit, spec) that the options name; MxsimError (one line) for one the unit lacks."""
     found = units.get(args.unit)
     spec = found.spec_for_formats(args.a_format, args.b_format)
-    scale = _scale(args.scale)
+    scale = parse_scale(args.scale)
     if scale is None and args.c_format is None and args.granularity is None:
         return found, spec
     preset = found.preset              # a spec file's preset refuses what its spec is not

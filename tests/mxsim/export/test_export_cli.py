@@ -41,7 +41,7 @@ def test_a_spec_file_and_the_text_report(tmp_path, capsys):
     (("--unit", "nope"), "Unknown unit 'nope'"),
     (("--unit", "hopper-wgmma", "--prefix", "9x"), "is not a C identifier"),
     (("--unit", "hopper-wgmma", "--a-format", "e2m1"), "does not take e2m1 x e2m1"),
-    (("--unit", "blackwell-mxf4nvf4", "--scale", "ue4m3"), "give FORMAT/BLOCK"),
+    (("--unit", "blackwell-mxf4nvf4", "--scale", "ue4m3"), "--scale must be FMT/BLOCK"),
     (("--unit", "blackwell-mxf4nvf4", "--scale", "e8m0/64"), "not e8m0 scales in blocks of 64"),
     (("--unit", "hopper-wgmma", "--c-format", "bf16"), "not bf16"),
     (("--unit", "exact", "--scale", "e8m0/32", "--k", 48), "multiple of its block (32)"),
