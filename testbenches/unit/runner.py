@@ -31,11 +31,17 @@ from ..sim.toolchain import (
     cocotb_runner,
     icarus_available,
     last_waveform,
+    optimise_flags,
     simulator_env,
 )
 
-__all__ = ["Build", "CocotbBackend", "build", "test", "run", "strip_initial_values"]
+__all__ = ["Build", "CocotbBackend", "build", "test", "run", "strip_initial_values", "PORTS"]
 
+#: The handles of ``mx_dot`` the cocotb test drives and samples (:mod:`.mx_dot_tb`): the only
+#: signals the Verilator build makes public, so Verilator optimises the rest of the design as
+#: it does for the bulk harness.
+PORTS = ("clk", "rst", "i__valid", "i__ready", "i__payload", "o__valid", "o__ready",
+         "o__payload")
 
 
 def strip_initial_values(verilog: str) -> str:
@@ -79,18 +85,23 @@ def build(spec: UnitSpec, microarch: MicroArch, build_dir: str | Path, *,
         verilog = strip_initial_values(verilog)
     src = out / "mx_dot.v"
     b = Build(spec, microarch, sim, x_initial, out, waves, fault)
-    if src.exists() and src.read_text() == verilog and (out / ".built").exists():
-        return b                                     # built from this very Verilog already
-    (out / ".built").unlink(missing_ok=True)
-    src.write_text(verilog)
     build_args = []
     if sim == "verilator":
-        build_args = ["-Wno-fatal", "-Wno-lint", "-Wno-style"]
+        build_args = ["-Wno-fatal", "-Wno-lint", "-Wno-style", *optimise_flags()]
         if x_initial == "unique":
             build_args += ["--x-assign", "unique", "--x-initial", "unique"]
+    public = PORTS if sim == "verilator" else None
+    # What the build was made with: a build with other options (e.g. before these) is redone.
+    recipe = " ".join([sim, *build_args, "public:", *(public or ["all"])])
+    done = out / ".built"
+    if src.exists() and src.read_text() == verilog and done.exists() and \
+            done.read_text() == recipe:
+        return b                                     # built from this very Verilog already
+    done.unlink(missing_ok=True)
+    src.write_text(verilog)
     cocotb_build(sim, sources=[src], top="mx_dot", build_dir=out, flags=build_args,
-                 waves=waves, log=out / "build.log", what="the unit")
-    (out / ".built").write_text(sim)
+                 waves=waves, log=out / "build.log", what="the unit", public=public)
+    done.write_text(recipe)
     return b
 
 
