@@ -7,18 +7,23 @@ Also the checks of axes, block sizes, code arrays and random bits that every qua
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from .. import formats
+from ..formats import Format
+from . import _kernel
 from .rules import QuantizeError
 
-__all__ = ["FP32_INF", "fp32_bits", "check_axis", "check_block", "to_blocks", "from_blocks",
-           "draw_bits", "row_max", "check_codes", "apply_scales"]
+__all__ = ["FP32_INF", "FP32_QNAN", "fp32_bits", "check_axis", "check_block", "to_blocks",
+           "from_blocks", "draw_bits", "row_max", "check_codes", "apply_scales", "out_dtype",
+           "fp32_table", "decode_fp32"]
 
 FP32_INF = 0x7F800000      # FP32 +Inf bits; magnitudes above it are NaN
+FP32_QNAN = 0x7FC00000     # the NaN of a float64 NaN cast to FP32 (every NaN dequantises to it)
 
 
 def fp32_bits(x: Any) -> npt.NDArray[np.uint32]:
@@ -113,3 +118,48 @@ def check_codes(scale_codes: Any, elem_codes: Any, block: int, axis: int,
 def apply_scales(values: npt.NDArray[np.float64], scales: npt.NDArray[np.float64], ax: int,
                   blk: int) -> npt.NDArray[np.float64]:
     return values * np.repeat(scales, blk, axis=ax)
+
+
+def out_dtype(dtype: Any) -> np.dtype:
+    """``float64`` (exact values) or ``float32`` (rounded once), as a numpy dtype."""
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        d = np.dtype(np.int8)       # refused below (None == np.dtype(np.float64) in numpy)
+    if d not in (np.dtype(np.float64), np.dtype(np.float32)):
+        raise QuantizeError(f"dtype must be float64 or float32, not {dtype!r}")
+    return d
+
+
+@cache
+def fp32_table(fmt_name: str, top_bit: bool = True) -> npt.NDArray[np.float32]:
+    """FP32 value of every byte as a code of ``fmt_name`` (exact: every element and scale
+    format fits FP32; NaN codes give 0x7FC00000). Bytes beyond the format's codes give 0 (the
+    caller checks the range); ``top_bit=False`` reads ``byte & 0x7F`` (UE4M3's ignored top
+    bit)."""
+    fmt = formats.get(fmt_name)
+    byte = np.arange(256)
+    code = byte if top_bit else byte & 0x7F
+    ok = code < (1 << fmt.bits)
+    table = np.zeros(256, np.float32)
+    table[ok] = fmt.decode(code[ok].astype(np.uint8)).astype(np.float32)
+    table.flags.writeable = False
+    return table
+
+
+def decode_fp32(s: npt.NDArray, e: npt.NDArray, ax: int, blk: int, fmt: Format,
+                stab: npt.NDArray[np.float32], pts: np.float32) -> npt.NDArray[np.float32]:
+    """``fl32(fl32(decode(e) * stab[s]) * pts)`` through the compiled loop, NaN 0x7FC00000.
+
+    ``s``/``e`` are checked by :func:`check_codes`; scale codes are bytes. An element code out
+    of the format's range raises what :meth:`Format.decode` raises.
+    """
+    if e.dtype != np.uint8:
+        e = fmt.checked_codes(e).astype(np.uint8)
+    codes = to_blocks(e, ax, blk)
+    scales = np.ascontiguousarray(np.moveaxis(s.astype(np.uint8, copy=False), ax, -1))
+    bits, seen = _kernel.decode(scales.reshape(-1), codes, fp32_table(fmt.name), stab, pts)
+    if seen >> fmt.bits:
+        fmt.checked_codes(e)                # raises FormatError, as decode does
+    moved = np.moveaxis(e, ax, -1).shape
+    return from_blocks(bits.view(np.float32), moved, ax)

@@ -23,13 +23,16 @@ from .blocks import (
     check_axis,
     check_block,
     check_codes,
+    decode_fp32,
     draw_bits,
     fp32_bits,
+    fp32_table,
     from_blocks,
+    out_dtype,
     row_max,
     to_blocks,
 )
-from .elements import elements_exact, elements_fast, lut, torchao_nan_code
+from .elements import elements_exact, elements_fast, torchao_nan_code
 from .rules import (
     NanBlocks,
     QuantizeError,
@@ -137,35 +140,36 @@ def _quantize_blocks(blocks: npt.NDArray[np.uint32], fmt: Format, rule: ScaleRul
     rows = max(1, _FAST_CHUNK // blk)
     compiled = (fast and rounding is not Rounding.STOCHASTIC and blocks.size >= KERNEL_MIN
                 and _kernel.available())
-
-    def chunk(start: int):
-        sl = slice(start, start + rows)
-        return _quantize_chunk(blocks[sl], fmt, rule, rounding,
-                               None if rb is None else rb[sl], sr_bits, nan_blocks, fast,
-                               where, start, compiled)
-    if n <= rows:
-        return chunk(0)
     scale = np.empty(n, np.uint8)
     elems = np.empty((n, blk), np.uint8)
+
+    def chunk(start: int) -> None:
+        sl = slice(start, start + rows)
+        _quantize_chunk(blocks[sl], fmt, rule, rounding, None if rb is None else rb[sl],
+                        sr_bits, nan_blocks, fast, where, start, compiled,
+                        (scale[sl], elems[sl]))
     starts = range(0, n, rows)
-    if compiled and (os.cpu_count() or 1) > 1:
+    if compiled and len(starts) > 1 and (os.cpu_count() or 1) > 1:
         _kernel.block_amax(blocks[:1])          # compiled (or loaded) once, before the threads
         with ThreadPoolExecutor(os.cpu_count()) as pool:
-            parts = list(pool.map(chunk, starts))
+            list(pool.map(chunk, starts))
     else:
-        parts = map(chunk, starts)
-    for start, (s, e) in zip(starts, parts, strict=True):
-        scale[start:start + rows], elems[start:start + rows] = s, e
+        for start in starts:
+            chunk(start)
     return scale, elems
 
 
 def _quantize_chunk(blocks: npt.NDArray[np.uint32], fmt: Format, rule: ScaleRule,
                     rounding: Rounding, rb: npt.NDArray[np.uint64] | None, sr_bits: int,
                     nan_blocks: NanBlocks, fast: bool, where: str, offset: int,
-                    compiled: bool = False,
-                    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8]]:
-    amax = _kernel.block_amax(blocks) if compiled else row_max(
-        blocks & np.uint32(0x7FFFFFFF))
+                    compiled: bool, out: tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8]],
+                    ) -> None:
+    """One chunk's scale and element codes, written into ``out`` (the chunk's rows of the
+    whole result: the compiled loop writes its elements there directly)."""
+    if compiled:
+        amax = _kernel.block_amax_into(blocks, np.empty(len(blocks), np.uint32))
+    else:
+        amax = row_max(blocks & np.uint32(0x7FFFFFFF))
     special = amax >= FP32_INF
     any_special = bool(special.any())
     if any_special and nan_blocks is NanBlocks.ERROR:
@@ -176,20 +180,20 @@ def _quantize_chunk(blocks: npt.NDArray[np.uint32], fmt: Format, rule: ScaleRule
                                 f"pass nan_blocks='quantize' to quantise it as {rule.value} "
                                 f"does")
     finite_amax = np.where(special, 0, amax).astype(np.uint32) if any_special else amax
-    scale, k = scale_finite(rule, fmt, finite_amax)
+    scale, elems = out
+    scale[:], k = scale_finite(rule, fmt, finite_amax)
     if compiled:
-        elems = _kernel.encode(blocks, k, lut(fmt.name, rounding.value, "zero"))
+        _kernel.encode_format(blocks, k, fmt, rounding.value, out=elems)
     elif fast and rounding is not Rounding.STOCHASTIC:
-        elems = elements_fast(blocks, k, fmt, rounding)
+        elems[:] = elements_fast(blocks, k, fmt, rounding)
     else:
-        elems = elements_exact(blocks, k, fmt, rounding, rb, sr_bits)
+        elems[:] = elements_exact(blocks, k, fmt, rounding, rb, sr_bits)
     if any_special:
         idx = np.flatnonzero(special)
         s, e = _special_blocks(rule, fmt, blocks[idx], amax[idx], rounding,
                                None if rb is None else rb[idx], sr_bits)
         scale[idx] = s
         elems[idx] = e
-    return scale, elems
 
 
 # -- the MX front door -----------------------------------------------------------------------
@@ -281,15 +285,25 @@ def _to_mx(x: Any, elem_format: str | Format, block: int, scale_rule: ScaleRule 
 
 
 def from_mx(scale_codes: Any, elem_codes: Any, elem_format: str | Format, block: int = 32,
-            axis: int = -1) -> npt.NDArray[np.float64]:
-    """Exact values of MX codes: ``decode(element) * 2**(scale - 127)`` as float64.
+            axis: int = -1, *, dtype: Any = np.float64) -> npt.NDArray:
+    """Values of MX codes: ``decode(element) * 2**(scale - 127)``, exact as float64.
 
     Every such product is a float64 value, so nothing rounds. A NaN scale (0xFF) makes its
     whole block NaN; NaN and Inf element codes decode to NaN and ±Inf.
+
+    ``dtype=np.float32`` gives the same values rounded once to FP32 (round to nearest even):
+    each is exact or, above the FP32 range, ±Inf (the smallest element times 2**-127 is
+    still an FP32 subnormal), and every NaN is 0x7FC00000. From 2**16 elements, with numba,
+    a compiled loop multiplies in FP32 by the exact power of two, chunks on every core.
     """
     fmt = element_format(elem_format)
     s, e, ax, blk = check_codes(scale_codes, elem_codes, block, axis)
+    dt = out_dtype(dtype)
     if s.size and int(s.max()) > 0xFF:
         raise QuantizeError("Scale codes must be E8M0 bytes (0..255)")
+    if dt == np.float32 and e.size >= KERNEL_MIN and _kernel.available():
+        return decode_fp32(s, e, ax, blk, fmt, fp32_table("e8m0"), np.float32(1.0))
     scales = formats.get("e8m0").decode(s.astype(np.uint8))
-    return apply_scales(fmt.decode(e), scales, ax, blk)
+    values = apply_scales(fmt.decode(e), scales, ax, blk)
+    with np.errstate(over="ignore"):        # FP32: values above its range round to ±Inf
+        return values.astype(dt, copy=False)

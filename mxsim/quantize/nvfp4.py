@@ -17,9 +17,12 @@ from .blocks import (
     check_axis,
     check_block,
     check_codes,
+    decode_fp32,
     draw_bits,
     fp32_bits,
+    fp32_table,
     from_blocks,
+    out_dtype,
     row_max,
     to_blocks,
 )
@@ -134,13 +137,15 @@ def to_nvfp4(x: Any, per_tensor_scale: Any = None, block: int = 16, two_d: bool 
             raise QuantizeError(f"Block {int(np.flatnonzero(all_nan)[0])} (in C order, blocks "
                                 f"along axis {ax}) holds only NaN, so it has no scale; replace "
                                 f"the NaNs, or pass nan_blocks='quantize'")
-    scale, r = _scales(np.where(special, 0, amax).astype(np.uint32), pts)
+    finite = np.where(special, 0, amax).astype(np.uint32)
     if mode is Rounding.STOCHASTIC:
+        scale, r = _scales(finite, pts)
         rb = to_blocks(draw_bits(bits.shape, seed, random_bits, sr_bits), ax, blk)
         elems = _elements_stochastic(_times(blocks, r).view(np.uint32), fmt, mode, rb, sr_bits)
     elif compiled:
-        elems = _kernel.multiply_encode(blocks, r, lut(fmt.name, mode.value, "torchao"))
+        scale, elems = _compiled_codes(blocks, finite, pts, fmt, mode)
     else:
+        scale, r = _scales(finite, pts)
         elems = lut(fmt.name, mode.value, "torchao").take(lut_keys(_times(blocks, r)))
     if special.any():
         # NaN amax: the scale is e4m3 NaN 0x7F; torch turns it into 0x7FF00000 in FP32, and
@@ -150,6 +155,21 @@ def to_nvfp4(x: Any, per_tensor_scale: Any = None, block: int = 16, two_d: bool 
     moved_shape = moved.shape
     return (from_blocks(scale, moved_shape[:-1] + (moved_shape[-1] // blk,), ax),
             from_blocks(elems, moved_shape, ax), pts)
+
+
+def _compiled_codes(blocks: npt.NDArray[np.uint32], amax: npt.NDArray[np.uint32],
+                    pts: np.float32, fmt: Format, mode: Rounding,
+                    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8]]:
+    """:func:`_scales` and the compiled element loop, chunk by chunk on every core, each
+    chunk writing its rows of the result."""
+    scale = np.empty(len(blocks), np.uint8)
+    elems = np.empty(blocks.shape, np.uint8)
+
+    def chunk(sl: slice) -> None:
+        scale[sl], r = _scales(amax[sl], pts)
+        _kernel.multiply_encode(blocks[sl], r, fmt, mode.value, out=elems[sl])
+    _kernel.in_chunks(len(blocks), max(1, _kernel.CHUNK // blocks.shape[1]), chunk)
+    return scale, elems
 
 
 def _tile_amax(mag: npt.NDArray[np.uint32], moved: npt.NDArray[np.uint32], blk: int,
@@ -199,15 +219,26 @@ def _elements_stochastic(yb: npt.NDArray[np.uint32], fmt: Format, mode: Rounding
 
 
 def from_nvfp4(scale_codes: Any, elem_codes: Any, per_tensor_scale: Any = 1.0,
-               block: int = 16, axis: int = -1) -> npt.NDArray[np.float64]:
-    """Exact values of NVFP4 codes: ``e2m1 * ue4m3 * per_tensor_scale`` as float64.
+               block: int = 16, axis: int = -1, *, dtype: Any = np.float64) -> npt.NDArray:
+    """Values of NVFP4 codes: ``e2m1 * ue4m3 * per_tensor_scale``, exact as float64.
 
     The product has at most 2 + 4 + 24 significant bits, so nothing rounds. A NaN scale (0x7F;
     the top bit of a UE4M3 byte is ignored) makes its block NaN.
+
+    ``dtype=np.float32`` gives the same values rounded once to FP32 (round to nearest even,
+    subnormals and overflow to ±Inf included), every NaN 0x7FC00000. ``e2m1 * ue4m3`` is exact
+    in FP32, so the compiled loop (from 2**16 elements, with numba) rounds once, in the FP32
+    multiply by the per-tensor scale. torchao's ``NVFP4Tensor.dequantize`` rounds
+    ``per_tensor_scale * ue4m3`` to FP32 first, a second rounding (docs/quantize.md).
     """
     s, e, ax, blk = check_codes(scale_codes, elem_codes, block, axis)
+    dt = out_dtype(dtype)
     if s.size and int(s.max()) > 0xFF:
         raise QuantizeError("Scale codes must be UE4M3 bytes (0..255)")
-    p = np.float64(_pts(per_tensor_scale, np.zeros(0, np.uint32)))
-    scales = formats.get("ue4m3").decode(s.astype(np.uint8)) * p
-    return apply_scales(formats.get(_E2M1).decode(e), scales, ax, blk)
+    pts = _pts(per_tensor_scale, np.zeros(0, np.uint32))
+    if dt == np.float32 and e.size >= KERNEL_MIN and _kernel.available():
+        return decode_fp32(s, e, ax, blk, formats.get(_E2M1), fp32_table("ue4m3", False), pts)
+    scales = formats.get("ue4m3").decode(s.astype(np.uint8)) * np.float64(pts)
+    values = apply_scales(formats.get(_E2M1).decode(e), scales, ax, blk)
+    with np.errstate(over="ignore", under="ignore"):    # FP32: one rounding, to ±Inf or 0
+        return values.astype(dt, copy=False)

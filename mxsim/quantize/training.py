@@ -339,9 +339,9 @@ def dequantise(q: Quantised, role: str) -> npt.NDArray[np.float32]:
     if q.scale_format is None:
         v = formats.get(q.format).decode(q.codes)
     elif q.scale_format == "e8m0":
-        v = from_mx(q.scale, q.codes, q.format, q.block, axis)
+        return from_mx(q.scale, q.codes, q.format, q.block, axis, dtype=np.float32)
     elif q.scale_format == "ue4m3":
-        v = from_nvfp4(q.scale, q.codes, 1.0, q.block, axis)
+        return from_nvfp4(q.scale, q.codes, 1.0, q.block, axis, dtype=np.float32)
     else:
         v = formats.get(q.format).decode(q.codes) * np.float64(q.scale)
     return np.asarray(v, np.float64).astype(np.float32)
