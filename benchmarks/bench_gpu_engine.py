@@ -35,16 +35,17 @@ from mxsim import presets, vectors
 from mxsim.engine import fast
 
 
-def _gpu(spec, vs, repeat: int = 2):
-    """Seconds of the GPU engine on ``vs`` (synchronised) and D as numpy codes."""
+def _gpu(spec, vs, repeat: int = 2, whole: bool = True):
+    """Seconds of the GPU engine on ``vs`` (synchronised) and D as numpy codes; ``whole``:
+    the whole-dot kernel where it applies, else the step kernel and CuPy passes."""
     import cupy
 
     from mxsim.engine import gpu
-    gpu.dot(spec, vs.subset(slice(0, 8), slice(0, 8)))              # compile / warm up
+    gpu.dot(spec, vs.subset(slice(0, 8), slice(0, 8)), whole=whole)   # compile / warm up
     cupy.cuda.Device().synchronize()
 
     def once():
-        d = gpu.dot(spec, vs, device_out=True)
+        d = gpu.dot(spec, vs, device_out=True, whole=whole)
         cupy.cuda.Device().synchronize()
         return d
     t, d = best_of(repeat, once)
@@ -98,12 +99,49 @@ def _compare(name: str, vs, cpu_rows: int, peer_rows: int, no_peer: str | None) 
             _row(f"{name} K={vs.k}, fast engine (CPU, {os.cpu_count()} cores)", cpu_vs.num_dots,
                  t_cpu)]
     rows[0]["download_s"] = t_down
+    t_step, d_step, _ = _gpu(spec, vs, whole=False)
+    rows.insert(1, _row(f"{name} K={vs.k}, gpu engine, step kernel (before)", vs.num_dots,
+                        t_step, f"whole/step {t_step / t_gpu:.1f}x",
+                        bool(np.array_equal(d_step, d_gpu))))
     if no_peer is None:
         peer_vs = vs.subset(slice(0, peer_rows), slice(0, peer_rows))
         t_peer, d_peer = best_of(1, lambda: _mmasim(peer_vs))
         rows[0]["ratio"] += f"; gpu/MMA-Sim {r_gpu / (peer_vs.num_dots / t_peer):.0f}x"
         rows.append(_row(f"{name} K={vs.k}, MMA-Sim (CPU)", peer_vs.num_dots, t_peer,
                          equal=bool(np.array_equal(d_peer, d_gpu[:peer_rows, :peer_rows]))))
+    return rows
+
+
+def _cli_rows(quick: bool) -> list[dict]:
+    """``mxsim run`` (a fresh process each: start-up, file I/O, upload included) with
+    ``--engine gpu`` and ``--engine fast`` on 10**5 .. 10**7 hopper-wgmma K=32 dots; the
+    outputs compared bit for bit. Best of two runs after one that fills the caches."""
+    import subprocess
+    import tempfile
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for log10 in (4, 5) if quick else (5, 6, 7):
+            side = int(round(10 ** (log10 / 2)))
+            vs = vectors.generate("normal", a_format="e4m3", m=side, n=side, k=32,
+                                  with_c=False, seed=10 + log10, allow_large=True)
+            src = Path(tmp) / f"in{log10}.npz"
+            vectors.save(vs, src)
+            outs, secs = {}, {}
+            for engine in ("gpu", "fast"):
+                dst = Path(tmp) / f"{engine}{log10}.npz"
+                cmd = [sys.executable, "-m", "mxsim", "run", "--unit", "hopper-wgmma",
+                       "--engine", engine, "--allow-large", str(src), "-o", str(dst)]
+                subprocess.run(cmd, check=True, capture_output=True)
+
+                def once(cmd=cmd):
+                    subprocess.run(cmd, check=True, capture_output=True)
+                secs[engine], _ = best_of(2, once)
+                outs[engine] = vectors.load(dst, allow_large=True).d
+            equal = bool(np.array_equal(outs["gpu"], outs["fast"]))
+            rows.append(_row("`mxsim run` K=32, --engine gpu (process)", vs.num_dots,
+                             secs["gpu"], f"gpu/fast {secs['fast'] / secs['gpu']:.2f}x", equal))
+            rows.append(_row("`mxsim run` K=32, --engine fast (process)", vs.num_dots,
+                             secs["fast"]))
     return rows
 
 
@@ -144,6 +182,7 @@ def main() -> int:
     rows.append(_row(f"hopper-cublas {n}x{n}x{n} GEMM, gpu engine", gemm.num_dots, t_gemm,
                      f"fast (CPU) extrapolated from 16 rows: {t_part * n / 16:.0f} s",
                      bool(np.array_equal(d_gemm[:16], d_part))))
+    rows += _cli_rows(q)
     out = dict(device=device, versions=versions_line().lstrip("# "),
                note=no_peer or "MMA-Sim on the CPU of the same machine", rows=rows)
     print(f"\n{device}; {out['versions']}\n{out['note']}")

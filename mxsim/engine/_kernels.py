@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _numba
 
-__all__ = ["available", "prepare_b", "step_sums", "ALIGN_CODES"]
+__all__ = ["available", "compiled_align_one", "prepare_b", "side", "step_sums", "ALIGN_CODES"]
 
 #: Align enum values as the kernel numbers them.
 ALIGN_CODES = {"rz": 0, "rd": 1, "rne": 2, "rz-jam": 3}
@@ -179,15 +179,21 @@ def _build():
     because numba keys its on-disk cache on the pickled closure, which differs from process to
     process (a closure would recompile on every run).
     """
-    global align_one
     numba = _numba.load()
-    cache = _numba.cache()      # False only where no cache folder can be written
-    # Once built, align_one is a dispatcher: a second build compiles its Python function again.
-    align_one = numba.njit(cache=cache, inline="always")(getattr(align_one, "py_func", align_one))
-    return numba.njit(cache=cache, nogil=True)(_step_loop)
+    compiled_align_one()
+    return numba.njit(cache=_numba.cache(), nogil=True)(_step_loop)
 
 
-def _side(op, scale, transpose: bool):
+def compiled_align_one():
+    """:func:`align_one` compiled by numba, to be inlined into kernels' loops; once per
+    process."""
+    global align_one
+    if not hasattr(align_one, "py_func"):
+        align_one = _numba.load().njit(cache=_numba.cache(), inline="always")(align_one)
+    return align_one
+
+
+def side(op, scale, transpose: bool):
     """One operand with its block scales folded in: sign, sig, lsb, e, flags (contiguous)."""
     sig, lsb, e = op.sig, op.lsb, op.e
     nan, zero = op.nan, op.zero
@@ -206,8 +212,8 @@ def _side(op, scale, transpose: bool):
 def prepare_b(b, sb):
     """B's columns for :func:`step_sums`, prepared once per step: scales folded in, (N, g),
     and whether each column holds a NaN or Inf."""
-    side = _side(b, sb, True)
-    return (*side, np.ascontiguousarray((side[4] & (NAN | INF)).any(axis=1)))
+    cols = side(b, sb, True)
+    return (*cols, np.ascontiguousarray((cols[4] & (NAN | INF)).any(axis=1)))
 
 
 def step_sums(a, sa, b_side, acc, frac_bits: int, align: str, normalized: bool,
@@ -232,6 +238,6 @@ def step_sums(a, sa, b_side, acc, frac_bits: int, align: str, normalized: bool,
     out_sum = np.empty((r, n), np.int64)
     out_lsb = np.empty((r, n), np.int64)
     out_flag = np.empty((r, n), np.int64)
-    _kernel(*_side(a, sa, False), *b_side, *accs, acc is not None, zero_acc, frac_bits,
+    _kernel(*side(a, sa, False), *b_side, *accs, acc is not None, zero_acc, frac_bits,
             ALIGN_CODES[align], normalized, e_zero, out_sum, out_lsb, out_flag)
     return out_sum, out_lsb, out_flag

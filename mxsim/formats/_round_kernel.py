@@ -15,7 +15,8 @@ import numpy as np
 
 from .. import _numba
 
-__all__ = ["GPU_SOURCE", "gpu_params", "gpu_round_codes", "round_codes"]
+__all__ = ["GPU_SOURCE", "compiled_round_one", "gpu_params", "gpu_round_codes",
+           "round_codes", "round_one"]
 
 #: CUDA C++ of the same algorithm for CuPy arrays (also built for the host by the tests).
 GPU_SOURCE = Path(__file__).with_name("_round_kernel.cu")
@@ -35,16 +36,11 @@ def _build():
     The functions below are plain Python at module level, compiled here: module globals, not
     closure cells, because numba keys its on-disk cache on the pickled closure, which differs
     from process to process (a closure would recompile on every run). The helpers are inlined
-    into the kernel's loop (``inline="always"``), so the split costs no calls.
+    into the kernel's loop (``inline="always"``, by :func:`compiled_round_one`, called first),
+    so the split costs no calls.
     """
-    global _bit_length, _round_up, _pack, _overflow_code
     numba = _numba.load()
-    cache = _numba.cache()      # False only where no cache folder can be written
-    inline = numba.njit(cache=cache, inline="always")
-    # Once built, the helpers are dispatchers: a second build compiles their Python functions.
-    _bit_length, _round_up, _pack, _overflow_code = (
-        inline(getattr(f, "py_func", f)) for f in (_bit_length, _round_up, _pack, _overflow_code))
-    return numba.njit(cache=cache, nogil=True)(_round_loop)
+    return numba.njit(cache=_numba.cache(), nogil=True)(_round_loop)
 
 
 def _bit_length(x):
@@ -149,59 +145,77 @@ def _overflow_code(s, mode, overflow, is_int, signed, sign_shift, code_max, has_
     return infc if to_inf else maxc
 
 
+def round_one(s, lsb, sg, st, rbits, i, is_int, man, emin, emax, max_sig, bias, exp_bits,
+              signed, has_zero, sign_shift, code_max, has_inf, code_inf, has_nan, code_nan,
+              mode, overflow, sr_bits):
+    # One element: (-1)**s * (sg + st) * 2**lsb rounded to the format; its code (uint64).
+    # rbits[i] is its random integer (stochastic rounding only).
+    one = np.uint64(1)
+    if sg == 0 and st:          # a bare sticky bit: a positive value below all others
+        sg = one
+        lsb = -(1 << 20)
+        st = False
+    msb = lsb + _bit_length(sg) - 1
+    huge = False
+    if is_int:
+        target = -man
+        huge = msb > 0 and sg != 0
+        if huge:
+            sg = np.uint64(0)
+    else:
+        target = (msb if msb > emin else emin) - man
+    shift = target - lsb
+    right = shift if shift > 0 else 0
+    if shift > 0:
+        if right >= 64:
+            kept = np.uint64(0)
+            discarded = sg
+        else:
+            kept = sg >> np.uint64(right)
+            discarded = sg & ((one << np.uint64(right)) - one)
+    else:
+        left = -shift
+        kept = sg << np.uint64(left if left < 63 else 63)
+        discarded = np.uint64(0)
+    if sg == 0:
+        kept = np.uint64(0)
+    if _round_up(mode, s, kept, discarded, right, st, rbits, i, sr_bits):
+        kept += one
+    if not is_int and (kept >> np.uint64(man + 1)) != 0:
+        kept >>= one
+        target += 1
+    if is_int:
+        over = huge or kept > max_sig
+    else:
+        top_exp = target + man
+        over = (top_exp > emax or (top_exp == emax and kept > max_sig)) and kept != 0
+    if over:
+        return _overflow_code(s, mode, overflow, is_int, signed, sign_shift, code_max,
+                              has_inf, code_inf, has_nan, code_nan)
+    return _pack(s, kept, target, is_int, man, max_sig, bias, exp_bits, signed, has_zero,
+                 sign_shift)
+
+
 def _round_loop(sign, lsb_exp, sig, sticky, rbits, is_int, man, emin, emax, max_sig, bias,
            exp_bits, signed, has_zero, sign_shift, code_max, has_inf, code_inf, has_nan,
            code_nan, mode, overflow, sr_bits, out):
-    one = np.uint64(1)
     for i in range(sig.shape[0]):
-        s = sign[i]
-        lsb = lsb_exp[i]
-        sg = sig[i]
-        st = sticky[i]
-        if sg == 0 and st:          # a bare sticky bit: a positive value below all others
-            sg = one
-            lsb = -(1 << 20)
-            st = False
-        msb = lsb + _bit_length(sg) - 1
-        huge = False
-        if is_int:
-            target = -man
-            huge = msb > 0 and sg != 0
-            if huge:
-                sg = np.uint64(0)
-        else:
-            target = (msb if msb > emin else emin) - man
-        shift = target - lsb
-        right = shift if shift > 0 else 0
-        if shift > 0:
-            if right >= 64:
-                kept = np.uint64(0)
-                discarded = sg
-            else:
-                kept = sg >> np.uint64(right)
-                discarded = sg & ((one << np.uint64(right)) - one)
-        else:
-            left = -shift
-            kept = sg << np.uint64(left if left < 63 else 63)
-            discarded = np.uint64(0)
-        if sg == 0:
-            kept = np.uint64(0)
-        if _round_up(mode, s, kept, discarded, right, st, rbits, i, sr_bits):
-            kept += one
-        if not is_int and (kept >> np.uint64(man + 1)) != 0:
-            kept >>= one
-            target += 1
-        if is_int:
-            over = huge or kept > max_sig
-        else:
-            top_exp = target + man
-            over = (top_exp > emax or (top_exp == emax and kept > max_sig)) and kept != 0
-        if over:
-            out[i] = _overflow_code(s, mode, overflow, is_int, signed, sign_shift, code_max,
-                                    has_inf, code_inf, has_nan, code_nan)
-        else:
-            out[i] = _pack(s, kept, target, is_int, man, max_sig, bias, exp_bits, signed,
-                           has_zero, sign_shift)
+        out[i] = round_one(sign[i], lsb_exp[i], sig[i], sticky[i], rbits, i, is_int, man,
+                           emin, emax, max_sig, bias, exp_bits, signed, has_zero, sign_shift,
+                           code_max, has_inf, code_inf, has_nan, code_nan, mode, overflow,
+                           sr_bits)
+
+
+def compiled_round_one():
+    """:func:`round_one` compiled by numba, to be inlined into other kernels' loops (with the
+    helpers it inlines); built once per process."""
+    global _bit_length, _round_up, _pack, _overflow_code, round_one
+    if not hasattr(round_one, "py_func"):
+        numba = _numba.load()
+        inline = numba.njit(cache=_numba.cache(), inline="always")
+        _bit_length, _round_up, _pack, _overflow_code, round_one = (
+            inline(f) for f in (_bit_length, _round_up, _pack, _overflow_code, round_one))
+    return round_one
 
 
 def round_codes(fmt, sign, lsb_exp, sig, sticky, random_bits, mode: str, overflow: str,
@@ -209,6 +223,7 @@ def round_codes(fmt, sign, lsb_exp, sig, sticky, random_bits, mode: str, overflo
     """``round_to`` on flat, equally long arrays (see its docstring); codes as uint64."""
     global _kernel
     if _kernel is None:
+        compiled_round_one()
         _kernel = _build()
     n = sig.shape[0]
     rb = np.zeros(1, np.uint64) if random_bits is None else np.ascontiguousarray(

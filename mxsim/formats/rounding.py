@@ -19,7 +19,8 @@ from .layout import FormatLayout
 from .policy import DEFAULT_SR_BITS, Overflow, Rounding
 from .xp import of as _xp_of
 
-__all__ = ["round_to", "round_flags", "bit_length", "draw_random_bits"]
+__all__ = ["round_to", "round_flags", "bit_length", "draw_random_bits", "compiled_rounding",
+           "gpu_source", "rounding_params"]
 
 _KERNEL_MIN_SIZE = 4096         # elements from which the compiled twin pays for its call
 _U1 = np.uint64(1)
@@ -81,6 +82,31 @@ def _numba_installed() -> bool:
     except ImportError:
         return False
     return True
+
+
+def compiled_rounding():
+    """The compiled rounding of one element, for other numba kernels to inline:
+    ``round_one(sign, lsb_exp, sig, sticky, random_bits, i, *params[:15], mode, overflow,
+    sr_bits)`` gives the code :func:`round_to` gives (``params`` from :func:`rounding_params`).
+    Needs numba (raises ImportError without it)."""
+    from . import _round_kernel
+    return _round_kernel.compiled_round_one()
+
+
+def gpu_source() -> str:
+    """The CUDA C++ of the element rounding (``mxsim_round::round_one``), for other kernels to
+    compile with theirs."""
+    from . import _round_kernel
+    return _round_kernel.GPU_SOURCE.read_text()
+
+
+def rounding_params(fmt: FormatLayout, rounding: Rounding | str, overflow: Overflow | str
+                    ) -> npt.NDArray[np.int64]:
+    """The format's constants, then the mode and overflow codes, as the compiled rounding
+    (numba and CUDA) reads them: int64[17]."""
+    from . import _round_kernel
+    return _round_kernel.gpu_params(fmt, Rounding.of(rounding).value,
+                                    Overflow.of(overflow).value)
 
 
 def round_to(fmt: FormatLayout, sign: Any, lsb_exp: Any, sig: Any, sticky: Any = False,

@@ -18,6 +18,7 @@ from ... import formats
 from ...spec import CMode, Reduce, Specials, UnitSpec, ZeroSign
 from ...vectors import VectorSet
 from ..xp import of as xp_of
+from . import fused
 from .adders import add_round, convert
 from .operands import Operand, Operands
 from .step import ZERO, by_rows, codes_of, step_all_rows
@@ -34,12 +35,18 @@ Trace = Callable[..., None]
 
 
 def chain_dot(spec: UnitSpec, vs: VectorSet, kernel: bool = True,
-              trace: Trace | None = None) -> npt.NDArray:
+              trace: Trace | None = None, whole: bool = True) -> npt.NDArray:
     """D = A·B + C of a unit without an FP32-scale epilogue; codes of ``spec.d_format``.
 
     ``vs`` must already fit ``spec``. ``kernel=False`` keeps every step in numpy. ``trace``
-    (see :data:`Trace`) watches each instruction, as the status flags do.
+    (see :data:`Trace`) watches each instruction, as the status flags do. Where the
+    whole-dot kernel applies (:mod:`.fused`) and ``whole``, each dot is computed in it; else
+    each step is a pass over the whole block.
     """
+    if trace is None and whole:
+        d = fused.dot(spec, vs, kernel)
+        if d is not None:
+            return d
     ops = Operands.of(spec, vs)
     d_fmt = formats.get(spec.d_format)
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))

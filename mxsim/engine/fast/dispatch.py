@@ -15,27 +15,29 @@ from .stack import stack_factor, stacked, unstacked
 __all__ = ["dot"]
 
 
-def dot(spec: UnitSpec, vs: VectorSet, *, kernel: bool = True) -> npt.NDArray:
+def dot(spec: UnitSpec, vs: VectorSet, *, kernel: bool = True, whole: bool = True
+        ) -> npt.NDArray:
     """D = A·B + C of a vector set exactly as ``spec`` computes it; codes of ``spec.d_format``.
 
     A K longer than the instruction's chains instructions (D of one is C of the next), with
     promotion if the spec declares it. Raises UnitError when the vectors do not fit the spec.
     ``kernel=False`` computes every fused step in numpy instead of the compiled kernel (the
-    same bits, 10-20x slower; for tests and benchmarks).
+    same bits, 10-20x slower; for tests and benchmarks); ``whole=False`` runs the step kernel
+    over whole blocks even where the whole-dot kernel (:mod:`.fused`) applies (the same bits).
     """
     spec.check_vectors(vs)
     if spec.exact:
         return matmul_exact(vs)
     if spec.epilogue == "block-fma":
         inner, blocks = block_slices(spec, vs)
-        return block_fma(spec, vs, ((dot(inner, plain, kernel=kernel), s)
+        return block_fma(spec, vs, ((dot(inner, plain, kernel=kernel, whole=whole), s)
                                     for plain, s in blocks))
     if spec.epilogue is not None:
         inner, plain = without_epilogue(spec, vs)
-        return apply_epilogue(spec, vs, dot(inner, plain, kernel=kernel))
+        return apply_epilogue(spec, vs, dot(inner, plain, kernel=kernel, whole=whole))
     g = stack_factor(vs)
     if g > 1:
         # Many small batch entries: computed as block-diagonal entries g at a time, the same
         # bits (each output depends only on its row, column and C).
-        return unstacked(chain_dot(spec, stacked(vs, g), kernel), vs, g)
-    return chain_dot(spec, vs, kernel)
+        return unstacked(chain_dot(spec, stacked(vs, g), kernel, whole=whole), vs, g)
+    return chain_dot(spec, vs, kernel, whole=whole)

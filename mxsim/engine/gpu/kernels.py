@@ -1,11 +1,14 @@
-"""The GPU engine's fused-step kernel: ``step.cu`` compiled by CuPy (NVRTC), once per process.
+"""The GPU engine's kernels: ``step.cu`` (one fused step) and ``chain.cu`` (whole dots),
+compiled by CuPy (NVRTC), once per process.
 
 :func:`prepare_b` and :func:`step_sums` have the contract of ``mxsim.engine._kernels`` (the
 numba kernel): the same arguments, meanings and results, with the operand records holding CuPy
 arrays and the results CuPy int64 arrays (sum, lsb, flags). The arithmetic is integer-only and
 bit-equal to the numba kernel; tests/mxsim/engine/test_gpu_kernel.py holds the same source, built
 for the
-host with g++, equal to it. CuPy is imported only when a kernel is prepared or run.
+host with g++, equal to it. :func:`chain_dot` computes whole dots where
+``fast.fused.applies`` (the twin of the numba whole-dot kernel, held equal to it on the host by
+tests/mxsim/engine/test_gpu_chain.py). CuPy is imported only when a kernel is prepared or run.
 """
 
 from __future__ import annotations
@@ -13,13 +16,18 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+import numpy as np
+
+from ... import formats
 from .._kernels import ALIGN_CODES, INF, NAN, ZERO
 
-__all__ = ["SOURCE", "TILE_COLS", "TILE_ROWS", "kernel_name", "prepare_b", "source",
-           "step_sums"]
+__all__ = ["CHAIN_SOURCE", "SOURCE", "TILE_COLS", "TILE_ROWS", "chain_dot", "chain_name",
+           "chain_source", "kernel_name", "prepare_b", "source", "step_sums"]
 
 #: The kernel source, next to this module.
 SOURCE = Path(__file__).with_name("step.cu")
+#: The whole-dot kernel, compiled after the rounding kernel and step.cu (:func:`chain_source`).
+CHAIN_SOURCE = Path(__file__).with_name("chain.cu")
 #: A block's dots: TILE_ROWS rows of A x TILE_COLS columns of B (step.cu's TR and TN).
 TILE_ROWS, TILE_COLS = 8, 32
 _OPTIONS = ("-std=c++17",)
@@ -28,6 +36,18 @@ _OPTIONS = ("-std=c++17",)
 def source() -> str:
     """The CUDA C++ text of the step kernel (also built for the host by the tests)."""
     return SOURCE.read_text()
+
+
+def chain_source() -> str:
+    """The CUDA C++ of the whole-dot kernels: formats.round_to's CUDA twin, step.cu, chain.cu
+    (one translation unit; also built for the host by the tests)."""
+    from ...formats.rounding import gpu_source
+    return "\n".join((gpu_source(), source(), CHAIN_SOURCE.read_text()))
+
+
+def chain_name(align: str, normalized: bool) -> str:
+    """The extern "C" whole-dot kernel for alignment ``align`` and the product rule."""
+    return f"mxsim_chain_{ALIGN_CODES[align]}_{int(bool(normalized))}"
 
 
 def kernel_name(align: str, normalized: bool) -> str:
@@ -45,6 +65,17 @@ def _module():
 def _kernel(name: str, device: int):
     # One function handle per device: a RawModule loads lazily on the current device.
     return _module().get_function(name)
+
+
+@functools.cache
+def _chain_module():
+    import cupy
+    return cupy.RawModule(code=chain_source(), options=_OPTIONS)
+
+
+@functools.cache
+def _chain_kernel(name: str, device: int):
+    return _chain_module().get_function(name)
 
 
 def _side(op, scale, transpose: bool) -> tuple:
@@ -102,3 +133,40 @@ def step_sums(a, sa, b_side, acc, frac_bits: int, align: str, normalized: bool,
             cupy.int32(acc is not None), cupy.int32(bool(zero_acc)), cupy.int32(frac_bits),
             cupy.int32(e_zero), cupy.int64(col_tiles), *out))
     return out
+
+
+def chain_dot(spec, vs):
+    """D of ``vs`` (CuPy arrays) computed whole per dot on the GPU, as
+    :func:`mxsim.engine.fast.fused.dot` computes it on the CPU: codes of d_format, a CuPy
+    array shaped as the chain gives them. Only for specs ``fast.fused.applies`` to."""
+    import cupy
+
+    from ..fast import fused
+    from ..fast.operands import Operands
+    ops = Operands.of(spec, vs)
+    nb = int(np.prod(vs.batch_shape, dtype=np.int64))
+    m, n = vs.m, vs.n
+    plan = fused.plan(spec, vs.k)
+    dev = {key: cupy.asarray(plan[key]) for key in ("bounds", "pa", "pc", "pp")}
+    ints = cupy.asarray(np.array([vs.k, vs.c is not None, plan["k_inst"], plan["n_inst"],
+                                  len(plan["bounds"]) - 1, plan["promote"], *plan["cfg"][[0, 3]],
+                                  plan["move"]], np.int32))
+    kernel = _chain_kernel(chain_name(spec.align.value, bool(plan["cfg"][2])),
+                           cupy.cuda.runtime.getDevice())
+    out = cupy.empty((nb, m, n), cupy.uint32)
+    col_tiles = -(-n // TILE_COLS)
+    blocks = -(-m // TILE_ROWS) * col_tiles
+    none = cupy.zeros(1, cupy.int64)
+    for bi in range(nb):
+        sa = None if ops.sa is None else ops.sa.take(bi)
+        sb = None if ops.sb is None else ops.sb.take(bi)
+        a = _side(ops.a.take(bi), sa, False)
+        b = _side(ops.b.take(bi), sb, True)
+        c = none if vs.c is None else cupy.ascontiguousarray(
+            vs.c.reshape(nb, m, n)[bi].astype(cupy.int64))
+        if blocks:
+            kernel((blocks,), (TILE_COLS, TILE_ROWS),
+                   (*a, *b, c, dev["bounds"], dev["pa"], dev["pc"], dev["pp"], np.int64(m),
+                    np.int64(n), ints, np.uint32(plan["d_nan"]), np.int64(col_tiles), out[bi]))
+    d_fmt = formats.get(spec.d_format)
+    return out.astype(d_fmt.code_dtype).reshape(vs.out_shape)

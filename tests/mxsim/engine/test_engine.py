@@ -13,11 +13,14 @@ from mxsim.vectors import VectorSet
 
 
 def _twins(spec: UnitSpec, vs: VectorSet) -> np.ndarray:
-    """Fast engine (compiled kernel and numpy path) == reference engine, bit for bit."""
+    """Fast engine (whole-dot kernel, step kernel and numpy path) == reference engine, bit for
+    bit."""
     d_fast = fast.dot(spec, vs)
+    d_step = fast.dot(spec, vs, whole=False)
     d_numpy = fast.dot(spec, vs, kernel=False)
     d_ref = reference.dot(spec, vs)
     np.testing.assert_array_equal(d_numpy, d_ref)
+    np.testing.assert_array_equal(d_step, d_ref)
     np.testing.assert_array_equal(d_fast, d_ref)
     return d_fast
 

@@ -22,9 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_engine import CONFIGS, _adversarial, _fp16_c, _specs
+from test_gpu_chain import call_host as call_chain_host
+from test_gpu_chain import chain_library
 
 from mxsim import presets, vectors
 from mxsim.engine import _kernels, fast
+from mxsim.engine.fast import fused
 from mxsim.engine.fast import step as fast_step
 from mxsim.engine.fast.operands import Operand
 from mxsim.engine.fast.paths import kernel_applies
@@ -65,7 +68,7 @@ def host():
 def _host_step_sums(dll, a, sa, b_side, acc, frac_bits, align, normalized, e_zero,
                     zero_acc=False):
     """``_kernels.step_sums`` computed by the host build of step.cu."""
-    a_side = _kernels._side(a, sa, False)
+    a_side = _kernels.side(a, sa, False)
     r, g = a_side[1].shape
     n = b_side[1].shape[0]
     if acc is not None:
@@ -186,7 +189,7 @@ def _dot_through_host(host, monkeypatch, spec, vs):
 
     with monkeypatch.context() as m:
         m.setattr(fast_step._kernels, "step_sums", step_sums)
-        d = fast.dot(spec, vs)
+        d = fast.dot(spec, vs, whole=False)
     assert bool(calls) == kernel_applies(spec)      # the host build really ran
     return d
 
@@ -311,11 +314,29 @@ class _FakeCupy(types.ModuleType):
 
         class RawModule:
             def __init__(self, code, options):
-                assert code == kernels.source() and "-std=c++17" in options
+                self.chain = code == kernels.chain_source()
+                assert (self.chain or code == kernels.source()) and "-std=c++17" in options
 
             def get_function(self, name):
-                return lambda grid, block, args: fake.launch(name, grid, block, args)
+                launch = fake.launch_chain if self.chain else fake.launch
+                return lambda grid, block, args: launch(name, grid, block, args)
         self.RawModule = RawModule
+
+    def launch_chain(self, name, grid, block, args):
+        """A launch of chain.cu's kernel: types and grid checked, run by its host build."""
+        args = [self.unwrap(x) for x in args]
+        assert len(args) == 21
+        for x, want in zip(args[:15], [np.int32] * 10 + [np.int64] * 5, strict=True):
+            assert x.dtype == want and x.flags.c_contiguous
+        r, n, ints, d_nan, col_tiles, out = args[15:]
+        assert type(r) is np.int64 and type(n) is np.int64 and type(col_tiles) is np.int64
+        assert ints.dtype == np.int32 and type(d_nan) is np.uint32
+        assert out.dtype == np.uint32 and out.flags.c_contiguous and out.shape == (r, n)
+        assert block == (kernels.TILE_COLS, kernels.TILE_ROWS)
+        assert col_tiles == -(-n // 32) and grid == (-(-r // 8) * col_tiles,)
+        self.launches.append(name)
+        mode, norm = (int(x) for x in name.split("_")[2:])
+        call_chain_host(chain_library(), args, mode, norm)
 
     def __getattr__(self, name):
         return getattr(self.base, name)
@@ -380,11 +401,12 @@ def cupy_on_host(host, monkeypatch):
     cupy = _FakeCupy(host, fake_device.fake,
                      lambda x: x._a if isinstance(x, fake_device.Dev) else x)
     monkeypatch.setitem(sys.modules, "cupy", cupy)
-    kernels._module.cache_clear()
-    kernels._kernel.cache_clear()
+    caches = (kernels._module, kernels._kernel, kernels._chain_module, kernels._chain_kernel)
+    for f in caches:
+        f.cache_clear()
     yield cupy, fake_device
-    kernels._module.cache_clear()
-    kernels._kernel.cache_clear()
+    for f in caches:
+        f.cache_clear()
 
 
 @pytest.mark.parametrize("preset,opts", CONFIGS[:13], ids=[p for p, _ in CONFIGS[:13]])
@@ -396,6 +418,11 @@ def test_engine_on_device_arrays_through_kernels_py(cupy_on_host, preset, opts):
     if opts.get("c_fp16"):
         vs = _fp16_c(vs)
     spec = presets.get(preset).spec_for(vs)
-    got = fast.dot(spec, fake_device.to_fake(vs), kernel=kernels)
-    np.testing.assert_array_equal(fake_device.fake.asnumpy(got), fast.dot(spec, vs))
-    assert bool(cupy.launches) == kernel_applies(spec)
+    for whole in (True, False):
+        cupy.launches.clear()
+        got = fast.dot(spec, fake_device.to_fake(vs), kernel=kernels, whole=whole)
+        np.testing.assert_array_equal(fake_device.fake.asnumpy(got), fast.dot(spec, vs))
+        chain = whole and fused.applies(spec)
+        assert bool(cupy.launches) == kernel_applies(spec)
+        assert all(x.startswith("mxsim_chain_" if chain else "mxsim_step_")
+                   for x in cupy.launches)

@@ -1,0 +1,341 @@
+"""Compiled whole-chain kernel of the fast engine (numba): codes in, D's codes out, per dot.
+
+:mod:`._kernels` computes one fused step's exact sums and leaves the rounding, the conversions,
+the chaining and the promotions to numpy (one pass over an (M, N) array each). For the units
+most presets are (``fast.fused.applies``: a chain of truncating steps, C in the first step,
+zeros +0, IEEE specials), this kernel does all of it for one dot before the next: every step of
+every instruction (:func:`_step` as ``_kernels._step_loop`` computes it), the sum rounded to
+``acc_format`` by the same integer algorithm as ``formats.round_to`` (its compiled twin,
+inlined), the zero sign and specials as ``fast.step.finish``, the conversion to ``d_format`` as
+``fast.adders.convert``, the promotion into a separate total as ``fast.adders.add_round`` and
+NaN as ``spec.d_nan``. The tests hold it equal to the numpy path and the step kernel.
+
+numba's on-disk cache is keyed on this file: a change to the rounding kernel it inlines
+(``mxsim/formats/_round_kernel.py``) alone does not recompile it; clear ``__pycache__`` then.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _numba
+from ..formats.rounding import compiled_rounding
+
+__all__ = ["FIELDS", "chain_rows"]
+
+NAN, INF, ZERO = 1, 2, 4        # operand flag bits (as in _kernels)
+#: The rows of an operand's side: sign, significand, LSB exponent, alignment exponent, flags.
+FIELDS = 5
+TILE = 128                      # columns of B per cache tile
+_RB = np.zeros(1, np.uint64)    # the random bits of a rounding that is never stochastic
+_kernel = None
+round_one = None
+
+
+def _round(p, s, lsb, sig, st):
+    # formats.round_to of one value; p from formats.rounding_params.
+    return np.int64(round_one(s, lsb, np.uint64(sig), st, _RB, 0, p[0] != 0, p[1], p[2], p[3],
+                              np.uint64(p[4]), p[5], p[6], p[7] != 0, p[8] != 0, p[9], p[10],
+                              p[11] != 0, p[12], p[13] != 0, p[14], p[15], p[16], 0))
+
+
+def _decode(p, code):
+    # Operand.of for one code of an IEEE-style float format: sign, sig, lsb, e, flags.
+    man, emin, bias, eb, ss = p[1], p[2], p[5], p[6], p[9]
+    sign = (code >> ss) & 1
+    ef = (code >> man) & ((1 << eb) - 1)
+    m = code & ((1 << man) - 1)
+    if ef == (1 << eb) - 1:
+        return sign, 0, 0, 0, (NAN if m != 0 else INF)
+    e = emin if ef == 0 else ef - bias
+    sig = m if ef == 0 else m | (1 << man)
+    return sign, sig, e - man, e, (ZERO if sig == 0 else 0)
+
+
+def _specials(p, code, nan, pinf, ninf):
+    # fast.operands.special_codes for one code.
+    if pinf:
+        code = p[12]
+    if ninf:
+        code = p[12] | (1 << p[9])
+    if nan or (pinf and ninf):
+        code = p[14]
+    return code
+
+
+def _products(a, b, i, j, lo, hi, normalized, e_zero, emax, mag, neg, lsb):
+    # The step's products (kept in mag, neg, lsb) and its largest alignment exponent.
+    for t in range(lo, hi):
+        p = np.int64(a[1, i, t]) * b[1, j, t]
+        x = t - lo
+        mag[x] = p
+        neg[x] = a[0, i, t] ^ b[0, j, t]
+        lsb[x] = a[2, i, t] + b[2, j, t]
+        if p == 0:
+            e = e_zero
+        elif normalized:
+            bl = 0
+            y = p
+            while y:
+                bl += 1
+                y >>= 1
+            e = lsb[x] + bl - 1
+        else:
+            e = a[3, i, t] + b[3, j, t]
+        emax = max(emax, e)
+    return emax
+
+
+def _aligned(mag, neg, lsb, g, base, mode):
+    # Every product rounded to the step's LSB (base) by the alignment mode, summed exactly.
+    total = 0
+    if mode == 0:
+        for x in range(g):
+            shift = base - lsb[x]
+            if shift <= 0:
+                m = mag[x] << (-shift)
+            elif shift >= 63:
+                m = 0
+            else:
+                m = mag[x] >> shift
+            total += -m if neg[x] else m
+    else:
+        for x in range(g):
+            if mag[x] != 0:
+                total += align_one(mag[x], neg[x], base - lsb[x], mode)
+    return total
+
+
+def _term_flags(a, b, i, j, lo, hi, neg):
+    # NaN / +Inf / -Inf of the step's products (flag bits 1, 2, 4).
+    flags = 0
+    for t in range(lo, hi):
+        f = a[4, i, t] | b[4, j, t]
+        if f & (NAN | INF):
+            if (f & NAN) or (f & ZERO):
+                flags |= 1
+            else:
+                flags |= 4 if neg[t - lo] else 2
+    return flags
+
+
+def _step_tile(a, b, i, j0, nj, lo, hi, acc, pacc, zero_acc, special, cfg, mag, neg, lsb,
+               tot, slsb, flg):
+    # One fused step of dots (i, j0 + x), x < nj, with accumulator codes acc (of the format
+    # of pacc; zero_acc: +0 everywhere): exact sums, their LSB exponents and flags.
+    frac_bits, mode, normalized, e_zero = cfg[0], cfg[1], cfg[2] != 0, cfg[3]
+    jam = 1 if mode == 3 else 0
+    plain = mode == 0 and not normalized
+    floor = e_zero if zero_acc else -(1 << 40)
+    for x in range(nj):
+        j = j0 + x
+        if plain:
+            # The common unit (raw products, RZ alignment) in one loop nest the compiler
+            # keeps tight; _products and _aligned compute the same for every unit.
+            emax = floor
+            for t in range(lo, hi):
+                p = np.int64(a[1, i, t]) * b[1, j, t]
+                mag[t - lo] = p
+                neg[t - lo] = a[0, i, t] ^ b[0, j, t]
+                lsb[t - lo] = a[2, i, t] + b[2, j, t]
+                emax = max(emax, e_zero if p == 0 else a[3, i, t] + b[3, j, t])
+        else:
+            emax = _products(a, b, i, j, lo, hi, normalized, e_zero, floor, mag, neg, lsb)
+        cs, csig, clsb, ce, cf = _decode(pacc, acc[x])
+        if not zero_acc:
+            emax = max(emax, e_zero if csig == 0 else ce)
+        step_lsb = emax - frac_bits
+        if plain:
+            total = 0
+            base = step_lsb
+            for t in range(hi - lo):
+                shift = base - lsb[t]
+                if shift <= 0:
+                    m = mag[t] << (-shift)
+                elif shift >= 63:
+                    m = 0
+                else:
+                    m = mag[t] >> shift
+                total += -m if neg[t] else m
+        else:
+            total = _aligned(mag, neg, lsb, hi - lo, step_lsb - jam, mode)
+        if not zero_acc and csig != 0:
+            total += align_one(np.int64(csig), cs, step_lsb - jam - clsb, mode)
+        flags = _term_flags(a, b, i, j, lo, hi, neg) if special[x] else 0
+        if not zero_acc:
+            if cf & NAN:
+                flags |= 1
+            elif cf & INF:
+                flags |= 4 if cs == 1 else 2
+        tot[x] = total
+        slsb[x] = step_lsb - jam
+        flg[x] = flags
+
+
+def _finish(pa, total, lsb, flags):
+    # The step sum's code of acc_format: rounded, zeros +0, NaN and Inf (fast.step.finish).
+    code = _round(pa, 1 if total < 0 else 0, lsb, abs(total), False)
+    mask = (1 << pa[9]) - 1
+    if (code & mask) == 0:
+        code = code & mask
+    return _specials(pa, code, (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0)
+
+
+def _exact_sum2(sx, gx, lx, sy, gy, ly):
+    # fast.adders.exact_sum2 of one pair: negative, magnitude, LSB exponent, sticky, zero.
+    none = -(1 << 20)
+    mx = none if gx == 0 else lx + _bits(gx) - 1
+    my = none if gy == 0 else ly + _bits(gy) - 1
+    base = max(mx, my) - 62
+    tx, stx = _window(gx, base - lx)
+    ty, sty = _window(gy, base - ly)
+    sticky = stx or sty
+    x_big = tx >= ty
+    big, small = (tx, ty) if x_big else (ty, tx)
+    if sx != sy:
+        mag = big - small - np.uint64(1 if sticky else 0)
+        sgn = sx if x_big else sy
+    else:
+        mag = big + small
+        sgn = sx
+    zero = mag == 0 and not sticky
+    return (sgn == 1 and not zero), mag, base, sticky, zero
+
+
+def _bits(x):
+    n = 0
+    while x:
+        n += 1
+        x >>= 1
+    return n
+
+
+def _window(sig, shift):
+    # fast.adders._window of one significand: kept (uint64) and whether bits fell off.
+    x = np.uint64(sig)
+    if shift <= 0:
+        return x << np.uint64(min(-shift, 63)), False
+    right = np.uint64(min(shift, 63))
+    return x >> right, (x & ((np.uint64(1) << right) - np.uint64(1))) != 0
+
+
+def _add_round(pp, x, y):
+    # fast.adders.add_round of two d_format codes, zeros +0 (ZeroSign.POSITIVE).
+    sx, gx, lx, _, fx = _decode(pp, x)
+    sy, gy, ly, _, fy = _decode(pp, y)
+    neg, mag, base, sticky, _ = _exact_sum2(sx, gx, lx, sy, gy, ly)
+    code = _round(pp, 1 if neg else 0, base, mag, sticky)
+    mask = (1 << pp[9]) - 1
+    if (code & mask) == 0:
+        code = code & mask
+    ix, iy = (fx & INF) != 0, (fy & INF) != 0
+    return _specials(pp, code, ((fx | fy) & NAN) != 0, (ix and sx == 0) or (iy and sy == 0),
+                     (ix and sx == 1) or (iy and sy == 1))
+
+
+def _convert(pa, pc, move, code):
+    # fast.adders.convert of an acc_format code to d_format (pc: its rounding); move >= 0: the
+    # formats share their exponents and specials, d_format's mantissa is move bits wider (0:
+    # the same format), so the fields move over.
+    if move >= 0:
+        return ((code >> pa[9]) << pc[9]) | ((code & ((1 << pa[9]) - 1)) << move)
+    s, sig, lsb, _, f = _decode(pa, code)
+    res = _round(pc, s, lsb, sig, False)
+    inf = (f & INF) != 0
+    return _specials(pc, res, (f & NAN) != 0, inf and s == 0, inf and s == 1)
+
+
+def _instruction(a, b, i, j0, nj, off, bounds, d, d_zero, special, cfg, mag, neg, lsb, pa, pc,
+                 move, acc, tot, slsb, flg):
+    # One instruction of dots (i, j0 + x): its steps, then D (into d, codes of d_format).
+    for s in range(bounds.shape[0] - 1):
+        if s == 0:
+            _step_tile(a, b, i, j0, nj, off + bounds[0], off + bounds[1], d, pc, d_zero,
+                       special, cfg, mag, neg, lsb, tot, slsb, flg)
+        else:
+            _step_tile(a, b, i, j0, nj, off + bounds[s], off + bounds[s + 1], acc, pa, False,
+                       special, cfg, mag, neg, lsb, tot, slsb, flg)
+        for x in range(nj):
+            acc[x] = _finish(pa, tot[x], slsb[x], flg[x])
+    for x in range(nj):
+        d[x] = _convert(pa, pc, move, acc[x])
+
+
+def _chain_loop(a, b, a_special, b_special, c, has_c, bounds, k_inst, n_inst, promote, cfg,
+                pa, pc, pp, move, d_nan, r0, r1, out):
+    # Rows r0..r1 of D against every column, in column tiles that stay in cache; each tile of
+    # one row goes through the whole chain before the next.
+    g = 1
+    for s in range(bounds.shape[0] - 1):
+        g = max(g, bounds[s + 1] - bounds[s])
+    mag, neg, lsb = np.empty(g, np.int64), np.empty(g, np.int64), np.empty(g, np.int64)
+    d, acc, total = np.empty(TILE, np.int64), np.empty(TILE, np.int64), np.empty(TILE, np.int64)
+    tot, slsb, flg = np.empty(TILE, np.int64), np.empty(TILE, np.int64), np.empty(TILE, np.int64)
+    special = np.empty(TILE, np.bool_)
+    n = b.shape[1]
+    for j0 in range(0, n, TILE):
+        nj = min(n, j0 + TILE) - j0
+        for i in range(r0, r1):
+            for x in range(nj):
+                d[x] = c[i, j0 + x] if has_c else 0
+                special[x] = a_special[i] or b_special[j0 + x]
+                total[x] = d[x]
+            d_zero = promote != 0 or not has_c
+            for inst in range(n_inst):
+                if promote and inst and inst % promote == 0:
+                    for x in range(nj):
+                        total[x] = _add_round(pp, total[x], d[x])
+                    d_zero = True
+                _instruction(a, b, i, j0, nj, inst * k_inst, bounds, d, d_zero, special, cfg,
+                             mag, neg, lsb, pa, pc, move, acc, tot, slsb, flg)
+                d_zero = False
+            for x in range(nj):
+                v = _add_round(pp, total[x], d[x]) if promote else d[x]
+                out[i, j0 + x] = d_nan if _decode(pc, v)[4] & NAN else v
+
+
+def _build():
+    """Compile the kernel with numba, its helpers inlined; once per process (then cached on
+    disk). The helpers are module globals, not closures, for numba's cache (see _kernels)."""
+    global round_one, align_one, _round, _decode, _specials, _products, _aligned, \
+        _term_flags, _step_tile, _finish, _exact_sum2, _bits, _window, _add_round, _convert, \
+        _instruction
+    from . import _kernels
+    numba = _numba.load()
+    round_one = compiled_rounding()
+    align_one = _kernels.compiled_align_one()
+    inline = numba.njit(cache=_numba.cache(), inline="always")
+    (_round, _decode, _specials, _finish, _exact_sum2, _bits, _window, _add_round,
+     _convert) = (inline(getattr(f, "py_func", f)) for f in (
+        _round, _decode, _specials, _finish, _exact_sum2, _bits, _window, _add_round, _convert))
+    # The loops are compiled apart (LLVM still inlines them where it pays): numba's own
+    # inlining of whole loop nests makes slower code.
+    call = numba.njit(cache=_numba.cache())
+    _products, _aligned, _term_flags, _step_tile, _instruction = (
+        call(getattr(f, "py_func", f)) for f in (
+            _products, _aligned, _term_flags, _step_tile, _instruction))
+    return numba.njit(cache=_numba.cache(), nogil=True)(_chain_loop)
+
+
+align_one = None
+
+
+def chain_rows(a, b, a_special, b_special, c, bounds, k_inst: int, n_inst: int,
+               promote: int, cfg, pa, pc, pp, move: int, d_nan: int, r0: int, r1: int,
+               out) -> None:
+    """Rows ``r0:r1`` of D into ``out`` (int64 codes of d_format), each dot computed whole.
+
+    ``a`` (FIELDS, M, K) and ``b`` (FIELDS, N, K) are int32 sides (``_kernels.side``, scales
+    folded in); ``a_special``/``b_special`` say which rows/columns hold a NaN or Inf; ``c``
+    (M, N) int64 codes of d_format or None; ``bounds`` the steps' K offsets in an instruction
+    of ``k_inst``, ``n_inst`` instructions; ``promote`` the spec's promote_every or 0;
+    ``cfg`` (frac_bits, align code, normalized, e_zero); ``pa``/``pc``/``pp`` the rounding
+    parameters of the step sums (acc_format), the conversion and the promotion (d_format);
+    ``move``: how many bits wider d_format's mantissa is where the conversion only moves
+    fields (-1: it rounds). Releases the GIL."""
+    global _kernel
+    if _kernel is None:
+        _kernel = _build()
+    has_c = c is not None
+    _kernel(a, b, a_special, b_special, c if has_c else np.zeros((1, 1), np.int64), has_c,
+            bounds, k_inst, n_inst, promote, cfg, pa, pc, pp, move, d_nan, r0, r1, out)

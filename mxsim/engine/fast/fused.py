@@ -1,0 +1,137 @@
+"""Whole dots in one compiled pass: the units it computes and the call (``engine._fused``).
+
+The chain of :mod:`.chain` runs each fused step over an (M, N) block in the step kernel, then
+rounds, converts and promotes in numpy, one pass each. For the units most presets are (see
+:func:`applies`) :func:`dot` computes each dot whole in one kernel, codes in, D out: the
+same bits (tests/mxsim/engine/test_fused.py holds it equal to the numpy path and the step
+kernel), without the (M, N) temporaries. On a GPU the engine's kernel module (``kernel``, see
+:func:`.paths.step_kernels`) does the same where it has a ``chain_dot``.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import numpy.typing as npt
+
+from ... import formats
+from ...formats import Rounding
+from ...formats.rounding import rounding_params
+from ...spec import CMode, Product, Reduce, Specials, UnitSpec, ZeroSign
+from ...vectors import VectorSet
+from .. import _kernels
+from ..xp import of as xp_of
+from .operands import Operands
+from .paths import kernel_applies
+
+__all__ = ["applies", "dot", "plan"]
+
+_CHUNK_PRODUCTS = 1 << 22       # products per kernel call (a share of the rows)
+_THREADS = os.cpu_count() or 1
+
+
+def _ieee(fmt: formats.Format) -> bool:
+    return fmt.kind == "float" and fmt.specials is formats.Specials.IEEE and fmt.has_inf \
+        and fmt.has_nan
+
+
+def _bounds(spec: UnitSpec) -> list[int] | None:
+    """The steps' first K offsets and the instruction's end, when the steps are consecutive
+    runs of K in order (else None)."""
+    bounds = [0]
+    for step in spec.steps():
+        if list(step) != list(range(bounds[-1], bounds[-1] + len(step))):
+            return None
+        bounds.append(bounds[-1] + len(step))
+    return bounds if bounds[-1] == spec.k else None
+
+
+def applies(spec: UnitSpec) -> bool:
+    """Whether the whole-dot kernel computes ``spec``: truncating steps (the step kernel's),
+    chained in order with C in the first step, zeros +0, IEEE specials, IEEE-style
+    accumulator and output formats, rounding that is not stochastic; no FP32-scale
+    epilogue (the dispatcher applies it after)."""
+    return (kernel_applies(spec) and spec.epilogue is None and spec.reduce is Reduce.CHAIN
+            and spec.c_mode is CMode.STEP and spec.zero_sign is ZeroSign.POSITIVE
+            and spec.specials is Specials.IEEE
+            and Rounding.STOCHASTIC not in (spec.acc_rounding, spec.promote_rounding)
+            and _ieee(formats.get(spec.acc_format)) and _ieee(formats.get(spec.d_format))
+            and _bounds(spec) is not None)
+
+
+def plan(spec: UnitSpec, k: int) -> dict:
+    """The kernel's arguments that depend on the spec alone (and K): step bounds, instruction
+    count, promotion, configuration and the three rounding parameter vectors."""
+    d_fmt, acc_fmt = formats.get(spec.d_format), formats.get(spec.acc_format)
+    return dict(
+        bounds=np.asarray(_bounds(spec), np.int64), k_inst=spec.k, n_inst=k // spec.k,
+        # A promotion beyond the last instruction is never made: clamped to fit an int64.
+        promote=min(spec.promote_every, k // spec.k + 1) if spec.promote_every else 0,
+        cfg=np.array([spec.frac_bits, _kernels.ALIGN_CODES[spec.align.value],
+                      spec.product is Product.NORMALIZED, spec.e_zero], np.int64),
+        pa=rounding_params(acc_fmt, spec.acc_rounding, spec.overflow),
+        pc=rounding_params(d_fmt, spec.acc_rounding, spec.overflow),
+        pp=rounding_params(d_fmt, spec.promote_rounding, spec.overflow),
+        move=_move(acc_fmt, d_fmt), d_nan=spec.d_nan)
+
+
+def _move(acc: formats.Format, d: formats.Format) -> int:
+    """How many bits wider ``d``'s mantissa is when a code of ``acc`` converts to ``d`` by
+    moving its fields (as fast.adders.convert does: the same exponents and specials), else
+    -1 (the conversion rounds)."""
+    if acc.name == d.name:
+        return 0
+    if (acc.exp_bits, acc.bias, acc.specials) == (d.exp_bits, d.bias, d.specials) \
+            and d.man_bits >= acc.man_bits:
+        return d.man_bits - acc.man_bits
+    return -1
+
+
+def sides(ops: Operands, bi: int) -> tuple[npt.NDArray, npt.NDArray]:
+    """Batch entry ``bi``'s A (FIELDS, M, K) and B (FIELDS, N, K), int32, scales folded in."""
+    sa = None if ops.sa is None else ops.sa.take(bi)
+    sb = None if ops.sb is None else ops.sb.take(bi)
+    a = np.stack(_kernels.side(ops.a.take(bi), sa, False))
+    b = np.stack(_kernels.side(ops.b.take(bi), sb, True))
+    return a, b
+
+
+def dot(spec: UnitSpec, vs: VectorSet, kernel=True) -> npt.NDArray | None:
+    """D of ``vs`` (codes of d_format, shaped as the chain gives them) computed whole per dot,
+    or None where the whole-dot kernel does not apply (the spec, no numba, ``kernel`` not
+    True, or a GPU's kernel module without ``chain_dot``)."""
+    xp = xp_of(vs.a)
+    if not applies(spec) or kernel is False:
+        return None
+    if xp is not np:
+        return None if isinstance(kernel, bool) or not hasattr(kernel, "chain_dot") \
+            else kernel.chain_dot(spec, vs)
+    if kernel is not True or not _kernels.available():
+        return None
+    from .. import _fused
+    ops = Operands.of(spec, vs)
+    nb = int(np.prod(vs.batch_shape, dtype=np.int64))
+    m, n = vs.m, vs.n
+    args = plan(spec, vs.k)
+    out = np.empty((nb, m, n), formats.get(spec.d_format).code_dtype)
+    rows = max(1, _CHUNK_PRODUCTS // max(1, n * vs.k))
+    for bi in range(nb):
+        a, b = sides(ops, bi)
+        special = [((x[4] & (_kernels.NAN | _kernels.INF)) != 0).any(axis=1) for x in (a, b)]
+        c = None if vs.c is None else np.ascontiguousarray(
+            vs.c.reshape(nb, m, n)[bi], np.int64)
+
+        def run(r0: int, a=a, b=b, special=special, c=c, bi=bi) -> None:
+            _fused.chain_rows(a, b, *special, c, **args, r0=r0, r1=min(m, r0 + rows),
+                              out=out[bi])
+
+        starts = range(0, m, rows)
+        if len(starts) > 1 and _THREADS > 1:
+            with ThreadPoolExecutor(_THREADS) as pool:
+                list(pool.map(run, starts))
+        else:
+            for r0 in starts:
+                run(r0)
+    return out.reshape(vs.out_shape)

@@ -1,0 +1,130 @@
+"""The whole-dot kernel (engine._fused) == the step kernel == the numpy path, bit for bit.
+
+test_engine.py's twins run it too (fast.dot takes it wherever it applies); here it meets the
+units it is for on their own terms: drawn specs of consecutive steps, C in the first step and
++0 zeros, every generator family, shapes across column tiles and row chunks, batches, chains
+with promotion, and every preset spec it applies to.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mxsim import formats, presets, vectors
+from mxsim.engine import fast
+from mxsim.engine.fast import fused
+from mxsim.spec import UnitSpec
+
+pytest.importorskip("numba")
+
+_ELEMS = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8")
+
+
+def _three(spec: UnitSpec, vs: vectors.VectorSet) -> np.ndarray:
+    assert fused.applies(spec)
+    d_whole = fast.dot(spec, vs)
+    d_step = fast.dot(spec, vs, whole=False)
+    d_numpy = fast.dot(spec, vs, kernel=False)
+    assert d_whole.dtype == d_numpy.dtype
+    np.testing.assert_array_equal(d_step, d_numpy)
+    np.testing.assert_array_equal(d_whole, d_numpy)
+    return d_whole
+
+
+@st.composite
+def _specs(draw):
+    k = draw(st.sampled_from([8, 16, 32, 64]))
+    a_format, b_format = draw(st.sampled_from(_ELEMS)), draw(st.sampled_from(_ELEMS))
+    scale = draw(st.sampled_from([None, "e8m0", "ue4m3"]))
+    block = None if scale is None else draw(st.sampled_from([b for b in (16, 32) if k % b == 0]
+                                                            or [None]))
+    scale = None if block is None else scale
+    cuts = sorted(draw(st.sets(st.integers(1, k - 1), max_size=3)))
+    edges = [0, *cuts, k]
+    d_format = draw(st.sampled_from(["fp32", "fp32", "fp16"]))
+    return UnitSpec(
+        name="drawn", a_format=a_format, b_format=b_format, scale_format=scale, block=block,
+        k=k, schedule=[list(range(edges[i], edges[i + 1])) for i in range(len(edges) - 1)],
+        frac_bits=draw(st.integers(0, 30)),
+        align=draw(st.sampled_from(["rz", "rd", "rne", "rz-jam"])),
+        product=draw(st.sampled_from(["raw", "normalized"])), c_mode="step",
+        acc_format=draw(st.sampled_from(["fp32", "e8m13", "e8m10", "fp16", "bf16"])),
+        acc_rounding=draw(st.sampled_from(["rz", "rne", "ru", "rd", "rna"])),
+        d_format=d_format, e_zero=draw(st.integers(-200, 5)),
+        overflow=draw(st.sampled_from(["inf", "ieee", "saturate"])), zero_sign="positive",
+        promote_every=(draw(st.one_of(st.none(), st.integers(1, 3)))
+                       if d_format == "fp32" else None),
+        promote_rounding=draw(st.sampled_from(["rne", "rz", "ru"])))
+
+
+def _fp16_c(vs: vectors.VectorSet) -> vectors.VectorSet:
+    if vs.c is None:
+        return vs
+    c = formats.get("fp16").encode(vs.c.view(np.float32), saturate=False)
+    return vs.replace(c=c, c_format="fp16")
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=_specs(), family=st.sampled_from(vectors.FAMILIES), seed=st.integers(0, 2 ** 16),
+       n_inst=st.integers(1, 4), with_c=st.booleans(),
+       shape=st.sampled_from([(1, 1), (3, 5), (2, 130), (33, 7)]))
+def test_fused_drawn_specs_equal_step_kernel_and_numpy(spec, family, seed, n_inst, with_c,
+                                                       shape):
+    if family == "nan-scale" and spec.scale_format is None:
+        family = "scale-extremes"
+    vs = vectors.generate(family, a_format=spec.a_format, b_format=spec.b_format, m=shape[0],
+                          n=shape[1], k=spec.k * n_inst, scale_format=spec.scale_format,
+                          block=spec.block, with_c=with_c, seed=seed)
+    if spec.d_format == "fp16":
+        vs = _fp16_c(vs)
+    _three(spec, vs)
+
+
+def _applicable() -> list[tuple[str, UnitSpec]]:
+    found = {}
+    for name in presets.names():
+        for spec in presets.get(name).all_specs():
+            if fused.applies(spec):
+                found.setdefault((name, spec.a_format, spec.b_format, spec.scale_format,
+                                  spec.d_format), (name, spec))
+    return sorted(found.values(), key=lambda x: x[0])
+
+
+_PRESET_SPECS = _applicable()
+
+
+def test_fused_applies_to_the_common_presets():
+    names = {name for name, _ in _PRESET_SPECS}
+    assert {"hopper-wgmma", "hopper-cublas", "hopper-cublas-fast", "blackwell-mxf8f6f4",
+            "blackwell-f8f6f4", "ada-mma-f8", "hopper-mma-f16"} <= names
+    assert not fused.applies(presets.get("ocp-fp32").spec("e4m3", scale_format="e8m0", block=32))
+    assert not fused.applies(presets.get("exact").spec("e4m3"))
+
+
+@pytest.mark.parametrize("name,spec", _PRESET_SPECS, ids=[f"{n}-{s.a_format}-{s.b_format}-"
+                                                            f"{s.scale_format}-{s.d_format}"
+                                                            for n, s in _PRESET_SPECS])
+def test_fused_every_preset_spec(name, spec):
+    for family, seed in (("normal", 1), ("specials", 2), ("cancellation", 3)):
+        if family == "specials" and spec.scale_format is not None:
+            family = "nan-scale"
+        vs = vectors.generate(family, a_format=spec.a_format, b_format=spec.b_format, m=3,
+                              n=129, k=spec.k * 3, scale_format=spec.scale_format,
+                              block=spec.block, with_c=seed != 1, seed=seed)
+        if spec.d_format == "fp16":
+            vs = _fp16_c(vs)
+        _three(spec, vs)
+
+
+def test_fused_many_row_chunks_and_a_batch(monkeypatch):
+    """Row chunks on threads and batch entries: the same bits as one call."""
+    vs = vectors.generate("llm", a_format="e4m3", m=40, n=300, k=64, seed=5, with_c=True)
+    spec = presets.get("hopper-cublas").spec_for(vs)
+    whole = _three(spec, vs)
+    monkeypatch.setattr(fused, "_CHUNK_PRODUCTS", 64 * 300 * 3)
+    np.testing.assert_array_equal(fast.dot(spec, vs), whole)
+    batch = vectors.generate_suite(["normal", "specials", "max"], count=2, a_format="e5m2",
+                                   m=4, n=6, k=64)
+    d = _three(presets.get("hopper-wgmma").spec_for(batch), batch)
+    assert d.shape == (6, 4, 6)
