@@ -137,9 +137,9 @@ def _quantize_blocks(blocks: npt.NDArray[np.uint32], fmt: Format, rule: ScaleRul
     the chunks' results, and a NaN-only block's error, come in order.
     """
     n, blk = blocks.shape
-    rows = max(1, _FAST_CHUNK // blk)
     compiled = (fast and rounding is not Rounding.STOCHASTIC and blocks.size >= KERNEL_MIN
                 and _kernel.available())
+    rows = _kernel.chunk_rows(n, blk, _FAST_CHUNK) if compiled else max(1, _FAST_CHUNK // blk)
     scale = np.empty(n, np.uint8)
     elems = np.empty((n, blk), np.uint8)
 

@@ -168,7 +168,7 @@ def _compiled_codes(blocks: npt.NDArray[np.uint32], amax: npt.NDArray[np.uint32]
     def chunk(sl: slice) -> None:
         scale[sl], r = _scales(amax[sl], pts)
         _kernel.multiply_encode(blocks[sl], r, fmt, mode.value, out=elems[sl])
-    _kernel.in_chunks(len(blocks), max(1, _kernel.CHUNK // blocks.shape[1]), chunk)
+    _kernel.in_chunks(len(blocks), _kernel.chunk_rows(*blocks.shape), chunk)
     return scale, elems
 
 
