@@ -158,6 +158,10 @@ class Run:
     #: The engine's result of every dot (codes of the spec's d_format) where the backend
     #: computed them to check its outputs: coverage takes them instead of computing them again.
     want: npt.NDArray | None = None
+    #: The backend's own split of its run, in seconds, where it times itself (the bulk
+    #: harnesses: ``load_s`` reading the stimulus, ``loop_s`` the clocked loop, ``write_s``
+    #: writing the trace, and ``cycles``); None where it does not.
+    phases: dict | None = None
 
     @property
     def passed(self) -> bool:

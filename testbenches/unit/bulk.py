@@ -11,10 +11,16 @@ the cycle model (:func:`testbenches.sim.backend.check`); the trace also gives th
 coverage. :class:`BulkBackend` is this as a verification backend.
 Registers start random (``Verilated::randReset(2)``) with their initial values stripped from
 the Verilog, so only the reset gives them a value.
+
+The harness times itself (reading the stimulus, the clocked loop, writing the trace:
+:attr:`testbenches.sim.backend.Run.phases`), and :func:`ceiling` runs the same executable with
+no harness: Verilator's own speed on the model, stimulus in memory and nothing recorded or
+checked, against which ``benchmarks/bench_verify.py`` measures the harness.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -31,7 +37,7 @@ from mxsim.vectors import VectorSet
 from ..sim.backend import Run, Stimulus, check, design_tag
 from ..sim.toolchain import run_tool
 
-__all__ = ["BulkBackend", "build", "run", "execute", "read_trace"]
+__all__ = ["BulkBackend", "build", "run", "ceiling", "execute", "read_trace"]
 
 HARNESS = Path(__file__).with_name("harness.cpp")
 MAGIC = 0x3142584D
@@ -73,26 +79,51 @@ def run(exe: str | Path, spec: UnitSpec, microarch: MicroArch, vs: VectorSet,
     exe = Path(exe)
     work = exe.parent
     words = payload_words(spec, vs)
+    stim = _write_stimulus(work / "stimulus.bin", words, stimulus)
+    want = fast.dot(spec, vs).reshape(-1)
+    result = work / "result.bin"
+    result.unlink(missing_ok=True)
+    phases: dict = {}
+    sim_s = execute([exe, stim, result, len(want)], [result], ok=(0, 1), timings=phases)
+    trace = read_trace(result, work.parent)
+    mismatches = check(spec, microarch, vs, trace, stimulus, timing=check_timing, want=want)
+    return Run(len(want), words.shape[0], trace.cycles, trace, mismatches, sim_s, sim_s,
+               want=want, phases=phases)
+
+
+def _write_stimulus(path: Path, words: np.ndarray, stimulus: Stimulus) -> Path:
+    """The stimulus file the harness reads (its header comment spells the record)."""
     gaps, ready = stimulus.gaps, stimulus.ready
-    stim = work / "stimulus.bin"
-    with open(stim, "wb") as f:
+    with open(path, "wb") as f:
         np.array([MAGIC, words.shape[0], words.shape[1], len(gaps), stimulus.seed],
                  "<u4").tofile(f)
         gaps.astype(np.uint8).tofile(f)
         ready.astype(np.uint8).tofile(f)
-        words.tofile(f)
-    want = fast.dot(spec, vs).reshape(-1)
-    result = work / "result.bin"
-    result.unlink(missing_ok=True)
-    sim_s = execute([exe, stim, result, len(want)], [result], ok=(0, 1))
-    trace = read_trace(result, work.parent)
-    mismatches = check(spec, microarch, vs, trace, stimulus, timing=check_timing, want=want)
-    return Run(len(want), words.shape[0], trace.cycles, trace, mismatches, sim_s, sim_s,
-               want=want)
+        np.ascontiguousarray(words, "<u4").tofile(f)
+    return path
 
 
-def execute(cmd: list, outputs: list[Path], *, ok: tuple[int, ...] = (0,)) -> float:
-    """Run a bulk harness (``cmd``, each part as a string); the seconds it took. Raises
+def ceiling(exe: str | Path, spec: UnitSpec, vs: VectorSet, *, cycles: int | None = None
+            ) -> dict:
+    """Verilator's own speed on the bulk executable's model: ``cycles`` cycles (None: one per
+    beat of ``vs``) at full throughput, the beats of ``vs`` from memory, nothing recorded or
+    checked (``harness.cpp --ceiling``). The harness's timings (``cycles``, ``loop_s``, ...)
+    with ``cycles_per_s``, the clocked loop's rate."""
+    from hdl.payload import payload_words
+
+    exe = Path(exe)
+    stim = _write_stimulus(exe.parent / "ceiling.bin", payload_words(spec, vs),
+                           Stimulus(np.ones(1, bool), np.ones(1, bool)))
+    timings: dict = {}
+    execute([exe, "--ceiling", stim, *([cycles] if cycles is not None else [])], [],
+            timings=timings)
+    return {**timings, "cycles_per_s": timings["cycles"] / timings["loop_s"]}
+
+
+def execute(cmd: list, outputs: list[Path], *, ok: tuple[int, ...] = (0,),
+            timings: dict | None = None) -> float:
+    """Run a bulk harness (``cmd``, each part as a string); the seconds it took, and in
+    ``timings`` (when given) the harness's own, from the JSON line it prints last. Raises
     MxsimError (its stderr, cut) unless it exits with a code in ``ok`` having written every
     file of ``outputs``."""
     t0 = time.perf_counter()
@@ -100,6 +131,9 @@ def execute(cmd: list, outputs: list[Path], *, ok: tuple[int, ...] = (0,)) -> fl
     seconds = time.perf_counter() - t0
     if p.returncode not in ok or not all(path.exists() for path in outputs):
         raise MxsimError(f"the bulk harness failed: {p.stderr.strip()[:300]}")
+    if timings is not None:
+        lines = p.stdout.strip().splitlines()
+        timings.update(json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {})
     return seconds
 
 
@@ -136,10 +170,21 @@ class BulkBackend:
         folder = Path(out_dir) / f"bulk-{design_tag(spec, microarch, fault)}"
         self._exe = build(spec, microarch, folder, fault=fault)
 
+    @property
+    def executable(self) -> Path | None:
+        """The harness the last build made (None before one)."""
+        return self._exe
+
     def run(self, vs: VectorSet, stimulus: Stimulus, *, name: str = "run") -> Run:
         if self._exe is None:
             raise RuntimeError("BulkBackend.run needs a build() first")
         return run(self._exe, self._spec, self._microarch, vs, stimulus)
+
+    def ceiling(self, vs: VectorSet, *, cycles: int | None = None) -> dict:
+        """:func:`ceiling` on the harness built last."""
+        if self._exe is None:
+            raise RuntimeError("BulkBackend.ceiling needs a build() first")
+        return ceiling(self._exe, self._spec, vs, cycles=cycles)
 
     def with_waves(self) -> None:
         return None
