@@ -14,7 +14,9 @@ Registers start random (``Verilated::randReset(2)``), so only the reset gives th
 With the map's ``[probes]`` (and ``probes=True``, the default) the model is built with a
 Verilator configuration file that makes the probed signals readable, and the harness samples
 them into a probes file (:mod:`testbenches.foreign.probing`); without, the model and harness
-are those of a map without probes.
+are those of a map without probes. The harness times itself (``Run.phases``), and
+:meth:`ForeignBulkBackend.ceiling` runs the same executable with no harness: Verilator's own
+speed on the design (``benchmarks/bench_foreign.py`` measures the harness against it).
 """
 
 from __future__ import annotations
@@ -196,13 +198,31 @@ class ForeignBulkBackend(MapDesign):
         self._write_stimulus(stim, beats, stimulus)
         for path in outputs:
             path.unlink(missing_ok=True)
-        seconds = execute([self._exe, stim, *outputs], outputs)
+        timings: dict = {}
+        seconds = execute([self._exe, stim, *outputs], outputs, timings=timings)
         trace = read_trace(trace_path, work)
         cycles, raw = read_results(results_path, self.plan.results)
         probes = collect(self.pm, read_probes(outputs[2], self._channels)) \
             if self._channels else {}
-        return finish(self.pm, self.plan, self._spec, vs, beats,
-                      Recorded(trace, cycles, raw, seconds, seconds, probes=probes))
+        run = finish(self.pm, self.plan, self._spec, vs, beats,
+                     Recorded(trace, cycles, raw, seconds, seconds, probes=probes))
+        run.phases = timings
+        return run
+
+    def ceiling(self, vs: VectorSet, *, cycles: int | None = None) -> dict:
+        """Verilator's own speed on the design built last: ``cycles`` cycles (None: one per
+        instruction of ``vs``) at full throughput, the instructions of ``vs`` from memory,
+        nothing recorded or checked (``harness.cpp --ceiling``). The harness's timings
+        (``cycles``, ``loop_s``, ...) with ``cycles_per_s``, the clocked loop's rate."""
+        if self._exe is None or self._spec is None:
+            raise RuntimeError("ForeignBulkBackend.ceiling needs a build() first")
+        ones = np.ones(1, bool)
+        stim = self._exe.parent / "ceiling.stim"
+        self._write_stimulus(stim, self.pm.pack(self._spec, vs), Stimulus(ones, ones))
+        timings: dict = {}
+        execute([self._exe, "--ceiling", stim, *([cycles] if cycles is not None else [])], [],
+                timings=timings)
+        return {**timings, "cycles_per_s": timings["cycles"] / timings["loop_s"]}
 
     def _write_stimulus(self, path: Path, beats: Any, stimulus: Stimulus) -> None:
         arrays = stimulus_arrays(self.plan, beats, stimulus)

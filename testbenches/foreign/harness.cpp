@@ -2,6 +2,7 @@
 // port-specific part from the port map, builds and drives it). No arithmetic here.
 //
 // Usage: Vtop STIMULUS TRACE RESULTS [PROBES]
+//        Vtop --ceiling STIMULUS [CYCLES]
 // Drives the map's handshake with the protocol of testbenches/foreign/tb.py (the cocotb test):
 // instruction n is offered from the first cycle at or after the previous input handshake whose
 // gap bit is 1 and held until taken; out_ready from the ready pattern. valid-ready: taken on
@@ -24,11 +25,22 @@
 // results:  as testbenches.foreign.backend.read_results reads it: u32 magic 'MXR1', u32 ports,
 //           u64 results, u32 words[ports], u64 cycle[results], then per port
 //           u32 [results][words]
+// Either way it prints one JSON line of its own timings on stdout: {"cycles", "load_s"
+// (reading the stimulus), "loop_s" (the clocked loop), "write_s" (writing the records)}.
+//
+// --ceiling: Verilator's own speed on this model, the ceiling of any harness: after the same
+// reset, CYCLES cycles (default: one per instruction) with in_valid and out_ready high and
+// instruction c % instructions on the inputs, two evals a cycle (combinational: one), nothing
+// recorded or checked (the outputs are XORed into a checksum the JSON line shows, so the
+// compiler keeps every eval). Exact for valid-ready maps at full throughput; a pipeline or
+// start-done map is driven as if it took an instruction every cycle.
+//
 // probes:   (with the map's [probes] only) as testbenches.foreign.probing.read_probes reads
 //           it: u32 magic 'MXP1', u32 channels, per channel u32 bits, u32 words, u64 samples,
 //           then per channel u32 [samples][words]; a channel's samples are the cycles its
 //           strobe was 1, taken where results are read (after the inputs settle)
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -174,8 +186,39 @@ struct Run {
     }
 };
 
+static double since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// --ceiling (see the head of this file): the model's reset, then cycles with nothing recorded.
+static void ceiling(Top* t, const uint32_t* const* in, uint32_t N, uint64_t cycles, double load) {
+    uint32_t sum = 0;
+    IN_VALID(1); OUT_READY(1);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (uint64_t c = 0; c < cycles; c++) {
+        CLK(0);
+        set_inputs(t, in, (uint32_t)(c % N));
+        t->eval();
+        sum ^= RESULT_LOW32() ^ ((uint32_t)OUT_VALID() << 1) ^ (uint32_t)IN_READY();
+#if !(KIND_VALID_READY || KIND_PIPELINE || KIND_START_DONE)
+        continue;                                // combinational: one eval a "cycle"
+#endif
+        CLK(1);
+        t->eval();
+    }
+    printf("{\"cycles\": %llu, \"load_s\": %.6f, \"loop_s\": %.6f, \"write_s\": 0, "
+           "\"checksum\": %u}\n", (unsigned long long)cycles, load, since(t0), sum);
+}
+
 int main(int argc, char** argv) {
-    if (argc < 4) { fprintf(stderr, "usage: %s STIMULUS TRACE RESULTS\n", argv[0]); return 2; }
+    const bool ceiling_run = argc > 1 && !strcmp(argv[1], "--ceiling");
+    if (ceiling_run) { argv++; argc--; }
+    if (argc < (ceiling_run ? 2 : 4)) {
+        fprintf(stderr, "usage: %s STIMULUS TRACE RESULTS | --ceiling STIMULUS [CYCLES]\n",
+                argv[0]);
+        return 2;
+    }
+    const auto t_load = std::chrono::steady_clock::now();
     FILE* f = fopen(argv[1], "rb");
     if (!f) { perror(argv[1]); return 2; }
     uint32_t h[12];
@@ -199,6 +242,7 @@ int main(int argc, char** argv) {
         read_all(f, data[j].data(), (size_t)N * words[j] * 4);
     }
     fclose(f);
+    const double load = since(t_load);
 
     Verilated::randReset(2);          // registers start random: only the reset may set them
     Verilated::randSeed(seed + 1);
@@ -234,7 +278,15 @@ int main(int argc, char** argv) {
     t->eval();
     for (uint32_t i = 0; i < reset_cycles; i++) { CLK(0); t->eval(); CLK(1); t->eval(); }
     RESET(!reset_level);
+    if (ceiling_run) {
+        if (!N) return 2;
+        ceiling(t, run.in.data(), N, argc > 2 ? strtoull(argv[2], nullptr, 10) : N, load);
+        t->final();
+        delete t;
+        return 0;
+    }
 
+    const auto t_loop = std::chrono::steady_clock::now();
     uint64_t c = 0, last = 0;
     uint32_t n = 0;
     bool offering = false, stuck = false;
@@ -314,6 +366,8 @@ int main(int argc, char** argv) {
     }
 #endif
     (void)last; (void)latency; (void)interval; (void)idle; (void)stuck;
+    const double loop = since(t_loop);
+    const auto t_write = std::chrono::steady_clock::now();
 
     FILE* out = fopen(argv[2], "wb");
     if (!out) { perror(argv[2]); return 2; }
@@ -336,6 +390,8 @@ int main(int argc, char** argv) {
 #if N_PROBES
     if (argc > 4 && !run.probes.write(argv[4])) return 2;
 #endif
+    printf("{\"cycles\": %llu, \"load_s\": %.6f, \"loop_s\": %.6f, \"write_s\": %.6f}\n",
+           (unsigned long long)c, load, loop, since(t_write));
     t->final();
     delete t;
     return 0;
