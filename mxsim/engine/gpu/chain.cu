@@ -12,6 +12,23 @@
 // loops between the barriers, as in step.cu; tests/mxsim/engine/test_gpu_chain.py holds that
 // build equal to the numba kernel.
 
+#ifndef MXSIM_HOST
+// MX_THREADS declares the thread's (ty, tx) for the host build's loops; on the GPU a block of
+// code that does not index by them leaves them unused.
+#pragma nv_diag_suppress 177
+#pragma nv_diag_suppress 550
+#endif
+
+#ifdef MXSIM_HOST
+struct int2 {
+    int x, y;
+};
+inline int2 make_int2(int x, int y) {
+    int2 v = {x, y};
+    return v;
+}
+#endif
+
 namespace mxsim {
 
 namespace R = mxsim_round;
@@ -122,7 +139,7 @@ struct ChainArgs {
     const i64 *bounds;                                    // the steps' offsets, n_steps + 1
     const i64 *pa, *pc, *pp;                              // rounding parameters
     i64 r, n;
-    int K, has_c, k_inst, n_inst, n_steps, promote, frac_bits, e_zero, move;
+    int K, has_c, k_inst, n_inst, n_steps, promote, frac_bits, e_zero, move, plain;
     unsigned int d_nan;
     unsigned int *out;                                    // (r, n) codes of d_format
 };
@@ -267,6 +284,137 @@ __device__ void chain_block(const ChainArgs &p, Tiles &s, i64 r0, i64 n0) {
     }
 }
 
+// The plain path: raw products, RZ alignment, no NaN or Inf among A's and B's codes (C may hold
+// them), products and aligned terms within 31 bits and exponents within 16 (kernels.py checks
+// all of it before choosing this path). Each term is one 64-bit word in shared memory: the
+// significand with its sign, and the LSB and alignment exponents as two 16-bit halves; the
+// products and the shifts are 32-bit. The same bits as chain_block<0, false>.
+struct PlainTiles {
+    int2 a[TR][TK];
+    int2 b[TN][TK + 1];
+};
+
+__device__ inline int2 plain_term(const int *sign, const int *sig, const int *lsb, const int *e,
+                                  i64 k) {
+    int v = sign[k] & 1 ? -sig[k] : sig[k];
+    return make_int2(v, (lsb[k] & 0xFFFF) | (e[k] << 16));
+}
+
+__device__ inline void load_plain(const ChainArgs &p, PlainTiles &s, i64 r0, i64 n0, int t0,
+                                  int hi, int tid) {
+    for (int x = tid; x < TR * TK; x += NT) {
+        int row = x / TK, t = x % TK, gt = t0 + t;
+        i64 i = r0 + row;
+        s.a[row][t] = (i < p.r && gt < hi)
+            ? plain_term(p.a_sign, p.a_sig, p.a_lsb, p.a_e, i * p.K + gt) : make_int2(0, 0);
+    }
+    for (int x = tid; x < TN * TK; x += NT) {
+        int col = x / TK, t = x % TK, gt = t0 + t;
+        i64 j = n0 + col;
+        s.b[col][t] = (j < p.n && gt < hi)
+            ? plain_term(p.b_sign, p.b_sig, p.b_lsb, p.b_e, j * p.K + gt) : make_int2(0, 0);
+    }
+}
+
+__device__ inline int plain_max(const PlainTiles &s, int ty, int tx, int nt, int e_zero,
+                                int emax) {
+    for (int t = 0; t < nt; ++t) {
+        int2 a = s.a[ty][t], b = s.b[tx][t];
+        int e = a.x * b.x == 0 ? e_zero : (a.y >> 16) + (b.y >> 16);
+        emax = e > emax ? e : emax;
+    }
+    return emax;
+}
+
+__device__ inline i64 plain_sum(const PlainTiles &s, int ty, int tx, int nt, int base) {
+    i64 total = 0;
+    for (int t = 0; t < nt; ++t) {
+        int2 a = s.a[ty][t], b = s.b[tx][t];
+        int prod = a.x * b.x;
+        int shift = base - ((int)(short)a.y + (int)(short)b.y);
+        unsigned m = prod < 0 ? 0u - (unsigned)prod : (unsigned)prod;
+        unsigned v = shift <= 0 ? m << (-shift < 31 ? -shift : 31) : (shift >= 32 ? 0u : m >> shift);
+        total += prod < 0 ? -(i64)v : (i64)v;
+    }
+    return total;
+}
+
+// One fused step [lo, hi) on the plain path (chain_step's twin).
+__device__ void plain_step(const ChainArgs &p, PlainTiles &s, ChainDot *st, i64 r0, i64 n0,
+                           int lo, int hi, bool first) {
+    (void)st;
+    MX_THREADS {
+        ChainDot &c = MX_ST;
+        c.zero_acc = first ? c.d_zero : 0;
+        c.acc = first ? decode(p.pc, c.d) : decode(p.pa, c.code);
+        c.dot.emax = c.zero_acc ? (i64)p.e_zero : -((i64)1 << 30);
+        c.dot.total = 0;
+        c.dot.flags = 0;
+    }
+    for (int t0 = lo; t0 < hi; t0 += TK) {
+        int nt = hi - t0 < TK ? hi - t0 : TK;
+        MX_SYNC
+        MX_THREADS { load_plain(p, s, r0, n0, t0, hi, ty * TN + tx); }
+        MX_SYNC
+        MX_THREADS {
+            MX_ST.dot.emax = plain_max(s, ty, tx, nt, p.e_zero, (int)MX_ST.dot.emax);
+        }
+    }
+    MX_THREADS { (void)ty; (void)tx; acc_exponent(MX_ST, p.e_zero); }
+    for (int t0 = lo; t0 < hi; t0 += TK) {
+        int nt = hi - t0 < TK ? hi - t0 : TK;
+        if (hi - lo > TK) {
+            MX_SYNC
+            MX_THREADS { load_plain(p, s, r0, n0, t0, hi, ty * TN + tx); }
+            MX_SYNC
+        }
+        MX_THREADS {
+            ChainDot &c = MX_ST;
+            c.dot.total += (u64)plain_sum(s, ty, tx, nt, (int)(c.dot.emax - p.frac_bits));
+        }
+    }
+    MX_THREADS { (void)ty; (void)tx; step_code<0>(MX_ST, p); }
+}
+
+// chain_block<0, false> on the plain path.
+__device__ void plain_block(const ChainArgs &p, PlainTiles &s, i64 r0, i64 n0) {
+    ChainDot st[MX_NST];
+    MX_THREADS {
+        ChainDot &c = MX_ST;
+        i64 i = r0 + ty, j = n0 + tx;
+        c.d = (p.has_c && i < p.r && j < p.n) ? p.c[i * p.n + j] : 0;
+        c.total = c.d;
+        c.d_zero = p.promote != 0 || !p.has_c;
+        c.code = 0;
+    }
+    for (int inst = 0; inst < p.n_inst; ++inst) {
+        if (p.promote && inst && inst % p.promote == 0) {
+            MX_THREADS {
+                (void)ty; (void)tx;
+                MX_ST.total = add_round(p.pp, MX_ST.total, MX_ST.d);
+                MX_ST.d_zero = 1;
+            }
+        }
+        int off = inst * p.k_inst;
+        for (int k = 0; k < p.n_steps; ++k)
+            plain_step(p, s, st, r0, n0, off + (int)p.bounds[k], off + (int)p.bounds[k + 1],
+                       k == 0);
+        MX_THREADS {
+            (void)ty; (void)tx;
+            MX_ST.d = convert(p.pa, p.pc, p.move, MX_ST.code);
+            MX_ST.d_zero = 0;
+        }
+    }
+    MX_THREADS {
+        i64 i = r0 + ty, j = n0 + tx;
+        if (i < p.r && j < p.n) {
+            ChainDot &c = MX_ST;
+            i64 v = p.promote ? add_round(p.pp, c.total, c.d) : c.d;
+            p.out[i * p.n + j] = (decode(p.pc, v).flag & NAN_) ? p.d_nan : (unsigned int)v;
+        }
+    }
+}
+
 }  // namespace mxsim
 
 #ifndef MXSIM_HOST
@@ -282,12 +430,28 @@ __device__ void chain_block(const ChainArgs &p, Tiles &s, i64 r0, i64 n0) {
         __shared__ mxsim::Tiles s;                                                             \
         mxsim::ChainArgs p = {a_sign, a_sig, a_lsb, a_e, a_flag, b_sign, b_sig, b_lsb, b_e,    \
                               b_flag, c, bounds, pa, pc, pp, r, n, ints[0], ints[1], ints[2],  \
-                              ints[3], ints[4], ints[5], ints[6], ints[7], ints[8], d_nan,     \
-                              out};                                                            \
+                              ints[3], ints[4], ints[5], ints[6], ints[7], ints[8], ints[9],   \
+                              d_nan, out};                                                     \
         long long b = blockIdx.x;                                                              \
         mxsim::chain_block<MODE, NORM>(p, s, (b / col_tiles) * mxsim::TR,                      \
                                        (b % col_tiles) * mxsim::TN);                           \
     }
+
+// The plain path's kernel (kernels.py launches it with ints[9] = 1); three blocks per SM (80
+// registers, no spills; 97 without the bound, two blocks).
+extern "C" __global__ void __launch_bounds__(mxsim::NT, 3) mxsim_chain_plain(
+        const int *a_sign, const int *a_sig, const int *a_lsb, const int *a_e, const int *a_flag,
+        const int *b_sign, const int *b_sig, const int *b_lsb, const int *b_e, const int *b_flag,
+        const long long *c, const long long *bounds, const long long *pa, const long long *pc,
+        const long long *pp, long long r, long long n, const int *ints, unsigned int d_nan,
+        long long col_tiles, unsigned int *out) {
+    __shared__ mxsim::PlainTiles s;
+    mxsim::ChainArgs p = {a_sign, a_sig, a_lsb, a_e, a_flag, b_sign, b_sig, b_lsb, b_e, b_flag,
+                          c, bounds, pa, pc, pp, r, n, ints[0], ints[1], ints[2], ints[3],
+                          ints[4], ints[5], ints[6], ints[7], ints[8], ints[9], d_nan, out};
+    long long b = blockIdx.x;
+    mxsim::plain_block(p, s, (b / col_tiles) * mxsim::TR, (b % col_tiles) * mxsim::TN);
+}
 
 MXSIM_CHAIN_KERNEL(0, 0)
 MXSIM_CHAIN_KERNEL(0, 1)
@@ -311,7 +475,8 @@ void host_chain(const ChainArgs &p) {
 }  // namespace mxsim
 
 // The host entry (tests): every block of the grid in turn; 0, or -1 for a bad mode. `ints`:
-// K, has_c, k_inst, n_inst, n_steps, promote, frac_bits, e_zero, move.
+// K, has_c, k_inst, n_inst, n_steps, promote, frac_bits, e_zero, move, plain (1: the plain
+// path, mxsim_chain_plain on the GPU).
 extern "C" int mxsim_chain_host(
         const int *a_sign, const int *a_sig, const int *a_lsb, const int *a_e, const int *a_flag,
         const int *b_sign, const int *b_sig, const int *b_lsb, const int *b_e, const int *b_flag,
@@ -320,7 +485,15 @@ extern "C" int mxsim_chain_host(
         int mode, int normalized, unsigned int *out) {
     mxsim::ChainArgs p = {a_sign, a_sig, a_lsb, a_e, a_flag, b_sign, b_sig, b_lsb, b_e, b_flag,
                           c, bounds, pa, pc, pp, r, n, ints[0], ints[1], ints[2], ints[3],
-                          ints[4], ints[5], ints[6], ints[7], ints[8], d_nan, out};
+                          ints[4], ints[5], ints[6], ints[7], ints[8], ints[9], d_nan, out};
+    if (p.plain) {
+        if (mode != 0 || normalized) return -1;
+        static thread_local mxsim::PlainTiles s;
+        for (long long r0 = 0; r0 < p.r; r0 += mxsim::TR)
+            for (long long n0 = 0; n0 < p.n; n0 += mxsim::TN)
+                mxsim::plain_block(p, s, r0, n0);
+        return 0;
+    }
     switch (mode * 2 + (normalized ? 1 : 0)) {
         case 0: mxsim::host_chain<0, false>(p); return 0;
         case 1: mxsim::host_chain<0, true>(p); return 0;

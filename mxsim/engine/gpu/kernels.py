@@ -20,9 +20,11 @@ import numpy as np
 
 from ... import formats
 from .._kernels import ALIGN_CODES, INF, NAN, ZERO
+from ..xp import of
 
 __all__ = ["CHAIN_SOURCE", "SOURCE", "TILE_COLS", "TILE_ROWS", "chain_dot", "chain_name",
-           "chain_source", "kernel_name", "prepare_b", "source", "step_sums"]
+           "chain_source", "kernel_name", "plain_path", "plain_widths", "prepare_b", "source",
+           "step_sums"]
 
 #: The kernel source, next to this module.
 SOURCE = Path(__file__).with_name("step.cu")
@@ -135,6 +137,33 @@ def step_sums(a, sa, b_side, acc, frac_bits: int, align: str, normalized: bool,
     return out
 
 
+def plain_widths(sign, sig, lsb, e, flag) -> tuple[int, int, int, bool] | None:
+    """For one side (int32 fields): the largest significand's bit length, the largest
+    ``bit_length(sig) + lsb - e`` (how far a product's bits reach above its alignment
+    exponent, per side), whether every LSB and alignment exponent fits 16 bits, and whether a
+    NaN or Inf is among its codes; None for a side without a non-zero significand."""
+    xp = of(sig)
+    nz = sig != 0
+    if not bool(nz.any()):
+        return None
+    bits = xp.frexp(xp.abs(sig).astype(np.float64))[1]       # exact below 2**53
+    reach = int(xp.where(nz, bits + lsb - e, -(1 << 20)).max())
+    small = bool((xp.abs(lsb) < (1 << 15)).all() and (xp.abs(e) < (1 << 15)).all())
+    return int(bits.max()), reach, small, bool(((flag & (NAN | INF)) != 0).any())
+
+
+def plain_path(spec, a, b) -> bool:
+    """Whether ``chain.cu``'s plain path computes these sides: raw products, RZ alignment, no
+    NaN or Inf among the codes, 31-bit products and aligned terms, 16-bit exponents."""
+    if spec.align.value != "rz" or spec.product.value != "raw":
+        return False
+    wa, wb = plain_widths(*a), plain_widths(*b)
+    if wa is None or wb is None:
+        return wa is None and wb is None or not (wa or wb)[3] and (wa or wb)[2]
+    return (not wa[3] and not wb[3] and wa[2] and wb[2] and wa[0] + wb[0] <= 31
+            and wa[1] + wb[1] + spec.frac_bits <= 31)
+
+
 def chain_dot(spec, vs):
     """D of ``vs`` (CuPy arrays) computed whole per dot on the GPU, as
     :func:`mxsim.engine.fast.fused.dot` computes it on the CPU: codes of d_format, a CuPy
@@ -148,11 +177,6 @@ def chain_dot(spec, vs):
     m, n = vs.m, vs.n
     plan = fused.plan(spec, vs.k)
     dev = {key: cupy.asarray(plan[key]) for key in ("bounds", "pa", "pc", "pp")}
-    ints = cupy.asarray(np.array([vs.k, vs.c is not None, plan["k_inst"], plan["n_inst"],
-                                  len(plan["bounds"]) - 1, plan["promote"], *plan["cfg"][[0, 3]],
-                                  plan["move"]], np.int32))
-    kernel = _chain_kernel(chain_name(spec.align.value, bool(plan["cfg"][2])),
-                           cupy.cuda.runtime.getDevice())
     out = cupy.empty((nb, m, n), cupy.uint32)
     col_tiles = -(-n // TILE_COLS)
     blocks = -(-m // TILE_ROWS) * col_tiles
@@ -162,6 +186,13 @@ def chain_dot(spec, vs):
         sb = None if ops.sb is None else ops.sb.take(bi)
         a = _side(ops.a.take(bi), sa, False)
         b = _side(ops.b.take(bi), sb, True)
+        plain = plain_path(spec, a, b)
+        ints = cupy.asarray(np.array([vs.k, vs.c is not None, plan["k_inst"], plan["n_inst"],
+                                      len(plan["bounds"]) - 1, plan["promote"],
+                                      *plan["cfg"][[0, 3]], plan["move"], plain], np.int32))
+        name = "mxsim_chain_plain" if plain else chain_name(spec.align.value,
+                                                            bool(plan["cfg"][2]))
+        kernel = _chain_kernel(name, cupy.cuda.runtime.getDevice())
         c = none if vs.c is None else cupy.ascontiguousarray(
             vs.c.reshape(nb, m, n)[bi].astype(cupy.int64))
         if blocks:

@@ -72,17 +72,18 @@ def _ptr(x: np.ndarray):
     return x.ctypes.data_as(_P)
 
 
-def _host_dot(dll, spec, vs) -> np.ndarray:
-    """chain.cu on the host over ``vs``, as kernels.chain_dot drives it on the GPU."""
+def _host_dot(dll, spec, vs, plain: bool = False) -> np.ndarray:
+    """chain.cu on the host over ``vs``, as kernels.chain_dot drives it on the GPU; ``plain``:
+    the plain path wherever kernels.plain_path allows it (else the general path)."""
     ops = Operands.of(spec, vs)
     plan = fused.plan(spec, vs.k)
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))
-    ints = np.array([vs.k, vs.c is not None, plan["k_inst"], plan["n_inst"],
-                     len(plan["bounds"]) - 1, plan["promote"], *plan["cfg"][[0, 3]],
-                     plan["move"]], np.int32)
     out = np.empty((nb, vs.m, vs.n), np.uint32)
     for bi in range(nb):
         a, b = fused.sides(ops, bi)
+        ints = np.array([vs.k, vs.c is not None, plan["k_inst"], plan["n_inst"],
+                         len(plan["bounds"]) - 1, plan["promote"], *plan["cfg"][[0, 3]],
+                         plan["move"], plain and kernels.plain_path(spec, a, b)], np.int32)
         c = np.zeros(1, np.int64) if vs.c is None else np.ascontiguousarray(
             vs.c.reshape(nb, vs.m, vs.n)[bi], np.int64)
         fields = [np.ascontiguousarray(x) for x in (*a, *b)]
@@ -93,7 +94,9 @@ def _host_dot(dll, spec, vs) -> np.ndarray:
 
 
 def _equal(dll, spec, vs) -> None:
-    np.testing.assert_array_equal(_host_dot(dll, spec, vs), fast.dot(spec, vs))
+    want = fast.dot(spec, vs)
+    np.testing.assert_array_equal(_host_dot(dll, spec, vs), want)
+    np.testing.assert_array_equal(_host_dot(dll, spec, vs, plain=True), want)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -156,3 +159,25 @@ def test_nvcc_compiles_every_chain_kernel_for_sm90(tmp_path):
         for normalized in (False, True):
             assert kernels.chain_name(align, normalized).encode() + b"\0" in data
     assert re.findall(r"(\d+) bytes spill stores", run.stdout + run.stderr)
+
+
+def test_plain_path_is_taken_where_it_may_and_only_there(host):
+    """The plain path's conditions (raw RZ units without NaN/Inf codes whose products and
+    aligned terms stay within 31 bits), and its bits on the sets it takes."""
+    from mxsim import presets
+    ok = vectors.generate("normal", a_format="e4m3", m=9, n=40, k=64, seed=1)
+    spec = presets.get("hopper-wgmma").spec_for(ok)
+    a, b = fused.sides(Operands.of(spec, ok), 0)
+    assert kernels.plain_path(spec, a, b)
+    _equal(host, spec, ok)
+    bad = vectors.generate("specials", a_format="e4m3", m=4, n=4, k=64, seed=1)
+    a2, b2 = fused.sides(Operands.of(spec, bad), 0)
+    assert not kernels.plain_path(spec, a2, b2)                      # NaN / Inf codes
+    assert not kernels.plain_path(spec.replace(frac_bits=30), a, b)  # 1 + 1 + 30 > 31
+    assert not kernels.plain_path(spec.replace(align="rne"), a, b)
+    mx = vectors.generate("max", a_format="e4m3", m=9, n=40, k=64, seed=2, with_c=True)
+    for frac_bits in (27, 28, 29):              # at the 31-bit limit (e4m3 reaches 1 bit)
+        s = spec.replace(frac_bits=frac_bits)
+        _equal(host, s, mx)
+    zeros = vectors.generate("zeros", a_format="e4m3", m=9, n=40, k=64, seed=1)
+    _equal(host, spec, zeros)
