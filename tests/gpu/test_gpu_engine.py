@@ -71,3 +71,20 @@ def test_engine_check_bad_arguments_exit_2(tmp_path, capsys):
     assert engine_check.main(["--check", str(tmp_path)]) == 2
     assert engine_check.main(["--out", str(tmp_path), "--shard", "3/2", "--stand-in-cpu"]) == 2
     assert capsys.readouterr().err.count("\n") == 2
+
+
+#: The issue-39 run on an H100 (chain.cu's whole-dot kernels, plain path included).
+H100 = engine_check.SUMMARY.parents[2] / "h100" / "2026-12-06-engine" / "engine_check.json"
+
+
+def test_h100_whole_dot_summary_replays_and_covers_the_same_cases():
+    """The H100 run of python -m gpu.engine.check with the whole-dot kernels: every case of
+    the H200 run (same recipes, same seeds), every GPU hash equal to the CPU's, and a sample
+    recomputed here."""
+    s, old = json.loads(H100.read_text()), json.loads(engine_check.SUMMARY.read_text())
+    assert s["engine"] == "gpu" and "H100" in s["device"] and not s["quick"]
+    assert s["totals"]["mismatches"] == 0 and s["totals"]["ref_mismatches"] == 0
+    assert [c["digest"] for c in s["cases"]] == [c["digest"] for c in old["cases"]]
+    assert all(c["gpu_sha256"] == c["cpu_sha256"] for c in s["cases"])
+    lines = []
+    assert engine_check.check(H100, sample=60, log=lines.append) == 0, lines

@@ -150,3 +150,17 @@ def test_torch_layer_h200_sample_replays_bit_for_bit():
     replayed = tl.replay(summary, np.load(REAL / "torch_layer.npz"))
     assert set(replayed) == {c["key"] for c in ran}
     assert all(e == t for e, t in replayed.values())
+
+
+def test_torch_layer_h100_whole_dot_run_replays_bit_for_bit():
+    """The H100 run with the whole-dot kernels (issue 39): the same configurations, the same
+    output hashes as the H200 run, and the sample replays on the CPU."""
+    h100 = REAL.parents[1] / "h100" / "2026-12-06-torch"
+    summary = json.loads((h100 / "torch_layer.json").read_text())
+    old = json.loads((REAL / "torch_layer.json").read_text())
+    ran = [c for c in summary["configs"] if "torch_sha256" in c]
+    assert len(ran) == 10 and all(c["mismatches"] == 0 for c in ran)
+    assert {c["key"]: c["mxsim_sha256"] for c in ran} == {
+        c["key"]: c["mxsim_sha256"] for c in old["configs"] if "torch_sha256" in c}
+    replayed = tl.replay(summary, np.load(h100 / "torch_layer.npz"))
+    assert all(e == t for e, t in replayed.values())
