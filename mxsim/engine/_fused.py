@@ -26,7 +26,6 @@ __all__ = ["FIELDS", "chain_rows"]
 NAN, INF, ZERO = 1, 2, 4        # operand flag bits (as in _kernels)
 #: The rows of an operand's side: sign, significand, LSB exponent, alignment exponent, flags.
 FIELDS = 5
-TILE = 128                      # columns of B per cache tile
 _RB = np.zeros(1, np.uint64)    # the random bits of a rounding that is never stochastic
 _kernel = None
 round_one = None
@@ -127,6 +126,10 @@ def _step_tile(a, b, i, j0, nj, lo, hi, acc, pacc, zero_acc, special, cfg, mag, 
     jam = 1 if mode == 3 else 0
     plain = mode == 0 and not normalized
     floor = e_zero if zero_acc else -(1 << 40)
+    if cfg[4]:
+        _signed_tile(a, b, i, j0, nj, lo, hi, acc, pacc, zero_acc, frac_bits, e_zero, floor,
+                     tot, slsb, flg)
+        return
     for x in range(nj):
         j = j0 + x
         if plain:
@@ -169,6 +172,45 @@ def _step_tile(a, b, i, j0, nj, lo, hi, acc, pacc, zero_acc, special, cfg, mag, 
                 flags |= 4 if cs == 1 else 2
         tot[x] = total
         slsb[x] = step_lsb - jam
+        flg[x] = flags
+
+
+def _signed_tile(a, b, i, j0, nj, lo, hi, acc, pacc, zero_acc, frac_bits, e_zero, floor, tot,
+                 slsb, flg):
+    # _step_tile for a raw RZ unit whose sides carry signed significands (sign 0) and no NaN
+    # or Inf (fast.fused.dot checks): the products' signs are their own, no flags per term.
+    for x in range(nj):
+        j = j0 + x
+        emax = floor
+        for t in range(lo, hi):
+            p = np.int64(a[1, i, t]) * b[1, j, t]
+            emax = max(emax, e_zero if p == 0 else a[3, i, t] + b[3, j, t])
+        cs, csig, clsb, ce, cf = _decode(pacc, acc[x])
+        if not zero_acc:
+            emax = max(emax, e_zero if csig == 0 else ce)
+        step_lsb = emax - frac_bits
+        total = 0
+        for t in range(lo, hi):
+            p = np.int64(a[1, i, t]) * b[1, j, t]
+            shift = step_lsb - (a[2, i, t] + b[2, j, t])
+            m = abs(p)
+            if shift <= 0:
+                v = m << (-shift)
+            elif shift >= 63:
+                v = 0
+            else:
+                v = m >> shift
+            total += -v if p < 0 else v
+        flags = 0
+        if not zero_acc:
+            if csig != 0:
+                total += align_one(np.int64(csig), cs, step_lsb - clsb, 0)
+            if cf & NAN:
+                flags = 1
+            elif cf & INF:
+                flags = 4 if cs == 1 else 2
+        tot[x] = total
+        slsb[x] = step_lsb
         flg[x] = flags
 
 
@@ -263,18 +305,19 @@ def _instruction(a, b, i, j0, nj, off, bounds, d, d_zero, special, cfg, mag, neg
 
 def _chain_loop(a, b, a_special, b_special, c, has_c, bounds, k_inst, n_inst, promote, cfg,
                 pa, pc, pp, move, d_nan, r0, r1, out):
-    # Rows r0..r1 of D against every column, in column tiles that stay in cache; each tile of
-    # one row goes through the whole chain before the next.
+    # Rows r0..r1 of D against every column, in tiles of cfg[5] columns that stay in cache;
+    # each tile of one row goes through the whole chain before the next.
     g = 1
     for s in range(bounds.shape[0] - 1):
         g = max(g, bounds[s + 1] - bounds[s])
     mag, neg, lsb = np.empty(g, np.int64), np.empty(g, np.int64), np.empty(g, np.int64)
-    d, acc, total = np.empty(TILE, np.int64), np.empty(TILE, np.int64), np.empty(TILE, np.int64)
-    tot, slsb, flg = np.empty(TILE, np.int64), np.empty(TILE, np.int64), np.empty(TILE, np.int64)
-    special = np.empty(TILE, np.bool_)
+    tile = cfg[5]
+    d, acc, total = np.empty(tile, np.int64), np.empty(tile, np.int64), np.empty(tile, np.int64)
+    tot, slsb, flg = np.empty(tile, np.int64), np.empty(tile, np.int64), np.empty(tile, np.int64)
+    special = np.empty(tile, np.bool_)
     n = b.shape[1]
-    for j0 in range(0, n, TILE):
-        nj = min(n, j0 + TILE) - j0
+    for j0 in range(0, n, tile):
+        nj = min(n, j0 + tile) - j0
         for i in range(r0, r1):
             for x in range(nj):
                 d[x] = c[i, j0 + x] if has_c else 0
@@ -298,8 +341,8 @@ def _build():
     """Compile the kernel with numba, its helpers inlined; once per process (then cached on
     disk). The helpers are module globals, not closures, for numba's cache (see _kernels)."""
     global round_one, align_one, _round, _decode, _specials, _products, _aligned, \
-        _term_flags, _step_tile, _finish, _exact_sum2, _bits, _window, _add_round, _convert, \
-        _instruction
+        _term_flags, _step_tile, _signed_tile, _finish, _exact_sum2, _bits, _window, \
+        _add_round, _convert, _instruction
     from . import _kernels
     numba = _numba.load()
     round_one = compiled_rounding()
@@ -311,9 +354,9 @@ def _build():
     # The loops are compiled apart (LLVM still inlines them where it pays): numba's own
     # inlining of whole loop nests makes slower code.
     call = numba.njit(cache=_numba.cache())
-    _products, _aligned, _term_flags, _step_tile, _instruction = (
+    _products, _aligned, _term_flags, _signed_tile, _step_tile, _instruction = (
         call(getattr(f, "py_func", f)) for f in (
-            _products, _aligned, _term_flags, _step_tile, _instruction))
+            _products, _aligned, _term_flags, _signed_tile, _step_tile, _instruction))
     return numba.njit(cache=_numba.cache(), nogil=True)(_chain_loop)
 
 
@@ -329,7 +372,8 @@ def chain_rows(a, b, a_special, b_special, c, bounds, k_inst: int, n_inst: int,
     folded in); ``a_special``/``b_special`` say which rows/columns hold a NaN or Inf; ``c``
     (M, N) int64 codes of d_format or None; ``bounds`` the steps' K offsets in an instruction
     of ``k_inst``, ``n_inst`` instructions; ``promote`` the spec's promote_every or 0;
-    ``cfg`` (frac_bits, align code, normalized, e_zero); ``pa``/``pc``/``pp`` the rounding
+    ``cfg`` (frac_bits, align code, normalized, e_zero, signed: the sides carry signed
+    significands and no NaN/Inf, columns per cache tile); ``pa``/``pc``/``pp`` the rounding
     parameters of the step sums (acc_format), the conversion and the promotion (d_format);
     ``move``: how many bits wider d_format's mantissa is where the conversion only moves
     fields (-1: it rounds). Releases the GIL."""

@@ -29,6 +29,7 @@ from .paths import kernel_applies
 __all__ = ["applies", "dot", "plan"]
 
 _CHUNK_PRODUCTS = 1 << 22       # products per kernel call (a share of the rows)
+_TILE_BYTES = 1 << 19           # B's columns per cache tile: K x 5 int32 fields each
 _THREADS = os.cpu_count() or 1
 
 
@@ -70,7 +71,8 @@ def plan(spec: UnitSpec, k: int) -> dict:
         # A promotion beyond the last instruction is never made: clamped to fit an int64.
         promote=min(spec.promote_every, k // spec.k + 1) if spec.promote_every else 0,
         cfg=np.array([spec.frac_bits, _kernels.ALIGN_CODES[spec.align.value],
-                      spec.product is Product.NORMALIZED, spec.e_zero], np.int64),
+                      spec.product is Product.NORMALIZED, spec.e_zero, 0,
+                      max(8, min(128, _TILE_BYTES // (20 * max(1, k))))], np.int64),
         pa=rounding_params(acc_fmt, spec.acc_rounding, spec.overflow),
         pc=rounding_params(d_fmt, spec.acc_rounding, spec.overflow),
         pp=rounding_params(d_fmt, spec.promote_rounding, spec.overflow),
@@ -120,12 +122,19 @@ def dot(spec: UnitSpec, vs: VectorSet, kernel=True) -> npt.NDArray | None:
     for bi in range(nb):
         a, b = sides(ops, bi)
         special = [((x[4] & (_kernels.NAN | _kernels.INF)) != 0).any(axis=1) for x in (a, b)]
+        cfg = args["cfg"].copy()
+        if cfg[1] == 0 and not cfg[2] and not (special[0].any() or special[1].any()):
+            # Raw products, RZ, no NaN or Inf: signs folded into the significands.
+            for x in (a, b):
+                x[1] = np.where(x[0] == 1, -x[1], x[1])
+                x[0] = 0
+            cfg[4] = 1
         c = None if vs.c is None else np.ascontiguousarray(
             vs.c.reshape(nb, m, n)[bi], np.int64)
 
-        def run(r0: int, a=a, b=b, special=special, c=c, bi=bi) -> None:
-            _fused.chain_rows(a, b, *special, c, **args, r0=r0, r1=min(m, r0 + rows),
-                              out=out[bi])
+        def run(r0: int, a=a, b=b, special=special, c=c, bi=bi, cfg=cfg) -> None:
+            _fused.chain_rows(a, b, *special, c, **{**args, "cfg": cfg}, r0=r0,
+                              r1=min(m, r0 + rows), out=out[bi])
 
         starts = range(0, m, rows)
         if len(starts) > 1 and _THREADS > 1:
