@@ -10,7 +10,11 @@
    two runs, after one that fills numba's on-disk cache), and the CLI's fixed cost (``mxsim
    run`` on 64 dots).
 3. ``exact`` and ``blackwell-mxf8f6f4`` (a block-scaled preset) throughput, and
-   ``hopper-wgmma`` on the numpy fallback (no numba) against the compiled kernel.
+   ``hopper-wgmma`` on the numpy fallback (no numba) and on the step kernel with its numpy
+   passes (the engine before the whole-dot kernel), against the whole-dot kernel.
+4. The ceiling: the step's arithmetic alone (products, maximum, alignment, exact sum; no
+   rounding, no special values, no I/O) in a bare numba loop on the same operands and cores.
+5. Products/s in-process at K = 16 .. 4096 (``--json`` writes every row and the sweep).
 
 Prints a table with dots/s and the ratio mxsim / MMA-Sim. Speed is measured here, never
 asserted in tests.
@@ -19,6 +23,8 @@ asserted in tests.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -51,6 +57,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--m", type=int, default=4096)
     p.add_argument("--n", type=int, default=4096)
+    p.add_argument("--json", type=Path, help="also write the rows here (a record)")
     p.add_argument("--mmasim-tile", type=int, default=128,
                    help="MMA-Sim call size; 128 was its fastest here (default: %(default)s)")
     args = p.parse_args()
@@ -108,6 +115,13 @@ def main() -> int:
     t_numpy, d_numpy = best_of(1, lambda: fast.dot(spec, vs3, kernel=False))
     rows.append(("hopper-wgmma, numpy fallback (no numba)", vs3.num_dots, t_numpy, None,
                  np.array_equal(d_numpy, d_kernel)))
+    t_step, d_step = best_of(2, lambda: fast.dot(spec, vs, whole=False))
+    rows.append(("hopper-wgmma, step kernel + numpy passes (before)", vs.num_dots, t_step, None,
+                 np.array_equal(d_step, d_ours)))
+    t_ceiling = _ceiling(vs)
+    rows.append(("ceiling: the bare step loop (no rounding, no I/O)", vs.num_dots, t_ceiling,
+                 None, None))
+    sweep = _k_sweep()
 
     print(f"\n{'what':48} {'dots':>10} {'mxsim dots/s':>14} {'MMA-Sim dots/s':>15} "
           f"{'ratio':>7}  bit-equal")
@@ -118,8 +132,93 @@ def main() -> int:
               f"{'-' if ok is None else ok}")
     print(f"\nCLI start-up (`mxsim run` on 64 dots, numba's cache warm): {t_start:.2f} s; "
           f"CLI / MMA-Sim on {vs.num_dots:,} dots: {t_theirs / t_cli:.1f}x; numpy fallback "
-          f"{t_numpy / t_kernel:.1f}x slower than the kernel")
+          f"{t_numpy / t_kernel:.1f}x slower than the kernel; in-process / ceiling "
+          f"{t_ceiling / t_ours:.2f}")
+    print(f"\n{'K sweep (in-process)':40} {'K':>5} {'dots':>10} {'products/s':>12}")
+    for r in sweep:
+        print(f"{r['unit']:40} {r['k']:>5} {r['dots']:>10} {r['products_per_s']:12.3e}")
+    if args.json:
+        out = dict(command="python benchmarks/bench_engine.py --json " + str(args.json),
+                   versions=versions_line().lstrip("# "), cpus=os.cpu_count(),
+                   mmasim_threads=torch.get_num_threads(), cli_startup_s=t_start,
+                   rows=[dict(what=w, dots=d, seconds=t, dots_per_s=d / t,
+                              mmasim_dots_per_s=None if tp is None else d / tp,
+                              ratio=None if tp is None else tp / t, equal=ok)
+                         for w, d, t, tp, ok in rows], k_sweep=sweep)
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
     return 0
+
+
+def _bare_loop(a_sig, a_lsb, a_e, b_sig, b_lsb, b_e, out):
+    # The step's arithmetic alone (products, maximum, RZ alignment, exact sum), as the kernel
+    # does it, without rounding, conversion or special values: this engine's ceiling.
+    m, k = a_sig.shape
+    n = b_sig.shape[0]
+    for j0 in range(0, n, 128):
+        for i in range(m):
+            for j in range(j0, min(n, j0 + 128)):
+                emax = -(1 << 40)
+                for t in range(k):
+                    p = np.int64(a_sig[i, t]) * b_sig[j, t]
+                    emax = max(emax, -133 if p == 0 else a_e[i, t] + b_e[j, t])
+                total = 0
+                for t in range(k):
+                    p = np.int64(a_sig[i, t]) * b_sig[j, t]
+                    shift = emax - 13 - (a_lsb[i, t] + b_lsb[j, t])
+                    mag = abs(p)
+                    if shift <= 0:
+                        v = mag << (-shift)
+                    elif shift >= 63:
+                        v = 0
+                    else:
+                        v = mag >> shift
+                    total += -v if p < 0 else v
+                out[i, j] = total
+
+
+def _ceiling(vs) -> float:
+    """Seconds of :func:`_bare_loop` on ``vs``'s operands (every core, row chunks)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numba
+
+    from mxsim.engine.fast.fused import sides
+    from mxsim.engine.fast.operands import Operands
+    loop = numba.njit(nogil=True)(_bare_loop)
+    spec = presets.get("hopper-wgmma").spec_for(vs)
+    a, b = sides(Operands.of(spec, vs), 0)
+    a = [np.ascontiguousarray(x) for x in (a[1] * np.where(a[0] == 1, -1, 1), a[2], a[3])]
+    b = [np.ascontiguousarray(x) for x in (b[1] * np.where(b[0] == 1, -1, 1), b[2], b[3])]
+    out = np.empty((vs.m, vs.n), np.int64)
+    loop(*(x[:8] for x in a), *(x[:8] for x in b), out[:8, :8])
+    rows = max(1, vs.m // (4 * (os.cpu_count() or 1)))
+
+    def run():
+        with ThreadPoolExecutor(os.cpu_count()) as pool:
+            list(pool.map(lambda r: loop(*(x[r:r + rows] for x in a), *b, out[r:r + rows]),
+                          range(0, vs.m, rows)))
+    return best_of(2, run)[0]
+
+
+def _k_sweep() -> list[dict]:
+    """In-process products/s at K = 16 (hopper-mma-f16, its smallest instruction) and K = 32
+    .. 4096 (hopper-wgmma chained, blackwell-mxf8f6f4 with E8M0 blocks), about 2**27 products
+    each."""
+    out = []
+    cases = [("hopper-mma-f16", dict(a_format="fp16"), 16)]
+    cases += [("hopper-wgmma", dict(a_format="e4m3"), k) for k in (32, 128, 512, 4096)]
+    cases += [("blackwell-mxf8f6f4", dict(a_format="e4m3", scale_format="e8m0", block=32), k)
+              for k in (32, 512, 4096)]
+    for unit, kw, k in cases:
+        side = int(np.sqrt((1 << 27) // k))
+        vs = vectors.generate("normal", m=side, n=side, k=k, with_c=False, seed=k, **kw)
+        spec = presets.get(unit).spec_for(vs)
+        fast.dot(spec, vs.subset(slice(0, 8), slice(0, 8)))
+        t, _ = best_of(2, lambda s=spec, v=vs: fast.dot(s, v))
+        out.append(dict(unit=unit, k=k, dots=vs.num_dots, seconds=t,
+                        products_per_s=vs.num_dots * k / t, dots_per_s=vs.num_dots / t))
+    return out
 
 
 if __name__ == "__main__":

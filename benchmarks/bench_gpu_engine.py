@@ -14,6 +14,11 @@ On a machine with CuPy and an NVIDIA GPU (the H200 of issue 18):
 3. A 4096 x 4096 x 4096 ``hopper-cublas`` GEMM (e4m3, no C) on the GPU engine; the CPU's time
    extrapolated from 16 rows (said so in the row).
 
+Each GPU row is measured twice: with the whole-dot kernel (``chain.cu``, the engine now) and
+with the step kernel and CuPy passes (the engine before, ``whole=False``), compared bit for
+bit. 4. ``mxsim run`` in a fresh process with ``--engine gpu`` and ``--engine fast`` on 10**5,
+10**6 and 10**7 dots (start-up and file I/O included).
+
 GPU times include the operands' upload and the kernels, synchronised (``device_out=True``:
 D stays on the GPU; its download is timed apart). Prints a table; ``--json`` writes the rows.
 Speed is measured here, never asserted in tests. Without a GPU it exits 2 with one line.
