@@ -21,10 +21,10 @@ def dot(spec: UnitSpec, vs: VectorSet, *, kernel: bool = True, whole: bool = Tru
 
     A K longer than the instruction's chains instructions (D of one is C of the next), with
     promotion if the spec declares it. Raises UnitError when the vectors do not fit the spec.
-    ``kernel=False`` computes every fused step in numpy instead of the compiled kernel (the
-    same bits, ``NUMPY_SLOWDOWN`` slower; for tests and benchmarks); ``whole=False`` runs the step kernel
-    over whole blocks even where the whole-dot kernel (:mod:`.fused`) applies (the same bits).
-    """
+    ``kernel=False`` computes every fused step in numpy instead of the compiled kernels (the
+    same bits, ``NUMPY_SLOWDOWN`` slower; for tests and benchmarks); ``whole=False`` runs the
+    step kernel over whole blocks even where the whole-dot kernel (:mod:`.fused`) applies (the
+    same bits)."""
     spec.check_vectors(vs)
     if spec.exact:
         return matmul_exact(vs)
