@@ -41,7 +41,7 @@ def _row(rows: list[dict], start: str) -> dict:
 
 def _n(x: float) -> str:
     """A rate in engineering style: 1.31e+07 -> 13.1 M."""
-    for div, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+    for div, unit in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= div:
             return f"{x / div:.3g} {unit}"
     return f"{x:.3g}"
@@ -90,7 +90,7 @@ def _gpu_rows() -> list[list[str]]:
     ceiling = f"{_n(imad)} int32 IMAD/s" if imad else "not measured (see below)"
 
     def per(dots: float, k: int) -> str:
-        return f"{imad / (dots * k):.1f} IMAD/product" if imad else "-"
+        return f"{imad / (dots * k):.0f} IMAD slots per product" if imad else "-"
     src = _rel(GPU)
     out = [
         [f"GPU engine, hopper-wgmma K=32 ({g['device']})", f"{_n(k32['dots_per_s'])} dots/s",
