@@ -4,7 +4,7 @@
 the chaining and the promotions to numpy (one pass over an (M, N) array each). For the units
 most presets are (``fast.fused.applies``: a chain of truncating steps, C in the first step,
 zeros +0, IEEE specials), this kernel does all of it for one dot before the next: every step of
-every instruction (:func:`_step` as ``_kernels._step_loop`` computes it), the sum rounded to
+every instruction (:func:`_step_tile` as ``_kernels._step_loop`` computes it), the sum rounded to
 ``acc_format`` by the same integer algorithm as ``formats.round_to`` (its compiled twin,
 inlined), the zero sign and specials as ``fast.step.finish``, the conversion to ``d_format`` as
 ``fast.adders.convert``, the promotion into a separate total as ``fast.adders.add_round`` and

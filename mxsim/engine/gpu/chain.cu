@@ -297,7 +297,7 @@ struct PlainTiles {
 __device__ inline int2 plain_term(const int *sign, const int *sig, const int *lsb, const int *e,
                                   i64 k) {
     int v = sign[k] & 1 ? -sig[k] : sig[k];
-    return make_int2(v, (lsb[k] & 0xFFFF) | (e[k] << 16));
+    return make_int2(v, (int)(((unsigned)lsb[k] & 0xFFFFu) | ((unsigned)e[k] << 16)));
 }
 
 __device__ inline void load_plain(const ChainArgs &p, PlainTiles &s, i64 r0, i64 n0, int t0,
