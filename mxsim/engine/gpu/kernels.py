@@ -137,11 +137,11 @@ def step_sums(a, sa, b_side, acc, frac_bits: int, align: str, normalized: bool,
     return out
 
 
-def plain_widths(sign, sig, lsb, e, flag) -> tuple[int, int, int, bool] | None:
+def plain_widths(sign, sig, lsb, e, flag) -> tuple[int, int, bool] | None:
     """For one side (int32 fields): the largest significand's bit length, the largest
     ``bit_length(sig) + lsb - e`` (how far a product's bits reach above its alignment
-    exponent, per side), whether every LSB and alignment exponent fits 16 bits, and whether a
-    NaN or Inf is among its codes; None for a side without a non-zero significand."""
+    exponent, per side) and whether every LSB and alignment exponent fits 16 bits; None for a
+    side without a non-zero significand (its products are all zero)."""
     xp = of(sig)
     nz = sig != 0
     if not bool(nz.any()):
@@ -149,18 +149,21 @@ def plain_widths(sign, sig, lsb, e, flag) -> tuple[int, int, int, bool] | None:
     bits = xp.frexp(xp.abs(sig).astype(np.float64))[1]       # exact below 2**53
     reach = int(xp.where(nz, bits + lsb - e, -(1 << 20)).max())
     small = bool((xp.abs(lsb) < (1 << 15)).all() and (xp.abs(e) < (1 << 15)).all())
-    return int(bits.max()), reach, small, bool(((flag & (NAN | INF)) != 0).any())
+    return int(bits.max()), reach, small
 
 
 def plain_path(spec, a, b) -> bool:
     """Whether ``chain.cu``'s plain path computes these sides: raw products, RZ alignment, no
-    NaN or Inf among the codes, 31-bit products and aligned terms, 16-bit exponents."""
+    NaN or Inf among either side's codes (a NaN or Inf has a zero significand), 31-bit
+    products and aligned terms, 16-bit exponents."""
     if spec.align.value != "rz" or spec.product.value != "raw":
+        return False
+    if any(bool(((x[4] & (NAN | INF)) != 0).any()) for x in (a, b)):
         return False
     wa, wb = plain_widths(*a), plain_widths(*b)
     if wa is None or wb is None:
-        return wa is None and wb is None or not (wa or wb)[3] and (wa or wb)[2]
-    return (not wa[3] and not wb[3] and wa[2] and wb[2] and wa[0] + wb[0] <= 31
+        return True                     # every product is zero
+    return (wa[2] and wb[2] and wa[0] + wb[0] <= 31
             and wa[1] + wb[1] + spec.frac_bits <= 31)
 
 

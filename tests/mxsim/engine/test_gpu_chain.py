@@ -181,3 +181,13 @@ def test_plain_path_is_taken_where_it_may_and_only_there(host):
         _equal(host, s, mx)
     zeros = vectors.generate("zeros", a_format="e4m3", m=9, n=40, k=64, seed=1)
     _equal(host, spec, zeros)
+    # A side whose every code is NaN or Inf has no non-zero significand: still not plain.
+    nan_a = ok.replace(a=np.full_like(ok.a, 0x7F))                  # e4m3 NaN
+    mixed = vectors.generate("normal", a_format="e4m3", b_format="e5m2", m=9, n=40, k=64,
+                             seed=3)
+    inf_b = mixed.replace(b=np.full_like(mixed.b, 0x7C))             # e5m2 +Inf
+    for vs in (nan_a, inf_b):
+        s = presets.get("hopper-wgmma").spec_for(vs)
+        sa, sb = fused.sides(Operands.of(s, vs), 0)
+        assert not kernels.plain_path(s, sa, sb)
+        _equal(host, s, vs)
