@@ -64,9 +64,10 @@ def _specials(p, code, nan, pinf, ninf):
 
 def _products(a, b, i, j, lo, hi, normalized, e_zero, emax, mag, neg, lsb):
     # The step's products (kept in mag, neg, lsb) and its largest alignment exponent.
-    for t in range(lo, hi):
+    ulo = np.uint64(lo)
+    for t in range(ulo, np.uint64(hi)):   # unsigned indices: see _signed_tile
         p = np.int64(a[1, i, t]) * b[1, j, t]
-        x = t - lo
+        x = t - ulo
         mag[x] = p
         neg[x] = a[0, i, t] ^ b[0, j, t]
         lsb[x] = a[2, i, t] + b[2, j, t]
@@ -108,13 +109,13 @@ def _aligned(mag, neg, lsb, g, base, mode):
 def _term_flags(a, b, i, j, lo, hi, neg):
     # NaN / +Inf / -Inf of the step's products (flag bits 1, 2, 4).
     flags = 0
-    for t in range(lo, hi):
+    for t in range(np.uint64(lo), np.uint64(hi)):   # unsigned indices: see _signed_tile
         f = a[4, i, t] | b[4, j, t]
         if f & (NAN | INF):
             if (f & NAN) or (f & ZERO):
                 flags |= 1
             else:
-                flags |= 4 if neg[t - lo] else 2
+                flags |= 4 if neg[t - np.uint64(lo)] else 2
     return flags
 
 
@@ -126,6 +127,7 @@ def _step_tile(a, b, i, j0, nj, lo, hi, acc, pacc, zero_acc, special, cfg, mag, 
     jam = 1 if mode == 3 else 0
     plain = mode == 0 and not normalized
     floor = e_zero if zero_acc else -(1 << 40)
+    ulo = np.uint64(lo)
     if cfg[4]:
         _signed_tile(a, b, i, j0, nj, lo, hi, acc, pacc, zero_acc, frac_bits, e_zero, floor,
                      tot, slsb, flg)
@@ -136,11 +138,11 @@ def _step_tile(a, b, i, j0, nj, lo, hi, acc, pacc, zero_acc, special, cfg, mag, 
             # The common unit (raw products, RZ alignment) in one loop nest the compiler
             # keeps tight; _products and _aligned compute the same for every unit.
             emax = floor
-            for t in range(lo, hi):
+            for t in range(ulo, np.uint64(hi)):   # unsigned indices: see _signed_tile
                 p = np.int64(a[1, i, t]) * b[1, j, t]
-                mag[t - lo] = p
-                neg[t - lo] = a[0, i, t] ^ b[0, j, t]
-                lsb[t - lo] = a[2, i, t] + b[2, j, t]
+                mag[t - ulo] = p
+                neg[t - ulo] = a[0, i, t] ^ b[0, j, t]
+                lsb[t - ulo] = a[2, i, t] + b[2, j, t]
                 emax = max(emax, e_zero if p == 0 else a[3, i, t] + b[3, j, t])
         else:
             emax = _products(a, b, i, j, lo, hi, normalized, e_zero, floor, mag, neg, lsb)
@@ -179,6 +181,9 @@ def _signed_tile(a, b, i, j0, nj, lo, hi, acc, pacc, zero_acc, frac_bits, e_zero
                  slsb, flg):
     # _step_tile for a raw RZ unit whose sides carry signed significands (sign 0) and no NaN
     # or Inf (fast.fused.dot checks): the products' signs are their own, no flags per term.
+    # Indices that the compiler can prove non-negative (numba wraps negative ones, a test on
+    # every access that keeps these loops from being vectorised).
+    lo, hi = np.uint64(max(lo, 0)), np.uint64(max(hi, 0))
     for x in range(nj):
         j = j0 + x
         emax = floor
