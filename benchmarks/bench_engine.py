@@ -141,6 +141,7 @@ def main() -> int:
         out = dict(command="python benchmarks/bench_engine.py --json " + str(args.json),
                    versions=versions_line().lstrip("# "), cpus=os.cpu_count(),
                    mmasim_threads=torch.get_num_threads(), cli_startup_s=t_start,
+                   numpy_slowdown=t_numpy / t_kernel, numpy_dots=vs3.num_dots,
                    rows=[dict(what=w, dots=d, seconds=t, dots_per_s=d / t,
                               mmasim_dots_per_s=None if tp is None else d / tp,
                               ratio=None if tp is None else tp / t, equal=ok)

@@ -16,9 +16,9 @@ __all__ = ["NUMPY_SLOWDOWN", "kernel_applies", "kernel_available", "path", "step
 
 #: How much slower the numpy fallback is than the compiled kernels, as said to the user:
 #: hopper-wgmma, 1M dots of K = 32, numba 0.68, 2 shared cores, 2026-12-06, against the
-#: whole-dot kernel: 28.4x and 33.9x in two runs (``python benchmarks/bench_engine.py``; the
+#: whole-dot kernel: 43.0x and 46.4x in two runs of ``python benchmarks/bench_engine.py`` (the
 #: second is docs/data/bench_engine_2026-12-06.json). It was 10-20x against the step kernel.
-NUMPY_SLOWDOWN = "25-35x"
+NUMPY_SLOWDOWN = "about 45x"
 
 
 def kernel_available() -> bool:
