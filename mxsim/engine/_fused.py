@@ -21,11 +21,9 @@ import numpy as np
 from .. import _numba
 from ..formats.rounding import compiled_rounding
 
-__all__ = ["FIELDS", "chain_rows"]
+__all__ = ["chain_rows"]
 
 NAN, INF, ZERO = 1, 2, 4        # operand flag bits (as in _kernels)
-#: The rows of an operand's side: sign, significand, LSB exponent, alignment exponent, flags.
-FIELDS = 5
 _RB = np.zeros(1, np.uint64)    # the random bits of a rounding that is never stochastic
 _kernel = None
 round_one = None
@@ -125,45 +123,19 @@ def _step_tile(a, b, i, j0, nj, lo, hi, acc, pacc, zero_acc, special, cfg, mag, 
     # of pacc; zero_acc: +0 everywhere): exact sums, their LSB exponents and flags.
     frac_bits, mode, normalized, e_zero = cfg[0], cfg[1], cfg[2] != 0, cfg[3]
     jam = 1 if mode == 3 else 0
-    plain = mode == 0 and not normalized
     floor = e_zero if zero_acc else -(1 << 40)
-    ulo = np.uint64(lo)
     if cfg[4]:
         _signed_tile(a, b, i, j0, nj, lo, hi, acc, pacc, zero_acc, frac_bits, e_zero, floor,
                      tot, slsb, flg)
         return
     for x in range(nj):
         j = j0 + x
-        if plain:
-            # The common unit (raw products, RZ alignment) in one loop nest the compiler
-            # keeps tight; _products and _aligned compute the same for every unit.
-            emax = floor
-            for t in range(ulo, np.uint64(hi)):   # unsigned indices: see _signed_tile
-                p = np.int64(a[1, i, t]) * b[1, j, t]
-                mag[t - ulo] = p
-                neg[t - ulo] = a[0, i, t] ^ b[0, j, t]
-                lsb[t - ulo] = a[2, i, t] + b[2, j, t]
-                emax = max(emax, e_zero if p == 0 else a[3, i, t] + b[3, j, t])
-        else:
-            emax = _products(a, b, i, j, lo, hi, normalized, e_zero, floor, mag, neg, lsb)
+        emax = _products(a, b, i, j, lo, hi, normalized, e_zero, floor, mag, neg, lsb)
         cs, csig, clsb, ce, cf = _decode(pacc, acc[x])
         if not zero_acc:
             emax = max(emax, e_zero if csig == 0 else ce)
         step_lsb = emax - frac_bits
-        if plain:
-            total = 0
-            base = step_lsb
-            for t in range(hi - lo):
-                shift = base - lsb[t]
-                if shift <= 0:
-                    m = mag[t] << (-shift)
-                elif shift >= 63:
-                    m = 0
-                else:
-                    m = mag[t] >> shift
-                total += -m if neg[t] else m
-        else:
-            total = _aligned(mag, neg, lsb, hi - lo, step_lsb - jam, mode)
+        total = _aligned(mag, neg, lsb, hi - lo, step_lsb - jam, mode)
         if not zero_acc and csig != 0:
             total += align_one(np.int64(csig), cs, step_lsb - jam - clsb, mode)
         flags = _term_flags(a, b, i, j, lo, hi, neg) if special[x] else 0
@@ -373,7 +345,7 @@ def chain_rows(a, b, a_special, b_special, c, bounds, k_inst: int, n_inst: int,
                out) -> None:
     """Rows ``r0:r1`` of D into ``out`` (int64 codes of d_format), each dot computed whole.
 
-    ``a`` (FIELDS, M, K) and ``b`` (FIELDS, N, K) are int32 sides (``_kernels.side``, scales
+    ``a`` (5, M, K) and ``b`` (5, N, K) are int32 sides (``_kernels.side``, scales
     folded in); ``a_special``/``b_special`` say which rows/columns hold a NaN or Inf; ``c``
     (M, N) int64 codes of d_format or None; ``bounds`` the steps' K offsets in an instruction
     of ``k_inst``, ``n_inst`` instructions; ``promote`` the spec's promote_every or 0;

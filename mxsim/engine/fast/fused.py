@@ -92,7 +92,8 @@ def _move(acc: formats.Format, d: formats.Format) -> int:
 
 
 def sides(ops: Operands, bi: int) -> tuple[npt.NDArray, npt.NDArray]:
-    """Batch entry ``bi``'s A (FIELDS, M, K) and B (FIELDS, N, K), int32, scales folded in."""
+    """Batch entry ``bi``'s A (5, M, K) and B (5, N, K), int32, scales folded in: sign,
+    significand, LSB exponent, alignment exponent and flags (``_kernels.side``)."""
     sa = None if ops.sa is None else ops.sa.take(bi)
     sb = None if ops.sb is None else ops.sb.take(bi)
     a = np.stack(_kernels.side(ops.a.take(bi), sa, False))

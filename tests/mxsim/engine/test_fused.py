@@ -65,12 +65,10 @@ def _fp16_c(vs: vectors.VectorSet) -> vectors.VectorSet:
     return vs.replace(c=c, c_format="fp16")
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(spec=_specs(), family=st.sampled_from(vectors.FAMILIES), seed=st.integers(0, 2 ** 16),
-       n_inst=st.integers(1, 4), with_c=st.booleans(),
-       shape=st.sampled_from([(1, 1), (3, 5), (2, 130), (33, 7)]))
-def test_fused_drawn_specs_equal_step_kernel_and_numpy(spec, family, seed, n_inst, with_c,
-                                                       shape):
+def drawn_set(spec: UnitSpec, family: str, seed: int, n_inst: int, with_c: bool,
+              shape: tuple[int, int]) -> vectors.VectorSet:
+    """A set of ``family`` for a drawn spec: ``n_inst`` instructions deep, C in FP16 for FP16
+    output (a family that needs block scales falls back to scale-extremes without them)."""
     if family == "nan-scale" and spec.scale_format is None:
         family = "scale-extremes"
     vs = vectors.generate(family, a_format=spec.a_format, b_format=spec.b_format, m=shape[0],
@@ -78,7 +76,16 @@ def test_fused_drawn_specs_equal_step_kernel_and_numpy(spec, family, seed, n_ins
                           block=spec.block, with_c=with_c, seed=seed)
     if spec.d_format == "fp16":
         vs = _fp16_c(vs)
-    _three(spec, vs)
+    return vs
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=_specs(), family=st.sampled_from(vectors.FAMILIES), seed=st.integers(0, 2 ** 16),
+       n_inst=st.integers(1, 4), with_c=st.booleans(),
+       shape=st.sampled_from([(1, 1), (3, 5), (2, 130), (33, 7)]))
+def test_fused_drawn_specs_equal_step_kernel_and_numpy(spec, family, seed, n_inst, with_c,
+                                                       shape):
+    _three(spec, drawn_set(spec, family, seed, n_inst, with_c, shape))
 
 
 def _applicable() -> list[tuple[str, UnitSpec]]:

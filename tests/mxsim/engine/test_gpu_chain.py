@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_fused import _PRESET_SPECS, _fp16_c
+from test_fused import _PRESET_SPECS, _fp16_c, drawn_set
 from test_fused import _specs as _fused_specs
 
 from mxsim import formats, vectors
@@ -104,14 +104,7 @@ def _equal(dll, spec, vs) -> None:
        seed=st.integers(0, 2 ** 16), n_inst=st.integers(1, 3), with_c=st.booleans(),
        shape=st.sampled_from([(1, 1), (9, 33), (3, 70)]))
 def test_gpu_chain_drawn_specs_equal_numba(host, spec, family, seed, n_inst, with_c, shape):
-    if family == "nan-scale" and spec.scale_format is None:
-        family = "scale-extremes"
-    vs = vectors.generate(family, a_format=spec.a_format, b_format=spec.b_format, m=shape[0],
-                          n=shape[1], k=spec.k * n_inst, scale_format=spec.scale_format,
-                          block=spec.block, with_c=with_c, seed=seed)
-    if spec.d_format == "fp16":
-        vs = _fp16_c(vs)
-    _equal(host, spec, vs)
+    _equal(host, spec, drawn_set(spec, family, seed, n_inst, with_c, shape))
 
 
 @pytest.mark.parametrize("name,spec", _PRESET_SPECS[::3],
