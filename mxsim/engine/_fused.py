@@ -6,9 +6,10 @@ most presets are (``fast.fused.applies``: a chain of truncating steps, C in the 
 zeros +0, IEEE specials), this kernel does all of it for one dot before the next: every step of
 every instruction (:func:`_step_tile` as ``_kernels._step_loop`` computes it), the sum rounded to
 ``acc_format`` by the same integer algorithm as ``formats.round_to`` (its compiled twin,
-inlined), the zero sign and specials as ``fast.step.finish``, the conversion to ``d_format`` as
-``fast.adders.convert``, the promotion into a separate total as ``fast.adders.add_round`` and
-NaN as ``spec.d_nan``. The tests hold it equal to the numpy path and the step kernel.
+inlined; for RZ and RNE its branch-free equal, :func:`_round_sum`), the zero sign and
+specials as ``fast.step.finish``, the conversion to ``d_format`` as ``fast.adders.convert``,
+the promotion into a separate total as ``fast.adders.add_round`` and NaN as
+``spec.d_nan``. The tests hold it equal to the numpy path and the step kernel.
 
 numba's on-disk cache is keyed on this file: a change to the rounding kernel it inlines
 (``mxsim/formats/_round_kernel.py``) alone does not recompile it; clear ``__pycache__`` then.
@@ -21,11 +22,12 @@ import numpy as np
 from .. import _numba
 from ..formats.rounding import compiled_rounding
 
-__all__ = ["chain_rows"]
+__all__ = ["chain_rows", "round_sums"]
 
 NAN, INF, ZERO = 1, 2, 4        # operand flag bits (as in _kernels)
 _RB = np.zeros(1, np.uint64)    # the random bits of a rounding that is never stochastic
 _kernel = None
+_sums = None
 round_one = None
 
 
@@ -162,8 +164,9 @@ def _signed_tile(a, b, i, j0, nj, lo, hi, acc, pacc, zero_acc, frac_bits, e_zero
         for t in range(lo, hi):
             p = np.int64(a[1, i, t]) * b[1, j, t]
             emax = max(emax, e_zero if p == 0 else a[3, i, t] + b[3, j, t])
-        cs, csig, clsb, ce, cf = _decode(pacc, acc[x])
+        cs, csig, clsb, cf = 0, 0, 0, 0
         if not zero_acc:
+            cs, csig, clsb, ce, cf = _decode(pacc, acc[x])
             emax = max(emax, e_zero if csig == 0 else ce)
         step_lsb = emax - frac_bits
         total = 0
@@ -191,9 +194,42 @@ def _signed_tile(a, b, i, j0, nj, lo, hi, acc, pacc, zero_acc, frac_bits, e_zero
         flg[x] = flags
 
 
-def _finish(pa, total, lsb, flags):
+def _round_sum(p, total, lsb):
+    # formats.round_to of total * 2**lsb (no sticky bit) for RZ and RNE into a float format
+    # whose largest significand is all ones (fast.fused.plan's cfg[6]): the same code as
+    # _round, computed with selects instead of the branches the data decides (a step sum's
+    # alignment to its binade is a coin flip for the branch predictor).
+    man, emin, mask = p[1], p[2], (np.uint64(1) << np.uint64(p[1])) - np.uint64(1)
+    sig = np.uint64(abs(total))
+    msb = lsb + 63 - np.int64(_clz(sig))
+    target = (msb if msb > emin else emin) - man
+    shift = target - lsb
+    right = np.uint64(min(max(shift, 0), 63))
+    kept = (sig >> right) << np.uint64(min(max(-shift, 0), 63))
+    if p[15] == 0:                      # RNE: guard bit, then the rest or an odd kept
+        # (sig < 2**63: no bit at 63 or above, so no guard bit beyond a shift of 63)
+        guard = (sig >> (right - np.uint64(1))) & np.uint64(1) if 0 < shift < 64 \
+            else np.uint64(0)
+        rest = sig & ((np.uint64(1) << (right - np.uint64(1))) - np.uint64(1)) \
+            if shift > 1 else np.uint64(0)
+        kept += guard & (np.uint64(rest != 0) | (kept & np.uint64(1)))
+        carry = kept >> np.uint64(man + 1)
+        kept >>= carry
+        target += np.int64(carry)
+    ef = target + man + p[5] if (kept >> np.uint64(man)) != 0 else 0
+    code = (ef << man) | np.int64(kept & mask)
+    if target + man > p[3]:
+        to_inf = p[16] == 2 or (p[16] == 1 and p[15] == 0)
+        code = p[12] if to_inf else p[10]
+    return code | (np.int64(total < 0) << p[9]) if total != 0 else 0
+
+
+def _finish(pa, total, lsb, flags, quick):
     # The step sum's code of acc_format: rounded, zeros +0, NaN and Inf (fast.step.finish).
-    code = _round(pa, 1 if total < 0 else 0, lsb, abs(total), False)
+    if quick:
+        code = _round_sum(pa, total, lsb)
+    else:
+        code = _round(pa, 1 if total < 0 else 0, lsb, abs(total), False)
     mask = (1 << pa[9]) - 1
     if (code & mask) == 0:
         code = code & mask
@@ -275,7 +311,7 @@ def _instruction(a, b, i, j0, nj, off, bounds, d, d_zero, special, cfg, mag, neg
             _step_tile(a, b, i, j0, nj, off + bounds[s], off + bounds[s + 1], acc, pa, False,
                        special, cfg, mag, neg, lsb, tot, slsb, flg)
         for x in range(nj):
-            acc[x] = _finish(pa, tot[x], slsb[x], flg[x])
+            acc[x] = _finish(pa, tot[x], slsb[x], flg[x], cfg[6] != 0)
     for x in range(nj):
         d[x] = _convert(pa, pc, move, acc[x])
 
@@ -311,7 +347,8 @@ def _chain_loop(a, b, a_special, b_special, c, has_c, bounds, k_inst, n_inst, pr
                 d_zero = False
             for x in range(nj):
                 v = _add_round(pp, total[x], d[x]) if promote else d[x]
-                out[i, j0 + x] = d_nan if _decode(pc, v)[4] & NAN else v
+                # d_format is IEEE-style: codes above Inf's magnitude are NaN
+                out[i, j0 + x] = d_nan if (v & ((1 << pc[9]) - 1)) > pc[12] else v
 
 
 def _build():
@@ -319,15 +356,17 @@ def _build():
     disk). The helpers are module globals, not closures, for numba's cache (see _kernels)."""
     global round_one, align_one, _round, _decode, _specials, _products, _aligned, \
         _term_flags, _step_tile, _signed_tile, _finish, _exact_sum2, _bits, _window, \
-        _add_round, _convert, _instruction
+        _add_round, _convert, _instruction, _round_sum, _clz
     from . import _kernels
     numba = _numba.load()
+    from numba.cpython.unsafe.numbers import leading_zeros as _clz
     round_one = compiled_rounding()
     align_one = _kernels.compiled_align_one()
     inline = numba.njit(cache=_numba.cache(), inline="always")
-    (_round, _decode, _specials, _finish, _exact_sum2, _bits, _window, _add_round,
+    (_round, _round_sum, _decode, _specials, _finish, _exact_sum2, _bits, _window, _add_round,
      _convert) = (inline(getattr(f, "py_func", f)) for f in (
-        _round, _decode, _specials, _finish, _exact_sum2, _bits, _window, _add_round, _convert))
+        _round, _round_sum, _decode, _specials, _finish, _exact_sum2, _bits, _window,
+        _add_round, _convert))
     # The loops are compiled apart (LLVM still inlines them where it pays): numba's own
     # inlining of whole loop nests makes slower code.
     call = numba.njit(cache=_numba.cache())
@@ -337,7 +376,28 @@ def _build():
     return numba.njit(cache=_numba.cache(), nogil=True)(_chain_loop)
 
 
+def _round_sums_loop(p, totals, lsbs, out):
+    for x in range(totals.shape[0]):
+        out[x] = _round_sum(p, totals[x], lsbs[x])
+
+
+def round_sums(p, totals, lsbs):
+    """The kernel's branch-free rounding (``_round_sum``) of ``totals * 2**lsbs`` (int64
+    arrays) to the format of ``p`` (``formats.rounding_params``: RZ or RNE, a float format
+    whose largest significand is all ones), codes as int64, zeros +0: for the tests that hold
+    it equal to ``formats.round_to``."""
+    global _kernel, _sums
+    if _kernel is None:
+        _kernel = _build()
+    if _sums is None:
+        _sums = _numba.load().njit(cache=_numba.cache())(_round_sums_loop)
+    out = np.empty(len(totals), np.int64)
+    _sums(p, np.ascontiguousarray(totals, np.int64), np.ascontiguousarray(lsbs, np.int64), out)
+    return out
+
+
 align_one = None
+_clz = None   # numba's leading-zero count (an intrinsic), set by _build
 
 
 def chain_rows(a, b, a_special, b_special, c, bounds, k_inst: int, n_inst: int,
@@ -350,7 +410,8 @@ def chain_rows(a, b, a_special, b_special, c, bounds, k_inst: int, n_inst: int,
     (M, N) int64 codes of d_format or None; ``bounds`` the steps' K offsets in an instruction
     of ``k_inst``, ``n_inst`` instructions; ``promote`` the spec's promote_every or 0;
     ``cfg`` (frac_bits, align code, normalized, e_zero, signed: the sides carry signed
-    significands and no NaN/Inf, columns per cache tile); ``pa``/``pc``/``pp`` the rounding
+    significands and no NaN/Inf, columns per cache tile, quick: the step sums round by
+    :func:`_round_sum`); ``pa``/``pc``/``pp`` the rounding
     parameters of the step sums (acc_format), the conversion and the promotion (d_format);
     ``move``: how many bits wider d_format's mantissa is where the conversion only moves
     fields (-1: it rounds). Releases the GIL."""

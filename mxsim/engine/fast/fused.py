@@ -72,11 +72,18 @@ def plan(spec: UnitSpec, k: int) -> dict:
         promote=min(spec.promote_every, k // spec.k + 1) if spec.promote_every else 0,
         cfg=np.array([spec.frac_bits, _kernels.ALIGN_CODES[spec.align.value],
                       spec.product is Product.NORMALIZED, spec.e_zero, 0,
-                      max(8, min(128, _TILE_BYTES // (20 * max(1, k))))], np.int64),
+                      max(8, min(128, _TILE_BYTES // (20 * max(1, k)))),
+                      _quick(acc_fmt, spec.acc_rounding)], np.int64),
         pa=rounding_params(acc_fmt, spec.acc_rounding, spec.overflow),
         pc=rounding_params(d_fmt, spec.acc_rounding, spec.overflow),
         pp=rounding_params(d_fmt, spec.promote_rounding, spec.overflow),
         move=_move(acc_fmt, d_fmt), d_nan=spec.d_nan)
+
+
+def _quick(acc: formats.Format, rounding: Rounding) -> bool:
+    """Whether the kernel may round the step sums to ``acc`` by its branch-free RZ / RNE
+    (``_fused._round_sum``): one of those modes, and a largest significand of all ones."""
+    return rounding in (Rounding.RZ, Rounding.RNE) and acc.max_sig == (2 << acc.man_bits) - 1
 
 
 def _move(acc: formats.Format, d: formats.Format) -> int:

@@ -135,3 +135,41 @@ def test_fused_many_row_chunks_and_a_batch(monkeypatch):
                                    m=4, n=6, k=64)
     d = _three(presets.get("hopper-wgmma").spec_for(batch), batch)
     assert d.shape == (6, 4, 6)
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "e8m13", "e8m10", "fp16", "bf16", "e5m10"])
+@pytest.mark.parametrize("rounding", ["rz", "rne"])
+@pytest.mark.parametrize("overflow", ["inf", "ieee", "saturate"])
+def test_branch_free_rounding_is_round_to(fmt, rounding, overflow):
+    """The kernel's branch-free step rounding == formats.round_to, code for code: random
+    sums at every scale, and the edges: halfway cases, carries into the next binade, the
+    subnormal range and below it, shifts of 63, 64 and more, overflow, zero."""
+    from mxsim.engine import _fused
+    from mxsim.formats.rounding import rounding_params
+    f = formats.get(fmt)
+    rng = np.random.default_rng(20261206)
+    n = 20000
+    bits = rng.integers(0, 63, n)
+    totals = rng.integers(0, 1 << 62, n, dtype=np.int64) >> (62 - bits)
+    m = f.man_bits
+    edges = []
+    for w in range(m, m + 4):     # ties, all-ones below the cut, carries
+        base = np.int64(1) << w
+        edges += [base, base - 1, base + 1, (base | (base >> (w - m))) + (base >> (w - m + 1)),
+                  (np.int64(1) << (w + 1)) - 1, (np.int64(1) << (w + 1)) - (base >> (w - m + 1))]
+    edges += [1, 2, 3, (1 << 62) - 1, 1 << 62, 0]
+    # Every shift below the smallest subnormal, 0 .. 69, of sums with their top bit anywhere.
+    tops = np.array([(1 << b) + d for b in (0, 1, 30, 61, 62) for d in (-1, 0, 1)
+                     if (1 << b) + d > 0], np.int64)
+    grid_t, grid_s = np.meshgrid(tops, np.arange(70))
+    totals = np.concatenate([totals, np.array(edges * 40, np.int64), grid_t.ravel()])
+    lsbs = rng.integers(f.emin - m - 130, f.emax + 4, len(totals))
+    lsbs[:n // 4] = rng.integers(f.emin - m - 70, f.emin - m + 4, n // 4)
+    lsbs[-grid_s.size:] = f.emin - m - grid_s.ravel()
+    totals = np.where(rng.integers(0, 2, len(totals)) == 1, -totals, totals)
+    got = _fused.round_sums(rounding_params(f, rounding, overflow), totals, lsbs)
+    want = formats.round_to(f, (totals < 0).astype(np.uint8), lsbs, np.abs(totals).astype(
+        np.uint64), False, rounding, overflow, kernel=False).astype(np.int64)
+    want = np.where(totals == 0, 0, want)
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, (totals[bad[:5]], lsbs[bad[:5]], got[bad[:5]], want[bad[:5]])
