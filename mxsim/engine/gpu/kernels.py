@@ -22,14 +22,16 @@ from ... import formats
 from .._kernels import ALIGN_CODES, INF, NAN, ZERO
 from ..xp import of
 
-__all__ = ["CHAIN_SOURCE", "SOURCE", "TILE_COLS", "TILE_ROWS", "chain_dot", "chain_name",
-           "chain_source", "kernel_name", "plain_path", "plain_widths", "prepare_b", "source",
-           "step_sums"]
+__all__ = ["CHAIN_SOURCE", "PACK_SOURCE", "SOURCE", "TILE_COLS", "TILE_ROWS", "chain_dot",
+           "chain_name", "chain_source", "code_table", "kernel_name", "pack_side", "plain_bound",
+           "plain_path", "plain_widths", "prepare_b", "source", "step_sums"]
 
 #: The kernel source, next to this module.
 SOURCE = Path(__file__).with_name("step.cu")
 #: The whole-dot kernel, compiled after the rounding kernel and step.cu (:func:`chain_source`).
 CHAIN_SOURCE = Path(__file__).with_name("chain.cu")
+#: Device-side packing of the sides (tables of every code's fields; after chain.cu).
+PACK_SOURCE = Path(__file__).with_name("pack.cu")
 #: A block's dots: TILE_ROWS rows of A x TILE_COLS columns of B (step.cu's TR and TN).
 TILE_ROWS, TILE_COLS = 8, 32
 _OPTIONS = ("-std=c++17",)
@@ -42,9 +44,10 @@ def source() -> str:
 
 def chain_source() -> str:
     """The CUDA C++ of the whole-dot kernels: formats.round_to's CUDA twin, step.cu, chain.cu
-    (one translation unit; also built for the host by the tests)."""
+    and pack.cu (one translation unit; also built for the host by the tests)."""
     from ...formats.rounding import gpu_source
-    return "\n".join((gpu_source(), source(), CHAIN_SOURCE.read_text()))
+    return "\n".join((gpu_source(), source(), CHAIN_SOURCE.read_text(),
+                      PACK_SOURCE.read_text()))
 
 
 def chain_name(align: str, normalized: bool) -> str:
@@ -167,6 +170,121 @@ def plain_path(spec, a, b) -> bool:
             and wa[1] + wb[1] + spec.frac_bits <= 31)
 
 
+@functools.cache
+def code_table(fmt_name: str, finite: bool, scale: bool = False) -> np.ndarray | None:
+    """The fields of every code of a format of at most 16 bits, as ``Operand.of`` gives them
+    (the device packing looks terms up here): int32 (5, 2**bits) sign, sig, lsb, e, flags of
+    an element format; with ``scale``, (4, 256) sig, lsb, e, flags (NaN, zero) of a scale
+    format, whose sign is ignored (as ``Operands.of`` does). None above 16 bits."""
+    from ..fast.operands import Operand
+    fmt = formats.get(fmt_name)
+    if fmt.bits > (8 if scale else 16):
+        return None
+    op = Operand.of(fmt, np.arange(1 << fmt.bits).astype(fmt.code_dtype), finite)
+    if scale:
+        out = np.zeros((4, 256), np.int64)
+        out[:, :1 << fmt.bits] = (op.sig, op.lsb, op.e, op.nan * NAN | op.zero * ZERO)
+        return out.astype(np.int32)
+    return np.stack([op.sign, op.sig, op.lsb, op.e,
+                     op.nan * NAN | op.inf * INF | op.zero * ZERO]).astype(np.int32)
+
+
+@functools.cache
+def _device_table(fmt_name: str, finite: bool, scale: bool, device: int):
+    import cupy
+    return cupy.asarray(code_table(fmt_name, finite, scale))
+
+
+def pack_side(codes, scales, fmt_name: str, scale_name: str | None, block: int, finite: bool,
+              transpose: bool) -> tuple:
+    """One side for the whole-dot kernel, packed on the GPU by ``pack.cu`` from its codes:
+    the five int32 (rows, K) fields of ``_side`` (A: codes (M, K); B with ``transpose``:
+    codes (K, N), rows are its columns), scales (rows of blocks like the codes) folded in,
+    and a device int32 that is 1 where a term is NaN or Inf. Bit-equal to ``_side`` of
+    ``Operands.of`` (the tables are its fields); formats of at most 16 bits."""
+    import cupy
+    device = cupy.cuda.runtime.getDevice()
+    codes = cupy.ascontiguousarray(codes)
+    rows, k = (codes.shape[1], codes.shape[0]) if transpose else codes.shape
+    etab = _device_table(fmt_name, finite, False, device)
+    null = np.uint64(0)
+    if scales is None:
+        stab, sc, srs, sts, blk = _device_table("e8m0", finite, True, device), null, 0, 0, 1
+    else:
+        sc = cupy.ascontiguousarray(scales.astype(cupy.uint8, copy=False))
+        stab = _device_table(scale_name, finite, True, device)
+        srs, sts, blk = (1, rows, block) if transpose else (k // block, 1, block)
+    rs, ts = (1, rows) if transpose else (k, 1)
+    dims = cupy.asarray(np.array([etab.shape[1], rows, k, rs, ts, blk, srs, sts], np.int64))
+    out = tuple(cupy.empty((rows, k), cupy.int32) for _ in range(5))
+    special = cupy.zeros(1, cupy.int32)
+    wide = codes.dtype.itemsize == 2
+    codes = codes.astype(cupy.uint16 if wide else cupy.uint8, copy=False)
+    if rows * k:
+        threads = 256
+        blocks = min(-(-(rows * k) // threads), 1 << 16)
+        _chain_kernel("mxsim_pack_side", device)(
+            (blocks,), (threads,), (null if wide else codes, codes if wide else null, sc, etab,
+                                    stab, dims, *out, special))
+    return (*out, special)
+
+
+def plain_bound(spec, a_fmt: str, b_fmt: str, scale_fmt: str | None, finite: bool) -> bool:
+    """Whether ``chain.cu``'s plain path computes every pair of sides of these formats that
+    holds no NaN or Inf: :func:`plain_widths`'s limits met by every finite code of the
+    tables (a significand's bits and reach add over an element and its scale), so that only
+    the device packing's NaN/Inf flag is left to check."""
+    if spec.align.value != "rz" or spec.product.value != "raw":
+        return False
+    widths = []
+    for name in (a_fmt, b_fmt):
+        t = code_table(name, finite).astype(np.int64)
+        parts = [t[1:4, (t[4] & (NAN | INF)) == 0]]
+        if scale_fmt is not None:
+            s = code_table(scale_fmt, finite, True).astype(np.int64)
+            parts.append(s[0:3, (s[3] & NAN) == 0])
+        bits = reach = lsb = e = 0
+        for sig, lo, ex in parts:
+            nz = sig != 0
+            if not nz.any():
+                continue
+            b = np.frexp(np.abs(sig[nz]).astype(np.float64))[1]
+            bits, reach = bits + int(b.max()), reach + int((b + lo[nz] - ex[nz]).max())
+            lsb, e = lsb + int(np.abs(lo).max()), e + int(np.abs(ex).max())
+        widths.append((bits, reach, lsb < (1 << 15) and e < (1 << 15)))
+    (wa, ra, sa), (wb, rb, sb) = widths
+    return sa and sb and wa + wb <= 31 and ra + rb + spec.frac_bits <= 31
+
+
+def _packed_sides(spec, vs, bi: int, nb: int):
+    """Batch entry ``bi``'s sides packed on the GPU and whether the plain path takes them, or
+    None where the device packing does not apply (an upcast, a format over 16 bits)."""
+    import cupy
+
+    from ...spec import Specials
+    finite = spec.specials is Specials.NONE
+    if spec.upcast is not None or code_table(vs.a_format, finite) is None \
+            or code_table(vs.b_format, finite) is None:
+        return None
+    m, n, k = vs.m, vs.n, vs.k
+    sa = sb = None
+    if vs.scale_format is not None:
+        sa = vs.a_scale.reshape(nb, m, -1)[bi]
+        sb = vs.b_scale.reshape(nb, -1, n)[bi]
+    a = pack_side(vs.a.reshape(nb, m, k)[bi], sa, vs.a_format, vs.scale_format, vs.block or 1,
+                  finite, False)
+    b = pack_side(vs.b.reshape(nb, k, n)[bi], sb, vs.b_format, vs.scale_format, vs.block or 1,
+                  finite, True)
+    special = bool(cupy.asnumpy(a[5] | b[5])[0])      # the one wait: any NaN or Inf term
+    if special or spec.align.value != "rz" or spec.product.value != "raw":
+        plain = False
+    elif plain_bound(spec, vs.a_format, vs.b_format, vs.scale_format, finite):
+        plain = True
+    else:
+        plain = plain_path(spec, a[:5], b[:5])
+    return a[:5], b[:5], plain
+
+
 def chain_dot(spec, vs):
     """D of ``vs`` (CuPy arrays) computed whole per dot on the GPU, as
     :func:`mxsim.engine.fast.fused.dot` computes it on the CPU: codes of d_format, a CuPy
@@ -175,7 +293,7 @@ def chain_dot(spec, vs):
 
     from ..fast import fused
     from ..fast.operands import Operands
-    ops = Operands.of(spec, vs)
+    ops = None
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))
     m, n = vs.m, vs.n
     plan = fused.plan(spec, vs.k)
@@ -185,11 +303,16 @@ def chain_dot(spec, vs):
     blocks = -(-m // TILE_ROWS) * col_tiles
     none = cupy.zeros(1, cupy.int64)
     for bi in range(nb):
-        sa = None if ops.sa is None else ops.sa.take(bi)
-        sb = None if ops.sb is None else ops.sb.take(bi)
-        a = _side(ops.a.take(bi), sa, False)
-        b = _side(ops.b.take(bi), sb, True)
-        plain = plain_path(spec, a, b)
+        packed = _packed_sides(spec, vs, bi, nb)
+        if packed is not None:
+            a, b, plain = packed
+        else:
+            ops = Operands.of(spec, vs) if ops is None else ops
+            sa = None if ops.sa is None else ops.sa.take(bi)
+            sb = None if ops.sb is None else ops.sb.take(bi)
+            a = _side(ops.a.take(bi), sa, False)
+            b = _side(ops.b.take(bi), sb, True)
+            plain = plain_path(spec, a, b)
         ints = cupy.asarray(np.array([vs.k, vs.c is not None, plan["k_inst"], plan["n_inst"],
                                       len(plan["bounds"]) - 1, plan["promote"],
                                       *plan["cfg"][[0, 3]], plan["move"], plain], np.int32))
@@ -203,4 +326,4 @@ def chain_dot(spec, vs):
                    (*a, *b, c, dev["bounds"], dev["pa"], dev["pc"], dev["pp"], np.int64(m),
                     np.int64(n), ints, np.uint32(plan["d_nan"]), np.int64(col_tiles), out[bi]))
     d_fmt = formats.get(spec.d_format)
-    return out.astype(d_fmt.code_dtype).reshape(vs.out_shape)
+    return out.astype(d_fmt.code_dtype, copy=False).reshape(vs.out_shape)

@@ -36,6 +36,7 @@ from mxsim.engine.gpu import kernels
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
 
 _I32, _I64 = ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int64)
+_P = ctypes.c_void_p
 _MODES = ("rz", "rd", "rne", "rz-jam")
 
 
@@ -319,6 +320,9 @@ class _FakeCupy(types.ModuleType):
 
             def get_function(self, name):
                 launch = fake.launch_chain if self.chain else fake.launch
+                if name == "mxsim_pack_side":
+                    assert self.chain
+                    launch = fake.launch_pack
                 return lambda grid, block, args: launch(name, grid, block, args)
         self.RawModule = RawModule
 
@@ -339,6 +343,21 @@ class _FakeCupy(types.ModuleType):
         assert int(ints[9]) == plain
         mode, norm = (0, 0) if plain else (int(x) for x in name.split("_")[2:])
         call_chain_host(chain_library(), args, mode, norm)
+
+    def launch_pack(self, name, grid, block, args):
+        """A launch of pack.cu's kernel: types checked, run by its host build."""
+        args = [self.unwrap(x) for x in args]
+        assert len(args) == 12 and block == (256,) and len(grid) == 1
+        codes8, codes16, scales = args[:3]
+        for x, want in zip(args[3:], [np.int32, np.int32, np.int64] + [np.int32] * 6,
+                           strict=True):
+            assert x.dtype == want and x.flags.c_contiguous
+        wide = type(codes8) is np.uint64
+        assert type(codes16 if wide else codes8) is not np.uint64
+        assert (codes16 if wide else codes8).dtype == (np.uint16 if wide else np.uint8)
+        self.launches.append(name)
+        ptr = [None if type(x) is np.uint64 else x.ctypes.data_as(_P) for x in args]
+        chain_library().mxsim_pack_host(*ptr)
 
     def __getattr__(self, name):
         return getattr(self.base, name)
@@ -427,4 +446,5 @@ def test_engine_on_device_arrays_through_kernels_py(cupy_on_host, preset, opts):
         chain = whole and fused.applies(spec)
         assert bool(cupy.launches) == kernel_applies(spec)
         assert all(x.startswith("mxsim_chain_" if chain else "mxsim_step_")
-                   for x in cupy.launches)
+                   for x in cupy.launches if x != "mxsim_pack_side")
+        assert ("mxsim_pack_side" in cupy.launches) == (chain and spec.upcast is None)
