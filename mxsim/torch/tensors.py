@@ -90,6 +90,12 @@ def fp8_codes(t: Any, what: str) -> tuple[npt.NDArray[np.uint8], str]:
     """An FP8 tensor's codes (as stored, any layout) and its mxsim format."""
     import torch
     fmt = fp8_format(t, what)
+    t = t.detach()
+    if t.layout == torch.strided and t.device.type != "cpu":
+        # A column-major operand (torch._scaled_mm's B) is made row-major on its own device,
+        # where it is a copy kernel: numpy's strided byte copy of the Llama layer's weights
+        # on the host took 0.4 s. The values and their order are the same.
+        t = t.contiguous()
     return np.ascontiguousarray(_host(t).view(torch.uint8).numpy()), fmt
 
 
