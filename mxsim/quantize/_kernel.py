@@ -26,7 +26,8 @@ import numpy as np
 from .. import _numba
 
 __all__ = ["available", "block_amax", "block_amax_into", "encode", "encode_format",
-           "multiply_encode", "decode", "in_chunks", "chunk_rows", "CHUNK"]
+           "multiply_encode", "decode", "in_chunks", "chunk_rows", "nvfp4_scales",
+           "rceil_scales", "CHUNK"]
 
 #: Elements per chunk of :func:`in_chunks` (a chunk's data stays in cache), at least.
 CHUNK = 1 << 18
@@ -216,6 +217,45 @@ def _decode_loop(scales, codes, etab, stab, pts, out):
     return seen
 
 
+def _rceil_loop(amax, values, fmax, kmin, up, code, k):
+    """``rules.scale_finite``'s RCEIL in one pass over finite amax (bits and their float32
+    view): ``fl32(amax / max)``, the ceiling of its correctly rounded FP32 log2 by the
+    per-binade thresholds ``up`` (from ``kmin``), the E8M0 code and the element shift."""
+    top = up.shape[0] - 1
+    for i in range(amax.shape[0]):
+        b = np.int64(_f32_bits(values[i] / fmax))
+        c = np.int64(-1000)
+        if b != 0:
+            e, j = b >> 23, b & 0x7FFFFF
+            if e == 0:                      # subnormal: normalise the mantissa
+                bl = 0
+                t = j
+                while t:
+                    bl += 1
+                    t >>= 1
+                kk = bl - 150
+                j = (j << (24 - bl)) & 0x7FFFFF
+            else:
+                kk = e - 127
+            c = kk if j == 0 or j <= up[min(max(kk - kmin, 0), top)] else kk + 1
+        cc = min(max(c, -127), 127) + 127
+        code[i] = cc
+        k[i] = 0 if cc == 0 else cc - 127
+
+
+def _nvfp4_scale_loop(values, pts, lo, hi, table, dec, code, r):
+    """``nvfp4._scales`` in one pass: ``s = clamp(fl32(fl32(amax / 6) / pts), lo, hi)`` (never
+    NaN: amax is finite and ``nvfp4._pts`` positive and finite), its UE4M3 code through the
+    RNE table (``elements.lut_keys``), and ``r = fl32(fl32(1 / pts) / s8)``."""
+    inv = np.float32(1.0) / pts
+    for i in range(values.shape[0]):
+        s = min(max((values[i] / np.float32(6.0)) / pts, lo), hi)
+        y = _f32_bits(s)
+        c = table[_U(_U(_U(_U(y & _U(0x7FFF)) + _U(0x7FFF)) | y) >> _U(15))]
+        code[i] = c
+        r[i] = inv / dec[c]
+
+
 def _intrinsics():
     """``(f32_bits, prefetch)``: an LLVM ``bitcast float -> i32`` (the FP32 bits of a value in
     a register) and ``llvm.prefetch`` of an array element (the write flag a constant)."""
@@ -265,7 +305,8 @@ def _build():
         _unpack = inline(getattr(_unpack, "py_func", _unpack))
         jit = numba.njit(cache=cache, nogil=True)
         _kernels = (jit(_amax_loop), jit(_encode_loop), jit(_mul_encode_loop),
-                    jit(_encode_format_loop), jit(_decode_loop))
+                    jit(_encode_format_loop), jit(_decode_loop), jit(_rceil_loop),
+                    jit(_nvfp4_scale_loop))
     return _kernels
 
 
@@ -363,6 +404,29 @@ def encode_format(blocks: np.ndarray, k: np.ndarray, fmt, rounding: str,
     _build()[3](np.ascontiguousarray(blocks), k.astype(np.int64), _multipliers(k),
                 _params(fmt, rounding, False), out)
     return out
+
+
+def rceil_scales(amax: np.ndarray, fmt) -> tuple[np.ndarray, np.ndarray]:
+    """(E8M0 codes, element shifts k) of the RCEIL rule for finite amax bit patterns (uint32):
+    ``rules.scale_finite`` compiled; one thread (the caller's chunk)."""
+    from .rules import log2_up_thresholds
+    kmin, up = log2_up_thresholds()
+    amax = np.ascontiguousarray(amax, np.uint32)
+    code, k = np.empty(len(amax), np.uint8), np.empty(len(amax), np.int64)
+    _build()[5](amax, amax.view(np.float32), np.float32(fmt.max), kmin, up, code, k)
+    return code, k
+
+
+def nvfp4_scales(amax: np.ndarray, pts: np.float32, lo: np.float32, hi: np.float32,
+                 table: np.ndarray, dec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(UE4M3 codes, FP32 multipliers r) of NVFP4 blocks with finite amax bit patterns:
+    ``nvfp4._scales`` compiled (``table`` the e4m3 RNE table, ``dec`` every code's FP32
+    value); one thread."""
+    amax = np.ascontiguousarray(amax, np.uint32)
+    code, r = np.empty(len(amax), np.uint8), np.empty(len(amax), np.float32)
+    _build()[6](amax.view(np.float32), np.float32(pts), np.float32(lo), np.float32(hi),
+                table, dec, code, r)
+    return code, r
 
 
 def block_amax_into(blocks: np.ndarray, out: np.ndarray) -> np.ndarray:

@@ -181,7 +181,10 @@ def _quantize_chunk(blocks: npt.NDArray[np.uint32], fmt: Format, rule: ScaleRule
                                 f"does")
     finite_amax = np.where(special, 0, amax).astype(np.uint32) if any_special else amax
     scale, elems = out
-    scale[:], k = scale_finite(rule, fmt, finite_amax)
+    if compiled and rule is ScaleRule.RCEIL:
+        scale[:], k = _kernel.rceil_scales(finite_amax, fmt)     # scale_finite, compiled
+    else:
+        scale[:], k = scale_finite(rule, fmt, finite_amax)
     if compiled:
         _kernel.encode_format(blocks, k, fmt, rounding.value, out=elems)
     elif fast and rounding is not Rounding.STOCHASTIC:

@@ -3,6 +3,7 @@ scale per tensor), bit for bit, and the exact values of NVFP4 codes."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -165,11 +166,20 @@ def _compiled_codes(blocks: npt.NDArray[np.uint32], amax: npt.NDArray[np.uint32]
     scale = np.empty(len(blocks), np.uint8)
     elems = np.empty(blocks.shape, np.uint8)
 
-    def chunk(sl: slice) -> None:
-        scale[sl], r = _scales(amax[sl], pts)
+    table, values = lut("e4m3", "rne", "zero"), _e4m3_values()
+
+    def chunk(sl: slice) -> None:        # _scales, compiled; then the elements
+        scale[sl], r = _kernel.nvfp4_scales(amax[sl], pts, _UE4M3_MIN, _UE4M3_MAX, table,
+                                            values)
         _kernel.multiply_encode(blocks[sl], r, fmt, mode.value, out=elems[sl])
     _kernel.in_chunks(len(blocks), _kernel.chunk_rows(*blocks.shape), chunk)
     return scale, elems
+
+
+@functools.cache
+def _e4m3_values() -> npt.NDArray[np.float32]:
+    """Every E4M3 code's value in FP32 (exact; NaN for 0x7F and 0xFF)."""
+    return formats.get("e4m3").decode(np.arange(256, dtype=np.uint8)).astype(np.float32)
 
 
 def _tile_amax(mag: npt.NDArray[np.uint32], moved: npt.NDArray[np.uint32], blk: int,

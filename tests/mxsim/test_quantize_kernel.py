@@ -110,3 +110,40 @@ def test_to_nvfp4_compiled_equals_numpy(monkeypatch, two_d):
             want = q.to_nvfp4(data, **kw)
             for g, w in zip(got, want, strict=True):
                 assert np.array_equal(g, w), (pts, axis)
+
+
+def _adversarial_amax(rng, fmax: float) -> np.ndarray:
+    """Finite FP32 amax bit patterns: random over every binade, zero, the subnormals, the
+    largest, and values whose ``amax / max`` lands on each side of a power of two (where the
+    FP32 log2 rounds onto an integer)."""
+    rand = rng.integers(0, 0x7F800000, 1 << 16, dtype=np.int64).astype(np.uint32)
+    edges = [0, 1, 2, 3, 0x7FFFFF, 0x800000, 0x800001, 0x7F7FFFFF, 0x7F7FFFFE]
+    with np.errstate(over="ignore"):        # the top powers overflow to Inf, dropped below
+        powers = (np.float32(fmax) * np.ldexp(np.float32(1), np.arange(-140, 120))).astype(
+            np.float32).view(np.uint32).astype(np.int64)
+    near = np.concatenate([powers + d for d in range(-40, 41)])
+    near = near[(near >= 0) & (near < 0x7F800000)].astype(np.uint32)
+    return np.concatenate([rand, np.array(edges, np.uint32), near])
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2", "e3m2", "e2m3", "e2m1", "int8"])
+def test_compiled_rceil_scales_equal_scale_finite(fmt):
+    from mxsim.quantize import rules
+    f = formats.get(fmt)
+    amax = _adversarial_amax(np.random.default_rng(7), f.max)
+    code, k = _kernel.rceil_scales(amax, f)
+    want_code, want_k = rules.scale_finite(rules.ScaleRule.RCEIL, f, amax)
+    np.testing.assert_array_equal(code, want_code)
+    np.testing.assert_array_equal(k, want_k)
+
+
+@pytest.mark.parametrize("pts", [1.0, 0.37, 3.0e-30, 6.5e35, 2.0 ** -126, 2.0 ** -149])
+def test_compiled_nvfp4_scales_equal_numpy(pts):
+    from mxsim.quantize import nvfp4
+    amax = _adversarial_amax(np.random.default_rng(8), 6.0)
+    pts = np.float32(pts)
+    code, r = _kernel.nvfp4_scales(amax, pts, nvfp4._UE4M3_MIN, nvfp4._UE4M3_MAX,
+                                   qelements.lut("e4m3", "rne", "zero"), nvfp4._e4m3_values())
+    want_code, want_r = nvfp4._scales(amax, pts)
+    np.testing.assert_array_equal(code, want_code)
+    np.testing.assert_array_equal(r.view(np.uint32), want_r.view(np.uint32))
