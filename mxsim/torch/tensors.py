@@ -122,12 +122,19 @@ def bf16_rne(bits: npt.NDArray[np.uint32], exact: bool = False) -> npt.NDArray[n
     fmt = formats.get("bf16")
     if exact:
         return fmt.encode(bits.view(np.float32), "rne", saturate=False).astype(np.uint16)
-    b = bits.astype(np.uint64)
-    out = ((b + np.uint64(0x7FFF) + ((b >> np.uint64(16)) & np.uint64(1)))
-           >> np.uint64(16)).astype(np.uint16)
+    # In uint32: no non-NaN pattern overflows (-Inf, 0xFF800000, is the largest), and a NaN's
+    # wrapped sum is replaced below.
+    bits = np.asarray(bits, np.uint32)
+    t = bits >> np.uint32(16)
+    t &= np.uint32(1)
+    t += bits
+    t += np.uint32(0x7FFF)
+    t >>= np.uint32(16)
+    out = t.astype(np.uint16)
     nan = (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
-    # encode's NaN: the quiet NaN 0x7FC0 with the input's sign
-    out[nan] = (0x7FC0 | (bits[nan] >> np.uint32(16)) & 0x8000).astype(np.uint16)
+    if nan.any():
+        # encode's NaN: the quiet NaN 0x7FC0 with the input's sign
+        out[nan] = (0x7FC0 | (bits[nan] >> np.uint32(16)) & 0x8000).astype(np.uint16)
     return out
 
 
