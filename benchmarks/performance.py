@@ -20,17 +20,19 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "performance.md"
 PLOT = ROOT / "docs" / "img" / "performance.svg"
 DATA = ROOT / "docs" / "data"
-ENGINE = DATA / "bench_engine_2026-12-06.json"
-#: Two runs on H100 machines: run 1 at commit 12e8bf1, run 2 with the final kernels (the same
-#: arithmetic); the table shows run 2, the text both.
+ENGINE = DATA / "bench_engine_2026-12-06_run2.json"
+#: Three runs on H100 machines: run 1 at commit 12e8bf1, run 2 with the whole-dot kernels
+#: final (the same arithmetic), run 3 with the sides packed on the device (pack.cu); the table
+#: shows the last, the text all three.
 GPU_RUNS = (DATA / "bench_gpu_engine_2026-12-06_h100_run1.json",
-            DATA / "bench_gpu_engine_2026-12-06_h100_run2.json")
+            DATA / "bench_gpu_engine_2026-12-06_h100_run2.json",
+            DATA / "bench_gpu_engine_2026-12-06_h100_run3.json")
 GPU = GPU_RUNS[-1]
 GPU_INT = DATA / "gpu_int_ceiling_2026-12-06_h100.json"
-TORCH = ROOT / "tests" / "data" / "h100" / "2026-12-06-torch" / "torch_layer.json"
+TORCH = ROOT / "tests" / "data" / "h100" / "2026-12-06-torch-pack" / "torch_layer.json"
 TORCH_H200 = ROOT / "tests" / "data" / "h200" / "2026-12-02-torch" / "torch_layer.json"
-CHECK = ROOT / "tests" / "data" / "h100" / "2026-12-06-engine" / "engine_check.json"
-QUANT = DATA / "bench_quantize_2026-12-06_part3.txt"
+CHECK = ROOT / "tests" / "data" / "h100" / "2026-12-06-engine-pack" / "engine_check.json"
+QUANT = DATA / "bench_quantize_2026-12-06_part4.txt"
 VERIFY = DATA / "bench_verify_2026-12-06.json"
 FOREIGN = DATA / "bench_foreign_2026-12-06.json"
 
@@ -59,6 +61,8 @@ def _engine_rows() -> list[list[str]]:
     e = _load(ENGINE)
     rows = e["rows"]
     ours, cli = _row(rows, "hopper-wgmma, in-process"), _row(rows, "hopper-wgmma, `mxsim run`")
+    big = next((r for r in rows if r["what"].startswith("hopper-wgmma, `mxsim run` (CLI), ")),
+               None)
     ceil = _row(rows, "ceiling")["dots_per_s"]
     bw = _row(rows, "blackwell-mxf8f6f4")
     npy, step = _row(rows, "hopper-wgmma, numpy"), _row(rows, "hopper-wgmma, step kernel")
@@ -67,9 +71,14 @@ def _engine_rows() -> list[list[str]]:
         ["CPU engine, hopper-wgmma K=32, in-process", f"{_n(ours['dots_per_s'])} dots/s",
          f"{ours['ratio']:.1f}x MMA-Sim", f"{_n(ceil)} dots/s (bare step loop)",
          f"{ours['dots_per_s'] / ceil:.2f}", "-", src],
-        ["CPU engine, hopper-wgmma K=32, `mxsim run`", f"{_n(cli['dots_per_s'])} dots/s",
+        [f"CPU engine, hopper-wgmma K=32, `mxsim run` on {cli['dots']:,} dots",
+         f"{_n(cli['dots_per_s'])} dots/s",
          f"{cli['ratio']:.1f}x MMA-Sim", f"{_n(ceil)} dots/s", f"{cli['dots_per_s'] / ceil:.2f}",
          ">= 20 M dots/s, >= 17x MMA-Sim", src],
+        *([[f"CPU engine, hopper-wgmma K=32, `mxsim run` on {big['dots']:,} dots",
+             f"{_n(big['dots_per_s'])} dots/s", f"{big['ratio']:.1f}x MMA-Sim (its rate above)",
+             f"{_n(ceil)} dots/s", f"{big['dots_per_s'] / ceil:.2f}",
+             ">= 20 M dots/s, >= 17x MMA-Sim", src]] if big else []),
         ["CPU engine, blackwell-mxf8f6f4 K=32 (E8M0), in-process",
          f"{_n(bw['dots_per_s'])} dots/s", "-", f"{_n(ceil)} dots/s",
          f"{bw['dots_per_s'] / ceil:.2f}", "same order as hopper-wgmma", src],
@@ -240,10 +249,41 @@ def _gpu_run(path: Path) -> str:
     return f"{_rel(path)}: K = 32 {_n(k32)} dots/s, K = 4096 {_n(k4k)} dots/s"
 
 
+PROFILE_GPU = DATA / "profiles" / "gpu_engine_2026-12-06_h100.txt"
+PROFILE_TORCH = (DATA / "profiles" / "torch_layer_2026-12-06_h100_before.txt",
+                 DATA / "profiles" / "torch_layer_2026-12-06_h100.txt")
+
+
+def _gpu_profile() -> str:
+    """profile_gpu_engine.py's K = 32 line: the call, its kernels, the old operand path."""
+    line = next(x for x in PROFILE_GPU.read_text().splitlines() if x.startswith("K=32 "))
+    call, kernel, ops = (float(v) for v in re.findall(r"([\d.]+) ms", line))
+    return (f"`gpu.dot` {call:.2f} ms, its kernels {kernel:.2f} ms, the operand path before "
+            f"(timed beside them) {ops:.2f} ms")
+
+
+def _torch_profile(path: Path, copy: bool) -> str:
+    """profile_torch_layer.py's per-granularity seconds and kernels' seconds (and numpy's
+    ascontiguousarray in the first, where ``copy``)."""
+    text = path.read_text()
+    parts = re.findall(r"== (\w+): ([\d.]+) s \(under cProfile\), whole-dot kernels ([\d.]+) s",
+                       text)
+    out = "; ".join(f"{g} {t} s, kernels {k} s" for g, t, k in parts)
+    if copy:
+        tensor = text.split("== tensor")[1].split("==")[0]
+        m = re.search(r"\n\s*\d+\s+([\d.]+)\s+[\d.]+\s+([\d.]+)\s+[\d.]+ \{built-in method "
+                      r"numpy.ascontiguousarray\}", tensor)
+        out += f"; numpy's ascontiguousarray {m.group(2)} s of the tensor call"
+    return out
+
+
 def figures() -> dict[str, str]:
     e, g = _load(ENGINE), _load(GPU)
     return {
         "perf:applies": _applies(),
+        "perf:gpu-profile": _gpu_profile(),
+        "perf:torch-before": _torch_profile(PROFILE_TORCH[0], True),
+        "perf:torch-after": _torch_profile(PROFILE_TORCH[1], False),
         "perf:check": _check_summary(),
         "perf:llama": _llama_summary(),
         "perf:table": _table(_engine_rows() + _gpu_rows() + _torch_rows() + _quant_rows()

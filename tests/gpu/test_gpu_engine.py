@@ -73,18 +73,21 @@ def test_engine_check_bad_arguments_exit_2(tmp_path, capsys):
     assert capsys.readouterr().err.count("\n") == 2
 
 
-#: The issue-39 run on an H100 (chain.cu's whole-dot kernels, plain path included).
-H100 = engine_check.SUMMARY.parents[2] / "h100" / "2026-12-06-engine" / "engine_check.json"
+#: The issue-39 runs on an H100: chain.cu's whole-dot kernels (plain path included), then
+#: with the sides packed on the device (pack.cu).
+H100 = [engine_check.SUMMARY.parents[2] / "h100" / name / "engine_check.json"
+        for name in ("2026-12-06-engine", "2026-12-06-engine-pack")]
 
 
-def test_h100_whole_dot_summary_replays_and_covers_the_same_cases():
-    """The H100 run of python -m gpu.engine.check with the whole-dot kernels: every case of
+@pytest.mark.parametrize("summary", H100, ids=lambda p: p.parent.name)
+def test_h100_whole_dot_summary_replays_and_covers_the_same_cases(summary):
+    """The H100 runs of python -m gpu.engine.check with the whole-dot kernels: every case of
     the H200 run (same recipes, same seeds), every GPU hash equal to the CPU's, and a sample
     recomputed here."""
-    s, old = json.loads(H100.read_text()), json.loads(engine_check.SUMMARY.read_text())
+    s, old = json.loads(summary.read_text()), json.loads(engine_check.SUMMARY.read_text())
     assert s["engine"] == "gpu" and "H100" in s["device"] and not s["quick"]
     assert s["totals"]["mismatches"] == 0 and s["totals"]["ref_mismatches"] == 0
     assert [c["digest"] for c in s["cases"]] == [c["digest"] for c in old["cases"]]
     assert all(c["gpu_sha256"] == c["cpu_sha256"] for c in s["cases"])
     lines = []
-    assert engine_check.check(H100, sample=60, log=lines.append) == 0, lines
+    assert engine_check.check(summary, sample=30, log=lines.append) == 0, lines

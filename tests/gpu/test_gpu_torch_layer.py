@@ -152,10 +152,12 @@ def test_torch_layer_h200_sample_replays_bit_for_bit():
     assert all(e == t for e, t in replayed.values())
 
 
-def test_torch_layer_h100_whole_dot_run_replays_bit_for_bit():
-    """The H100 run with the whole-dot kernels (issue 39): the same configurations, the same
-    output hashes as the H200 run, and the sample replays on the CPU."""
-    h100 = REAL.parents[1] / "h100" / "2026-12-06-torch"
+@pytest.mark.parametrize("run", ["2026-12-06-torch", "2026-12-06-torch-pack"])
+def test_torch_layer_h100_whole_dot_run_replays_bit_for_bit(run):
+    """The H100 runs with the whole-dot kernels (issue 39; the second with the sides packed on
+    the device): the same configurations, the same output hashes as the H200 run, and the
+    sample replays on the CPU."""
+    h100 = REAL.parents[1] / "h100" / run
     summary = json.loads((h100 / "torch_layer.json").read_text())
     old = json.loads((REAL / "torch_layer.json").read_text())
     ran = [c for c in summary["configs"] if "torch_sha256" in c]

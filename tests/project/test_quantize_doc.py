@@ -1,21 +1,25 @@
 """docs/quantize.md's benchmark tables are the ones in the committed outputs of
 `python benchmarks/bench_quantize.py`: the 2026-12-06 run (docs/data/bench_quantize_2026-12-06.txt),
-every row of which agrees with torchao, and the issue-39 part-3 run
-(docs/data/bench_quantize_2026-12-06_part3.txt: quantisation and dequantisation, each beside
-torchao and the ceiling measured in the same run)."""
+every row of which agrees with torchao, and the issue-39 part-3 and part-4 runs
+(docs/data/bench_quantize_2026-12-06_part3.txt, _part4.txt: quantisation and dequantisation,
+each beside torchao and the ceiling measured in the same run)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+import pytest
+
 from mxsim.output import fill_marked
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "docs" / "data" / "bench_quantize_2026-12-06.txt"
 PART3 = ROOT / "docs" / "data" / "bench_quantize_2026-12-06_part3.txt"
+PART4 = ROOT / "docs" / "data" / "bench_quantize_2026-12-06_part4.txt"
 DOC = ROOT / "docs" / "quantize.md"
-FIGS = {"bench-quantize-2026-12-06": DATA, "bench-quantize-2026-12-06-part3": PART3}
+FIGS = {"bench-quantize-2026-12-06": DATA, "bench-quantize-2026-12-06-part3": PART3,
+        "bench-quantize-2026-12-06-part4": PART4}
 
 
 def table(data: Path) -> str:
@@ -47,12 +51,13 @@ def test_every_row_agrees_with_torchao_and_names_its_command():
     assert all(r[5] in ("yes", "0 scales differ") for r in got)
 
 
-def test_part3_names_its_command_and_ceilings_and_agrees_with_torchao():
-    out = PART3.read_text()
+@pytest.mark.parametrize("part", [PART3, PART4], ids=["part3", "part4"])
+def test_part3_names_its_command_and_ceilings_and_agrees_with_torchao(part):
+    out = part.read_text()
     assert ("# command: flock /tmp/mxsim-bench.lock python benchmarks/bench_quantize.py "
             "--n 16777216") in out
     assert "# ceilings on 2 cores: read FP32 + write 1 byte" in out
-    got = rows(PART3)
+    got = rows(part)
     paths = [r[0] for r in got]
     assert paths[:6] == [f"q mxfp8 {r}" for r in
                          ("floor", "ceil", "even", "rceil", "ocp", "rceil-sat")]
