@@ -29,6 +29,9 @@ def dot(spec: UnitSpec, vs: VectorSet, *, kernel: bool = True, whole: bool = Tru
     if spec.exact:
         return matmul_exact(vs)
     if spec.epilogue == "block-fma":
+        if hasattr(kernel, "block_fma"):        # a GPU's kernel module: the FMA in one pass
+            return kernel.block_fma(spec, vs, lambda inner, plain: dot(
+                inner, plain, kernel=kernel, whole=whole))
         inner, blocks = block_slices(spec, vs)
         return block_fma(spec, vs, ((dot(inner, plain, kernel=kernel, whole=whole), s)
                                     for plain, s in blocks))

@@ -22,9 +22,10 @@ from ... import formats
 from .._kernels import ALIGN_CODES, INF, NAN, ZERO
 from ..xp import of
 
-__all__ = ["CHAIN_SOURCE", "PACK_SOURCE", "SOURCE", "TILE_COLS", "TILE_ROWS", "chain_dot",
-           "chain_name", "chain_source", "code_table", "kernel_name", "pack_side", "plain_bound",
-           "plain_path", "plain_widths", "prepare_b", "source", "step_sums"]
+__all__ = ["CHAIN_SOURCE", "FMA_SOURCE", "PACK_SOURCE", "SOURCE", "TILE_COLS", "TILE_ROWS",
+           "block_fma", "chain_dot", "chain_name", "chain_source", "code_table", "kernel_name",
+           "pack_side", "plain_bound", "plain_path", "plain_widths", "prepare_b", "source",
+           "step_sums"]
 
 #: The kernel source, next to this module.
 SOURCE = Path(__file__).with_name("step.cu")
@@ -32,6 +33,8 @@ SOURCE = Path(__file__).with_name("step.cu")
 CHAIN_SOURCE = Path(__file__).with_name("chain.cu")
 #: Device-side packing of the sides (tables of every code's fields; after chain.cu).
 PACK_SOURCE = Path(__file__).with_name("pack.cu")
+#: Block-wise FP32 scales: a block's FMA pass (after pack.cu).
+FMA_SOURCE = Path(__file__).with_name("fma.cu")
 #: A block's dots: TILE_ROWS rows of A x TILE_COLS columns of B (step.cu's TR and TN).
 TILE_ROWS, TILE_COLS = 8, 32
 _OPTIONS = ("-std=c++17",)
@@ -43,11 +46,11 @@ def source() -> str:
 
 
 def chain_source() -> str:
-    """The CUDA C++ of the whole-dot kernels: formats.round_to's CUDA twin, step.cu, chain.cu
-    and pack.cu (one translation unit; also built for the host by the tests)."""
+    """The CUDA C++ of the whole-dot kernels: formats.round_to's CUDA twin, step.cu, chain.cu,
+    pack.cu and fma.cu (one translation unit; also built for the host by the tests)."""
     from ...formats.rounding import gpu_source
     return "\n".join((gpu_source(), source(), CHAIN_SOURCE.read_text(),
-                      PACK_SOURCE.read_text()))
+                      PACK_SOURCE.read_text(), FMA_SOURCE.read_text()))
 
 
 def chain_name(align: str, normalized: bool) -> str:
@@ -327,3 +330,40 @@ def chain_dot(spec, vs):
                     np.int64(n), ints, np.uint32(plan["d_nan"]), np.int64(col_tiles), out[bi]))
     d_fmt = formats.get(spec.d_format)
     return out.astype(d_fmt.code_dtype, copy=False).reshape(vs.out_shape)
+
+
+def block_fma(spec, vs, partial):
+    """Block-wise FP32 scales on the GPU, as ``fast.scales.block_slices`` and ``block_fma``
+    compute them: per 128-deep K-block, ``partial(inner, plain)`` (the block's unscaled D, by
+    the engine) and one pass of ``fma.cu`` (``total = fma(partial, fl(sa * sb), total)``, from
+    C or +0; NaN as ``spec.d_nan`` at the end); FP32 codes, a CuPy array (batch, M, N)."""
+    import cupy
+
+    from ...formats.rounding import rounding_params
+    from ..epilogue import without_epilogue
+    nb = int(np.prod(vs.batch_shape, dtype=np.int64))
+    m, n = vs.m, vs.n
+    pf = cupy.asarray(rounding_params(formats.get("fp32"), "rne", "ieee"))
+    total = cupy.zeros((nb, m, n), cupy.uint32) if vs.c is None else cupy.ascontiguousarray(
+        cupy.asarray(vs.c).reshape(nb, m, n).astype(cupy.uint32))
+    sa_all = cupy.asarray(vs.a_scale, cupy.float32).view(cupy.uint32).reshape(nb, m, -1)
+    sb_all = cupy.asarray(vs.b_scale, cupy.float32).view(cupy.uint32).reshape(
+        nb, sa_all.shape[-1], -1)                   # (K / 128, N / 128) per batch entry
+    blocks = vs.k // 128
+    kernel = _chain_kernel("mxsim_block_fma", cupy.cuda.runtime.getDevice())
+    grid = (min(max(1, -(-(m * n) // 256)), 1 << 16),)
+    for kb in range(blocks):
+        inner, plain = without_epilogue(spec, vs, slice(kb * 128, (kb + 1) * 128))
+        part = cupy.ascontiguousarray(cupy.asarray(partial(inner, plain), cupy.uint32)
+                                      .reshape(nb, m, n))
+        for bi in range(nb):
+            sa = cupy.ascontiguousarray(sa_all[bi, :, kb])
+            sb = cupy.ascontiguousarray(cupy.repeat(sb_all[bi, kb], 128)[:n])
+            if m * n:
+                kernel(grid, (256,), (part[bi], sa, sb, total[bi], pf, np.int64(m),
+                                      np.int64(n), np.int32(kb == blocks - 1),
+                                      np.uint32(spec.d_nan)))
+    if blocks == 0:
+        nan = (total & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+        total = cupy.where(nan, np.uint32(spec.d_nan), total).astype(cupy.uint32)
+    return total.reshape(vs.batch_shape + (m, n))

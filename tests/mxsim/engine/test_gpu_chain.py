@@ -152,6 +152,7 @@ def test_nvcc_compiles_every_chain_kernel_for_sm90(tmp_path):
         for normalized in (False, True):
             assert kernels.chain_name(align, normalized).encode() + b"\0" in data
     assert b"mxsim_pack_side\0" in data and b"mxsim_chain_plain\0" in data
+    assert b"mxsim_block_fma\0" in data
     assert re.findall(r"(\d+) bytes spill stores", run.stdout + run.stderr)
 
 

@@ -323,6 +323,9 @@ class _FakeCupy(types.ModuleType):
                 if name == "mxsim_pack_side":
                     assert self.chain
                     launch = fake.launch_pack
+                if name == "mxsim_block_fma":
+                    assert self.chain
+                    launch = fake.launch_block_fma
                 return lambda grid, block, args: launch(name, grid, block, args)
         self.RawModule = RawModule
 
@@ -358,6 +361,20 @@ class _FakeCupy(types.ModuleType):
         self.launches.append(name)
         ptr = [None if type(x) is np.uint64 else x.ctypes.data_as(_P) for x in args]
         chain_library().mxsim_pack_host(*ptr)
+
+    def launch_block_fma(self, name, grid, block, args):
+        """A launch of fma.cu's kernel: types checked, run by its host build."""
+        args = [self.unwrap(x) for x in args]
+        assert len(args) == 9 and block == (256,) and len(grid) == 1
+        partial, sa, sb, total, pf, m, n, last, d_nan = args
+        for x, count in ((partial, m * n), (sa, m), (sb, n), (total, m * n)):
+            assert x.dtype == np.uint32 and x.flags.c_contiguous and x.size == count
+        assert pf.dtype == np.int64 and type(m) is np.int64 and type(n) is np.int64
+        assert type(last) is np.int32 and type(d_nan) is np.uint32
+        self.launches.append(name)
+        chain_library().mxsim_block_fma_host(
+            *(x.ctypes.data_as(_P) for x in (partial, sa, sb, total, pf)), ctypes.c_longlong(m),
+            ctypes.c_longlong(n), ctypes.c_int(last), ctypes.c_uint(d_nan))
 
     def __getattr__(self, name):
         return getattr(self.base, name)
