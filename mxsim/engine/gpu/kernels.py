@@ -267,7 +267,9 @@ def _packed_sides(spec, vs, bi: int, nb: int):
     from ...spec import Specials
     finite = spec.specials is Specials.NONE
     if spec.upcast is not None or code_table(vs.a_format, finite) is None \
-            or code_table(vs.b_format, finite) is None:
+            or code_table(vs.b_format, finite) is None or (
+                vs.scale_format is not None
+                and code_table(vs.scale_format, finite, True) is None):
         return None
     m, n, k = vs.m, vs.n, vs.k
     sa = sb = None
