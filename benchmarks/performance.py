@@ -29,7 +29,9 @@ GPU_RUNS = (DATA / "bench_gpu_engine_2026-12-06_h100_run1.json",
             DATA / "bench_gpu_engine_2026-12-06_h100_run3.json")
 GPU = GPU_RUNS[-1]
 GPU_INT = DATA / "gpu_int_ceiling_2026-12-06_h100.json"
-TORCH = ROOT / "tests" / "data" / "h100" / "2026-12-06-torch-pack" / "torch_layer.json"
+#: The last run: tensor and row-wise scales resumed from 2026-12-06-torch-pack, block-wise
+#: scales run again with fma.cu (benchmarks/torch_layer_rerun.py).
+TORCH = ROOT / "tests" / "data" / "h100" / "2026-12-06-torch-block" / "torch_layer.json"
 TORCH_H200 = ROOT / "tests" / "data" / "h200" / "2026-12-02-torch" / "torch_layer.json"
 CHECK = ROOT / "tests" / "data" / "h100" / "2026-12-06-engine-pack" / "engine_check.json"
 QUANT = DATA / "bench_quantize_2026-12-06_part4.txt"
