@@ -28,4 +28,5 @@ def main(argv: list[str] | None = None) -> int:
     # --debug anywhere on the line: "rerun with --debug" should work however it is added.
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
-    return run_parsed(build_parser(), argv, lambda args: args.func(args), debug=debug)
+    verb = next((a for a in argv if not a.startswith("-")), None)
+    return run_parsed(build_parser(verb), argv, lambda args: args.func(args), debug=debug)

@@ -303,9 +303,13 @@ CORE_VERBS = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
     """``mxsim``'s parser: every verb, the core's and the registered ones, in rank order; its
-    help ends with one line naming the verbs whose extra is not installed here, if any."""
+    help ends with one line naming the verbs whose extra is not installed here, if any.
+
+    ``verb``, the name of one of the core's verbs: that verb alone, the registered ones not
+    loaded (a command line that names it parses the same; it saves the start-up of every
+    other verb's parser)."""
     p = VerbParser(
         prog="mxsim", description="Bit-exact models of block-scaled (MX, NVFP4) dot-product "
                                   "units: formats, vector sets, units, comparisons.")
@@ -314,5 +318,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the traceback of an internal error (also accepted after the "
                         "verb)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    p.note = add_verbs(sub, [*CORE_VERBS, *plugin_verbs()])
+    only = [v for v in CORE_VERBS if v.name == verb]
+    p.note = add_verbs(sub, only or [*CORE_VERBS, *plugin_verbs()])
     return p
