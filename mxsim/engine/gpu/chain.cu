@@ -102,30 +102,45 @@ __device__ inline u64 window(u64 sig, i64 shift, bool &lost) {
     return sig >> right;
 }
 
+// fast.adders.exact_sum2 of (-1)**sx * gx * 2**lx and (-1)**sy * gy * 2**ly: the sign (zero:
+// +), the magnitude in a 62-bit window from `base`, and a sticky bit for what fell off.
+struct Sum2 {
+    int neg;
+    u64 mag;
+    i64 base;
+    bool sticky, zero;
+};
+
+__device__ inline Sum2 exact_sum2(int sx, u64 gx, i64 lx, int sy, u64 gy, i64 ly) {
+    const i64 none = -(1LL << 20);
+    i64 mx = gx == 0 ? none : lx + R::bit_length(gx) - 1;
+    i64 my = gy == 0 ? none : ly + R::bit_length(gy) - 1;
+    Sum2 s;
+    s.base = (mx > my ? mx : my) - 62;
+    bool x_lost, y_lost;
+    u64 tx = window(gx, s.base - lx, x_lost);
+    u64 ty = window(gy, s.base - ly, y_lost);
+    s.sticky = x_lost || y_lost;
+    bool x_big = tx >= ty;
+    u64 big = x_big ? tx : ty, small = x_big ? ty : tx;
+    int sgn;
+    if (sx != sy) {
+        s.mag = big - small - (s.sticky ? 1ULL : 0ULL);
+        sgn = x_big ? sx : sy;
+    } else {
+        s.mag = big + small;
+        sgn = sx;
+    }
+    s.zero = s.mag == 0 && !s.sticky;
+    s.neg = sgn == 1 && !s.zero;
+    return s;
+}
+
 // fast.adders.add_round of two d_format codes, zeros +0.
 __device__ inline i64 add_round(const i64 *pp, i64 x, i64 y) {
     Fields fx = decode(pp, x), fy = decode(pp, y);
-    const i64 none = -(1LL << 20);
-    i64 mx = fx.sig == 0 ? none : fx.lsb + R::bit_length((u64)fx.sig) - 1;
-    i64 my = fy.sig == 0 ? none : fy.lsb + R::bit_length((u64)fy.sig) - 1;
-    i64 base = (mx > my ? mx : my) - 62;
-    bool sx_lost, sy_lost;
-    u64 tx = window((u64)fx.sig, base - fx.lsb, sx_lost);
-    u64 ty = window((u64)fy.sig, base - fy.lsb, sy_lost);
-    bool sticky = sx_lost || sy_lost;
-    bool x_big = tx >= ty;
-    u64 big = x_big ? tx : ty, small = x_big ? ty : tx;
-    u64 mag;
-    int sgn;
-    if (fx.sign != fy.sign) {
-        mag = big - small - (sticky ? 1ULL : 0ULL);
-        sgn = x_big ? fx.sign : fy.sign;
-    } else {
-        mag = big + small;
-        sgn = fx.sign;
-    }
-    bool zero = mag == 0 && !sticky;
-    i64 code = rounded(pp, (sgn == 1 && !zero) ? 1 : 0, base, mag, sticky);
+    Sum2 s = exact_sum2(fx.sign, (u64)fx.sig, fx.lsb, fy.sign, (u64)fy.sig, fy.lsb);
+    i64 code = rounded(pp, s.neg, s.base, s.mag, s.sticky);
     bool ix = (fx.flag & INF_) != 0, iy = (fy.flag & INF_) != 0;
     return specials(pp, code, ((fx.flag | fy.flag) & NAN_) != 0,
                     (ix && fx.sign == 0) || (iy && fy.sign == 0),

@@ -3,44 +3,11 @@
 // once to nearest even, as mxsim.engine.fast.scales.mul_fp32 and fma_fp32 compute them in
 // integers: the exact product, the exact two-term sum of fast.adders.exact_sum2 (a 62-bit
 // window and a sticky bit), formats.round_to's CUDA twin, the zero signs and the specials of
-// fast.operands.special_codes. Compiled after chain.cu (decode, specials, window); the host
+// fast.operands.special_codes. Compiled after chain.cu (decode, specials, exact_sum2); the host
 // build (g++ -DMXSIM_HOST) is held equal to the numpy functions by
 // tests/mxsim/engine/test_gpu_fma.py.
 
 namespace mxsim {
-
-// fast.adders.exact_sum2 of (-1)**sx * gx * 2**lx and (-1)**sy * gy * 2**ly.
-struct Sum2 {
-    int neg;
-    u64 mag;
-    i64 base;
-    bool sticky, zero;
-};
-
-__device__ inline Sum2 exact_sum2(int sx, u64 gx, i64 lx, int sy, u64 gy, i64 ly) {
-    const i64 none = -(1LL << 20);
-    i64 mx = gx == 0 ? none : lx + R::bit_length(gx) - 1;
-    i64 my = gy == 0 ? none : ly + R::bit_length(gy) - 1;
-    Sum2 s;
-    s.base = (mx > my ? mx : my) - 62;
-    bool x_lost, y_lost;
-    u64 tx = window(gx, s.base - lx, x_lost);
-    u64 ty = window(gy, s.base - ly, y_lost);
-    s.sticky = x_lost || y_lost;
-    bool x_big = tx >= ty;
-    u64 big = x_big ? tx : ty, small = x_big ? ty : tx;
-    int sgn;
-    if (sx != sy) {
-        s.mag = big - small - (s.sticky ? 1ULL : 0ULL);
-        sgn = x_big ? sx : sy;
-    } else {
-        s.mag = big + small;
-        sgn = sx;
-    }
-    s.zero = s.mag == 0 && !s.sticky;
-    s.neg = sgn == 1 && !s.zero;
-    return s;
-}
 
 __device__ inline bool is_zero(const Fields &f) { return f.sig == 0 && !(f.flag & (NAN_ | INF_)); }
 
