@@ -51,6 +51,17 @@ __host__ __device__ inline void pack_one(const PackArgs &p, i64 o) {
 #endif
 }
 
+// The arguments of both entries below as one record (`dims`: n_codes, rows, K, rs, ts, blk,
+// srs, sts).
+inline __host__ __device__ PackArgs pack_args(
+        const unsigned char *codes8, const unsigned short *codes16, const unsigned char *scales,
+        const int *etab, const int *stab, const long long *dims, int *sign, int *sig, int *lsb,
+        int *e, int *flag, int *special) {
+    PackArgs p = {codes8, codes16, scales, etab, stab, dims[0], dims[1], dims[2], dims[3],
+                  dims[4], dims[5], dims[6], dims[7], sign, sig, lsb, e, flag, special};
+    return p;
+}
+
 }  // namespace mxsim
 
 #ifndef MXSIM_HOST
@@ -59,9 +70,8 @@ extern "C" __global__ void mxsim_pack_side(
         const unsigned char *codes8, const unsigned short *codes16, const unsigned char *scales,
         const int *etab, const int *stab, const long long *dims, int *sign, int *sig, int *lsb,
         int *e, int *flag, int *special) {
-    mxsim::PackArgs p = {codes8, codes16, scales, etab, stab, dims[0], dims[1], dims[2],
-                         dims[3], dims[4], dims[5], dims[6], dims[7], sign, sig, lsb, e, flag,
-                         special};
+    mxsim::PackArgs p = mxsim::pack_args(codes8, codes16, scales, etab, stab, dims, sign, sig,
+                                         lsb, e, flag, special);
     long long total = p.rows * p.K;
     for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < total;
          o += (long long)gridDim.x * blockDim.x)
@@ -70,14 +80,13 @@ extern "C" __global__ void mxsim_pack_side(
 
 #else
 
-// The host entry (tests): every term in turn. `dims`: n_codes, rows, K, rs, ts, blk, srs, sts.
+// The host entry (tests): every term in turn.
 extern "C" void mxsim_pack_host(
         const unsigned char *codes8, const unsigned short *codes16, const unsigned char *scales,
         const int *etab, const int *stab, const long long *dims, int *sign, int *sig, int *lsb,
         int *e, int *flag, int *special) {
-    mxsim::PackArgs p = {codes8, codes16, scales, etab, stab, dims[0], dims[1], dims[2],
-                         dims[3], dims[4], dims[5], dims[6], dims[7], sign, sig, lsb, e, flag,
-                         special};
+    mxsim::PackArgs p = mxsim::pack_args(codes8, codes16, scales, etab, stab, dims, sign, sig,
+                                         lsb, e, flag, special);
     for (long long o = 0; o < p.rows * p.K; ++o) mxsim::pack_one(p, o);
 }
 
