@@ -22,7 +22,8 @@ from ..xp import of as xp_of
 from .adders import exact_sum2
 from .operands import Operand, special_codes
 
-__all__ = ["apply_epilogue", "block_fma", "block_slices", "fma_fp32", "mul_fp32"]
+__all__ = ["apply_epilogue", "block_fma", "block_scales", "block_slices", "fma_fp32",
+           "mul_fp32"]
 
 
 def mul_fp32(x: npt.NDArray, y: npt.NDArray) -> npt.NDArray[np.uint32]:
@@ -64,20 +65,29 @@ def fma_fp32(x: npt.NDArray, y: npt.NDArray, z: npt.NDArray) -> npt.NDArray[np.u
     return special_codes(fp32, nan, pos, neg, codes)
 
 
+def block_scales(vs: VectorSet, kb: int) -> tuple[npt.NDArray[np.uint32],
+                                                  npt.NDArray[np.uint32]]:
+    """FP32 bits of 128-K block ``kb``'s block-wise scales: A's per row (batch, M) and B's per
+    column (batch, N; a B scale covers 128 columns)."""
+    xp = xp_of(vs.a)
+    sa = xp.asarray(vs.a_scale, np.float32).view(np.uint32)[..., kb]
+    sb = xp.repeat(xp.asarray(vs.b_scale, np.float32).view(np.uint32)[..., kb, :], 128,
+                   axis=-1)[..., :vs.n]
+    return sa, sb
+
+
 def block_slices(spec: UnitSpec, vs: VectorSet
                  ) -> tuple[UnitSpec, list[tuple[VectorSet, npt.NDArray[np.uint32]]]]:
     """(partial-sum spec, [(vectors of one 128-K block, FP32 bits of fl(sa*sb))]) of a
     block-wise scaled unit: each block is the chain from +0 without scales or promotion."""
-    n = vs.n
+    xp = xp_of(vs.a)
+    shape = vs.batch_shape + (vs.m, vs.n)
     out = []
     for kb in range(vs.k // 128):
         inner, plain = without_epilogue(spec, vs, slice(kb * 128, (kb + 1) * 128))
-        xp = xp_of(vs.a)
-        sa = xp.asarray(vs.a_scale, np.float32).view(np.uint32)[..., kb][..., :, None]
-        sb = xp.repeat(xp.asarray(vs.b_scale, np.float32).view(np.uint32)[..., kb, :], 128,
-                       axis=-1)[..., :n]
-        shape = vs.batch_shape + (vs.m, n)
-        s = mul_fp32(xp.broadcast_to(sa, shape), xp.broadcast_to(sb[..., None, :], shape))
+        sa, sb = block_scales(vs, kb)
+        s = mul_fp32(xp.broadcast_to(sa[..., :, None], shape),
+                     xp.broadcast_to(sb[..., None, :], shape))
         out.append((plain, s))
     return inner, out
 

@@ -281,12 +281,8 @@ def _packed_sides(spec, vs, bi: int, nb: int):
     b = pack_side(vs.b.reshape(nb, k, n)[bi], sb, vs.b_format, vs.scale_format, vs.block or 1,
                   finite, True)
     special = bool(cupy.asnumpy(a[5] | b[5])[0])      # the one wait: any NaN or Inf term
-    if special or spec.align.value != "rz" or spec.product.value != "raw":
-        plain = False
-    elif plain_bound(spec, vs.a_format, vs.b_format, vs.scale_format, finite):
-        plain = True
-    else:
-        plain = plain_path(spec, a[:5], b[:5])
+    plain = not special and (plain_bound(spec, vs.a_format, vs.b_format, vs.scale_format,
+                                         finite) or plain_path(spec, a[:5], b[:5]))
     return a[:5], b[:5], plain
 
 
@@ -343,14 +339,12 @@ def block_fma(spec, vs, partial):
 
     from ...formats.rounding import rounding_params
     from ..epilogue import without_epilogue
+    from ..fast.scales import block_scales
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))
     m, n = vs.m, vs.n
     pf = cupy.asarray(rounding_params(formats.get("fp32"), "rne", "ieee"))
     total = cupy.zeros((nb, m, n), cupy.uint32) if vs.c is None else cupy.ascontiguousarray(
         cupy.asarray(vs.c).reshape(nb, m, n).astype(cupy.uint32))
-    sa_all = cupy.asarray(vs.a_scale, cupy.float32).view(cupy.uint32).reshape(nb, m, -1)
-    sb_all = cupy.asarray(vs.b_scale, cupy.float32).view(cupy.uint32).reshape(
-        nb, sa_all.shape[-1], -1)                   # (K / 128, N / 128) per batch entry
     blocks = vs.k // 128
     kernel = _chain_kernel("mxsim_block_fma", cupy.cuda.runtime.getDevice())
     grid = (min(max(1, -(-(m * n) // 256)), 1 << 16),)
@@ -358,11 +352,11 @@ def block_fma(spec, vs, partial):
         inner, plain = without_epilogue(spec, vs, slice(kb * 128, (kb + 1) * 128))
         part = cupy.ascontiguousarray(cupy.asarray(partial(inner, plain), cupy.uint32)
                                       .reshape(nb, m, n))
+        sa, sb = (x.reshape(nb, -1) for x in block_scales(vs, kb))
         for bi in range(nb):
-            sa = cupy.ascontiguousarray(sa_all[bi, :, kb])
-            sb = cupy.ascontiguousarray(cupy.repeat(sb_all[bi, kb], 128)[:n])
             if m * n:
-                kernel(grid, (256,), (part[bi], sa, sb, total[bi], pf, np.int64(m),
+                kernel(grid, (256,), (part[bi], cupy.ascontiguousarray(sa[bi]),
+                                      cupy.ascontiguousarray(sb[bi]), total[bi], pf, np.int64(m),
                                       np.int64(n), np.int32(kb == blocks - 1),
                                       np.uint32(spec.d_nan)))
     if blocks == 0:
