@@ -6,7 +6,8 @@ FP32 by :func:`mxsim.formats.round_to`). Its twin, :mod:`mxsim.engine.reference`
 same with Python fractions; a test holds them equal.
 
 Modules: ``operands`` (exact fields of the codes), ``alignment`` (a step's terms aligned to
-its LSB), ``step`` (one fused step over rows, compiled kernel or numpy), ``tree`` (reduction
+its LSB), ``step`` (one fused step over rows, compiled kernel or numpy), ``wide`` (numpy's
+fused step in exact float64, the fallback without numba), ``tree`` (reduction
 trees), ``sums`` (an instruction's terms summed exactly), ``chain`` (instructions chained along
 K), ``scales`` (FP32 arithmetic and scale epilogues), ``exact`` (the exact unit), ``paths``
 (which code runs), ``dispatch`` (:func:`dot`), ``status`` (:func:`exception_flags`, the IEEE
@@ -15,9 +16,9 @@ K), ``scales`` (FP32 arithmetic and scale epilogues), ``exact`` (the exact unit)
 
 from .dispatch import dot
 from .exact import matmul_exact
-from .paths import NUMPY_SLOWDOWN, kernel_available, path
+from .paths import INTEGER_STEP, NUMPY_SLOWDOWN, kernel_available, path
 from .scales import block_slices, fma_fp32, mul_fp32
 from .status import exception_flags
 
-__all__ = ["matmul_exact", "dot", "exception_flags", "path", "NUMPY_SLOWDOWN",
+__all__ = ["matmul_exact", "dot", "exception_flags", "path", "INTEGER_STEP", "NUMPY_SLOWDOWN",
            "kernel_available", "fma_fp32", "mul_fp32", "block_slices"]

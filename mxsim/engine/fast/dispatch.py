@@ -15,14 +15,16 @@ from .stack import stack_factor, stacked, unstacked
 __all__ = ["dot"]
 
 
-def dot(spec: UnitSpec, vs: VectorSet, *, kernel: bool = True, whole: bool = True
+def dot(spec: UnitSpec, vs: VectorSet, *, kernel: bool | str = True, whole: bool = True
         ) -> npt.NDArray:
     """D = A·B + C of a vector set exactly as ``spec`` computes it; codes of ``spec.d_format``.
 
     A K longer than the instruction's chains instructions (D of one is C of the next), with
     promotion if the spec declares it. Raises UnitError when the vectors do not fit the spec.
-    ``kernel=False`` computes every fused step in numpy instead of the compiled kernels (the
-    same bits, ``NUMPY_SLOWDOWN`` slower; for tests and benchmarks); ``whole=False`` runs the
+    ``kernel=False`` computes every fused step in numpy instead of the compiled kernels, as a
+    process without numba does (the same bits, ``NUMPY_SLOWDOWN`` slower; for tests and
+    benchmarks); ``kernel=INTEGER_STEP`` in numpy's integer step, slower still (for the tests
+    that hold the numpy paths equal); ``whole=False`` runs the
     step kernel over whole blocks even where the whole-dot kernel (:mod:`.fused`) applies (the
     same bits)."""
     spec.check_vectors(vs)

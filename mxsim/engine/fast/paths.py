@@ -10,9 +10,10 @@ import numpy as np
 
 from ...spec import UnitSpec
 from .. import _kernels
+from . import wide
 
-__all__ = ["NUMPY_SLOWDOWN", "kernel_applies", "kernel_available", "path", "step_kernels",
-           "use_kernel"]
+__all__ = ["INTEGER_STEP", "NUMPY_SLOWDOWN", "kernel_applies", "kernel_available", "path",
+           "step_kernels", "use_kernel"]
 
 #: How much slower the numpy fallback is than the compiled kernels, as said to the user:
 #: hopper-wgmma, 1M dots of K = 32, numba 0.68, 2 shared cores, 2026-12-06, against the
@@ -20,6 +21,11 @@ __all__ = ["NUMPY_SLOWDOWN", "kernel_applies", "kernel_available", "path", "step
 #: (the last two are docs/data/bench_engine_2026-12-06.json and _run2.json, the third after the
 #: kernel's branch-free rounding). It was 10-20x against the step kernel.
 NUMPY_SLOWDOWN = "45-50x"
+
+
+#: ``kernel=INTEGER_STEP`` computes every fused step with :mod:`.alignment`'s integer terms
+#: (no compiled kernel, no :mod:`.wide`): the slowest numpy path, for tests and benchmarks.
+INTEGER_STEP = "integer-step"
 
 
 def kernel_available() -> bool:
@@ -38,19 +44,24 @@ def kernel_applies(spec: UnitSpec) -> bool:
 def use_kernel(spec: UnitSpec, kernel: bool = True) -> bool:
     """Whether ``spec``'s steps run in the compiled kernel: it applies, it is wanted
     (``kernel``) and numba is installed."""
-    return kernel_applies(spec) and kernel and _kernels.available()
+    return kernel_applies(spec) and kernel is True and _kernels.available()
 
 
 def step_kernels(spec: UnitSpec, kernel, xp=np):
     """The module whose ``prepare_b`` and ``step_sums`` compute ``spec``'s fused steps on
-    arrays of module ``xp``, or None (the numpy-style step). ``kernel`` is a bool (numpy: the
-    numba kernel where it applies and numba is installed), or such a module itself (the GPU
-    engine passes ``mxsim.engine.gpu.kernels`` for CuPy arrays); other array modules run the
-    numpy-style step unless given one."""
-    if not (kernel_applies(spec) and kernel):
+    arrays of module ``xp``, or None (:mod:`.alignment`'s integer step).
+
+    ``kernel`` is True (numpy: the numba kernel where it applies and numba is installed, else
+    :mod:`.wide`), False (numpy: :mod:`.wide`, the numpy fallback), :data:`INTEGER_STEP`
+    (numpy: the integer step, for the tests that hold the three equal), or such a module
+    itself (the GPU engine passes ``mxsim.engine.gpu.kernels`` for CuPy arrays); other array
+    modules run the integer step unless given one."""
+    if not kernel_applies(spec) or kernel is INTEGER_STEP:
         return None
     if xp is np:
-        return _kernels if _kernels.available() else None
+        if isinstance(kernel, bool):
+            return _kernels if kernel and _kernels.available() else wide
+        return kernel
     return None if isinstance(kernel, bool) else kernel
 
 

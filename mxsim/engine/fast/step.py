@@ -71,23 +71,28 @@ def step(spec: UnitSpec, ops: Operands, a: Operand, b: Operand, sa: Operand | No
     """One fused step of rows ``a`` (r, g) against columns ``b`` (g, N); acc_format codes.
 
     ``acc_codes`` are the accumulator's codes in ``acc_in`` (None: no accumulator; ``ZERO``:
-    +0 everywhere; an :class:`Operand`: a C already read). ``b_side`` is B prepared for the
-    compiled kernel (None: use numpy) by the module ``kernels`` (see
-    :func:`.paths.step_kernels`).
+    +0 everywhere; an :class:`Operand`: a C already read). ``b_side`` is B prepared by the
+    module ``kernels`` (see :func:`.paths.step_kernels`: the compiled kernel, or numpy's
+    :mod:`.wide`, which declines data outside its bounds); None, or a decline, computes the
+    step with :mod:`.alignment`'s integer terms.
     """
     acc_fmt = formats.get(spec.acc_format)
     zero_acc = acc_codes is ZERO
     acc = None if acc_codes is None or zero_acc else Operand.read(acc_in, acc_codes)
-    if b_side is not None:
-        q, step_lsb, flags = kernels.step_sums(
-            a, sa, b_side, acc, spec.frac_bits, spec.align.value,
-            spec.product is Product.NORMALIZED, spec.e_zero, zero_acc)
+    sums = None if b_side is None else kernels.step_sums(
+        a, sa, b_side, acc, spec.frac_bits, spec.align.value,
+        spec.product is Product.NORMALIZED, spec.e_zero, zero_acc)
+    if sums is not None:
+        q, step_lsb, flags = sums
         codes = formats.round_to(acc_fmt, q < 0, step_lsb, np.abs(q).astype(np.uint64), False,
                                  spec.acc_rounding, spec.overflow)
         specials = bool((flags & 7).any())
         nan, pinf, ninf = ((flags & bit) != 0 for bit in (1, 2, 4)) if specials else (None,) * 3
         return finish(spec, acc_fmt, codes, q == 0, (flags & 8) != 0, nan, pinf, ninf,
                       specials)
+    if zero_acc:       # numpy's step reads +0 codes (the kernels' zero_acc)
+        acc = Operand.of(acc_in, xp_of(a.sig).zeros((a.sig.shape[0], b.sig.shape[1]),
+                                                    acc_in.code_dtype))
     sign, sig, lsb, align_e, nan, pinf, ninf = step_terms(spec, ops, a, b, sa, sb)
     e_max = align_e.max(axis=1)
     nan, pinf, ninf = nan.any(axis=1), pinf.any(axis=1), ninf.any(axis=1)

@@ -7,18 +7,21 @@ from hypothesis import strategies as st
 
 from mxsim import formats, presets, spec, vectors
 from mxsim.engine import fast, reference
+from mxsim.engine.fast.paths import INTEGER_STEP
 from mxsim.errors import UnitError
 from mxsim.spec import UnitSpec, ZeroSign
 from mxsim.vectors import VectorSet
 
 
 def _twins(spec: UnitSpec, vs: VectorSet) -> np.ndarray:
-    """Fast engine (whole-dot kernel, step kernel and numpy path) == reference engine, bit for
-    bit."""
+    """Fast engine (whole-dot kernel, step kernel, numpy's float64 step and its integer
+    step) == reference engine, bit for bit."""
     d_fast = fast.dot(spec, vs)
     d_step = fast.dot(spec, vs, whole=False)
     d_numpy = fast.dot(spec, vs, kernel=False)
+    d_int = fast.dot(spec, vs, kernel=INTEGER_STEP)
     d_ref = reference.dot(spec, vs)
+    np.testing.assert_array_equal(d_int, d_ref)
     np.testing.assert_array_equal(d_numpy, d_ref)
     np.testing.assert_array_equal(d_step, d_ref)
     np.testing.assert_array_equal(d_fast, d_ref)
