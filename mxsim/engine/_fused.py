@@ -318,37 +318,45 @@ def _instruction(a, b, i, j0, nj, off, bounds, d, d_zero, special, cfg, mag, neg
 
 def _chain_loop(a, b, a_special, b_special, c, has_c, bounds, k_inst, n_inst, promote, cfg,
                 pa, pc, pp, move, d_nan, r0, r1, out):
-    # Rows r0..r1 of D against every column, in tiles of cfg[5] columns that stay in cache;
-    # each tile of one row goes through the whole chain before the next.
+    # Rows r0..r1 of D against every column, in blocks of cfg[7] rows by cfg[5] columns: each
+    # instruction of the chain runs over the whole block before the next, so one instruction's
+    # slices of A and B stay in cache whatever K is (each dot keeps its state in the block).
     g = 1
     for s in range(bounds.shape[0] - 1):
         g = max(g, bounds[s + 1] - bounds[s])
     mag, neg, lsb = np.empty(g, np.int64), np.empty(g, np.int64), np.empty(g, np.int64)
-    tile = cfg[5]
-    d, acc, total = np.empty(tile, np.int64), np.empty(tile, np.int64), np.empty(tile, np.int64)
+    tile, rows = cfg[5], cfg[7]
+    d, acc = np.empty((rows, tile), np.int64), np.empty((rows, tile), np.int64)
+    total = np.empty((rows, tile), np.int64)
     tot, slsb, flg = np.empty(tile, np.int64), np.empty(tile, np.int64), np.empty(tile, np.int64)
-    special = np.empty(tile, np.bool_)
+    special = np.empty((rows, tile), np.bool_)
     n = b.shape[1]
     for j0 in range(0, n, tile):
         nj = min(n, j0 + tile) - j0
-        for i in range(r0, r1):
-            for x in range(nj):
-                d[x] = c[i, j0 + x] if has_c else 0
-                special[x] = a_special[i] or b_special[j0 + x]
-                total[x] = d[x]
+        for i0 in range(r0, r1, rows):
+            ni = min(r1, i0 + rows) - i0
+            for y in range(ni):
+                for x in range(nj):
+                    d[y, x] = c[i0 + y, j0 + x] if has_c else 0
+                    special[y, x] = a_special[i0 + y] or b_special[j0 + x]
+                    total[y, x] = d[y, x]
             d_zero = promote != 0 or not has_c
             for inst in range(n_inst):
                 if promote and inst and inst % promote == 0:
-                    for x in range(nj):
-                        total[x] = _add_round(pp, total[x], d[x])
+                    for y in range(ni):
+                        for x in range(nj):
+                            total[y, x] = _add_round(pp, total[y, x], d[y, x])
                     d_zero = True
-                _instruction(a, b, i, j0, nj, inst * k_inst, bounds, d, d_zero, special, cfg,
-                             mag, neg, lsb, pa, pc, move, acc, tot, slsb, flg)
+                for y in range(ni):
+                    _instruction(a, b, i0 + y, j0, nj, inst * k_inst, bounds, d[y], d_zero,
+                                 special[y], cfg, mag, neg, lsb, pa, pc, move, acc[y], tot,
+                                 slsb, flg)
                 d_zero = False
-            for x in range(nj):
-                v = _add_round(pp, total[x], d[x]) if promote else d[x]
-                # d_format is IEEE-style: codes above Inf's magnitude are NaN
-                out[i, j0 + x] = d_nan if (v & ((1 << pc[9]) - 1)) > pc[12] else v
+            for y in range(ni):
+                for x in range(nj):
+                    v = _add_round(pp, total[y, x], d[y, x]) if promote else d[y, x]
+                    # d_format is IEEE-style: codes above Inf's magnitude are NaN
+                    out[i0 + y, j0 + x] = d_nan if (v & ((1 << pc[9]) - 1)) > pc[12] else v
 
 
 def _build():
@@ -410,8 +418,8 @@ def chain_rows(a, b, a_special, b_special, c, bounds, k_inst: int, n_inst: int,
     (M, N) int64 codes of d_format or None; ``bounds`` the steps' K offsets in an instruction
     of ``k_inst``, ``n_inst`` instructions; ``promote`` the spec's promote_every or 0;
     ``cfg`` (frac_bits, align code, normalized, e_zero, signed: the sides carry signed
-    significands and no NaN/Inf, columns per cache tile, quick: the step sums round by
-    :func:`_round_sum`); ``pa``/``pc``/``pp`` the rounding
+    significands and no NaN/Inf, columns per block, quick: the step sums round by
+    :func:`_round_sum`, rows per block); ``pa``/``pc``/``pp`` the rounding
     parameters of the step sums (acc_format), the conversion and the promotion (d_format);
     ``move``: how many bits wider d_format's mantissa is where the conversion only moves
     fields (-1: it rounds). Releases the GIL."""

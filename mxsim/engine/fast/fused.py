@@ -23,13 +23,18 @@ from ...spec import CMode, Product, Reduce, Specials, UnitSpec, ZeroSign
 from ...vectors import VectorSet
 from .. import _kernels
 from ..xp import of as xp_of
-from .operands import Operands
+from .operands import Operands, code_table
 from .paths import kernel_applies
 
 __all__ = ["applies", "dot", "plan"]
 
 _CHUNK_PRODUCTS = 1 << 22       # products per kernel call (a share of the rows)
-_TILE_BYTES = 1 << 19           # B's columns per cache tile: K x 5 int32 fields each
+# The kernel's blocks of dots: every instruction of the chain runs over a block before the
+# next, so one instruction's slices of A (rows) and B (columns) stay in cache at any K.
+# Measured on 2 cores (benchmarks/bench_engine.py's K sweep): 128 columns is fastest up to
+# K = 512, 32 at K = 4096 (a block's columns of B stay in cache across the instructions).
+_TILE_COLUMNS, _TILE_COLUMNS_LONG_K, _LONG_K = 128, 32, 1024
+_TILE_ROWS = 16
 _THREADS = os.cpu_count() or 1
 
 
@@ -72,8 +77,8 @@ def plan(spec: UnitSpec, k: int) -> dict:
         promote=min(spec.promote_every, k // spec.k + 1) if spec.promote_every else 0,
         cfg=np.array([spec.frac_bits, _kernels.ALIGN_CODES[spec.align.value],
                       spec.product is Product.NORMALIZED, spec.e_zero, 0,
-                      max(8, min(128, _TILE_BYTES // (20 * max(1, k)))),
-                      _quick(acc_fmt, spec.acc_rounding)], np.int64),
+                      _TILE_COLUMNS if k <= _LONG_K else _TILE_COLUMNS_LONG_K,
+                      _quick(acc_fmt, spec.acc_rounding), _TILE_ROWS], np.int64),
         pa=rounding_params(acc_fmt, spec.acc_rounding, spec.overflow),
         pc=rounding_params(d_fmt, spec.acc_rounding, spec.overflow),
         pp=rounding_params(d_fmt, spec.promote_rounding, spec.overflow),
@@ -108,6 +113,56 @@ def sides(ops: Operands, bi: int) -> tuple[npt.NDArray, npt.NDArray]:
     return a, b
 
 
+def table_sides(spec: UnitSpec, vs: VectorSet, bi: int
+                ) -> tuple[npt.NDArray, npt.NDArray] | None:
+    """:func:`sides` of batch entry ``bi`` looked up from the codes in :func:`code_table`
+    (the fields :class:`Operand` gives, so the same arrays) and the block scales folded in per
+    block: a few passes over int32 where :meth:`Operands.of` makes dozens over int64. None
+    for operands above 16 bits, scales above 8, or a spec that upcasts."""
+    tables = _tables(spec, vs)
+    if tables is None:
+        return None
+    ta, tb, ts = tables
+    nb = int(np.prod(vs.batch_shape, dtype=np.int64))
+    m, n, k = vs.m, vs.n, vs.k
+    a = _looked_up(ta, vs.a.reshape(nb, m, k)[bi], vs.a_format)
+    b = _looked_up(tb, vs.b.reshape(nb, k, n)[bi].T, vs.b_format)
+    if ts is not None:
+        _fold(a, ts[:, vs.a_scale.reshape(nb, m, -1)[bi]], vs.block)
+        _fold(b, ts[:, vs.b_scale.reshape(nb, -1, n)[bi].T], vs.block)
+    return a, b
+
+
+def _tables(spec: UnitSpec, vs: VectorSet) -> tuple | None:
+    """The code tables of A, B and the scales (None for no scales), or None where
+    :func:`table_sides` does not apply."""
+    finite = spec.specials is Specials.NONE
+    ta, tb = code_table(vs.a_format, finite), code_table(vs.b_format, finite)
+    ts = None if vs.scale_format is None else code_table(vs.scale_format, finite, True)
+    if spec.upcast is not None or ta is None or tb is None or (
+            vs.scale_format is not None and ts is None):
+        return None
+    return ta, tb, ts
+
+
+def _looked_up(table: npt.NDArray, codes: npt.NDArray, fmt_name: str) -> npt.NDArray:
+    """(5, rows, K) int32 fields of ``codes`` (rows, K), bits above the format ignored."""
+    mask = (1 << formats.get(fmt_name).bits) - 1
+    idx = np.ascontiguousarray(codes).astype(np.intp) & mask
+    return np.stack([t[idx] for t in table])
+
+
+def _fold(side: npt.NDArray, scale: npt.NDArray, block: int) -> None:
+    """Fold (4, rows, K / block) scale fields into a side, as ``_kernels.side`` does: the
+    significands multiply, the exponents add, NaN and zero flags join."""
+    rows, k = side.shape[1:]
+    blocks = side.reshape(5, rows, k // block, block)
+    blocks[1] *= scale[0][..., None]
+    blocks[2] += scale[1][..., None]
+    blocks[3] += scale[2][..., None]
+    blocks[4] |= scale[3][..., None]
+
+
 def dot(spec: UnitSpec, vs: VectorSet, kernel=True) -> npt.NDArray | None:
     """D of ``vs`` (codes of d_format, shaped as the chain gives them) computed whole per dot,
     or None where the whole-dot kernel does not apply (the spec, no numba, ``kernel`` not
@@ -121,14 +176,15 @@ def dot(spec: UnitSpec, vs: VectorSet, kernel=True) -> npt.NDArray | None:
     if kernel is not True or not _kernels.available():
         return None
     from .. import _fused
-    ops = Operands.of(spec, vs)
+    ops = None if _tables(spec, vs) is not None else Operands.of(spec, vs)
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))
     m, n = vs.m, vs.n
     args = plan(spec, vs.k)
     out = np.empty((nb, m, n), formats.get(spec.d_format).code_dtype)
-    rows = max(1, _CHUNK_PRODUCTS // max(1, n * vs.k))
+    # Row chunks of whole blocks, at least two per thread where there are rows enough.
+    rows = max(1, _CHUNK_PRODUCTS // max(1, n * vs.k), min(_TILE_ROWS, -(-m // (2 * _THREADS))))
     for bi in range(nb):
-        a, b = sides(ops, bi)
+        a, b = sides(ops, bi) if ops is not None else table_sides(spec, vs, bi)
         special = [((x[4] & (_kernels.NAN | _kernels.INF)) != 0).any(axis=1) for x in (a, b)]
         cfg = args["cfg"].copy()
         if cfg[1] == 0 and not cfg[2] and not (special[0].any() or special[1].any()):

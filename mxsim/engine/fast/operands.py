@@ -7,6 +7,7 @@ vector set, upcast and scale-folded as the unit's spec says.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +17,7 @@ from ... import formats
 from ...spec import Specials, UnitSpec
 from ...vectors import VectorSet
 
-__all__ = ["Operand", "Operands", "index_count", "special_codes"]
+__all__ = ["Operand", "Operands", "code_table", "index_count", "special_codes"]
 
 
 def index_count(idx) -> int:
@@ -150,3 +151,29 @@ def special_codes(fmt: formats.Format, nan, pinf, ninf, codes) -> npt.NDArray:
     codes = np.where(pinf, fmt.code_of_inf, codes)
     codes = np.where(ninf, fmt.code_of_inf | (1 << fmt.sign_shift), codes)
     return np.where(nan | (pinf & ninf), fmt.code_of_nan, codes).astype(fmt.code_dtype)
+
+
+# Operand flag bits, as the compiled kernels (engine._kernels) number them.
+_NAN, _INF, _ZERO = 1, 2, 4
+
+
+@functools.cache
+def code_table(fmt_name: str, finite: bool, scale: bool = False) -> npt.NDArray | None:
+    """The fields of every code of a format of at most 16 bits, as :meth:`Operand.of` gives
+    them (the kernels' sides look terms up here, on the CPU and on a GPU): int32 (5, 2**bits)
+    sign, sig, lsb, e, flags of an element format; with ``scale``, (4, 256) sig, lsb, e, flags
+    (NaN, zero) of a scale format, whose sign is ignored (as :meth:`Operands.of` does). None
+    above 16 bits (8 for a scale). Read-only."""
+    fmt = formats.get(fmt_name)
+    if fmt.bits > (8 if scale else 16):
+        return None
+    op = Operand.of(fmt, np.arange(1 << fmt.bits).astype(fmt.code_dtype), finite)
+    if scale:
+        out = np.zeros((4, 256), np.int64)
+        out[:, :1 << fmt.bits] = (op.sig, op.lsb, op.e, op.nan * _NAN | op.zero * _ZERO)
+    else:
+        out = np.stack([op.sign, op.sig, op.lsb, op.e,
+                        op.nan * _NAN | op.inf * _INF | op.zero * _ZERO])
+    out = out.astype(np.int32)
+    out.flags.writeable = False
+    return out

@@ -175,21 +175,10 @@ def plain_path(spec, a, b) -> bool:
 
 @functools.cache
 def code_table(fmt_name: str, finite: bool, scale: bool = False) -> np.ndarray | None:
-    """The fields of every code of a format of at most 16 bits, as ``Operand.of`` gives them
-    (the device packing looks terms up here): int32 (5, 2**bits) sign, sig, lsb, e, flags of
-    an element format; with ``scale``, (4, 256) sig, lsb, e, flags (NaN, zero) of a scale
-    format, whose sign is ignored (as ``Operands.of`` does). None above 16 bits."""
-    from ..fast.operands import Operand
-    fmt = formats.get(fmt_name)
-    if fmt.bits > (8 if scale else 16):
-        return None
-    op = Operand.of(fmt, np.arange(1 << fmt.bits).astype(fmt.code_dtype), finite)
-    if scale:
-        out = np.zeros((4, 256), np.int64)
-        out[:, :1 << fmt.bits] = (op.sig, op.lsb, op.e, op.nan * NAN | op.zero * ZERO)
-        return out.astype(np.int32)
-    return np.stack([op.sign, op.sig, op.lsb, op.e,
-                     op.nan * NAN | op.inf * INF | op.zero * ZERO]).astype(np.int32)
+    """:func:`mxsim.engine.fast.operands.code_table`: the fields of every code, which the
+    device packing looks terms up in (imported when first asked for)."""
+    from ..fast.operands import code_table as table
+    return table(fmt_name, finite, scale)
 
 
 @functools.cache

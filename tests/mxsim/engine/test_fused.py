@@ -1,4 +1,4 @@
-"""The whole-dot kernel (engine._fused) == the step kernel == the numpy path, bit for bit.
+"""The whole-dot kernel (engine._fused) == the step kernel == the numpy paths, bit for bit.
 
 test_engine.py's twins run it too (fast.dot takes it wherever it applies); here it meets the
 units it is for on their own terms: drawn specs of consecutive steps, C in the first step and
@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from mxsim import formats, presets, vectors
 from mxsim.engine import fast
 from mxsim.engine.fast import fused
+from mxsim.engine.fast.operands import Operands
+from mxsim.engine.fast.paths import INTEGER_STEP
 from mxsim.spec import UnitSpec
 
 pytest.importorskip("numba")
@@ -26,6 +28,7 @@ def _three(spec: UnitSpec, vs: vectors.VectorSet) -> np.ndarray:
     d_whole = fast.dot(spec, vs)
     d_step = fast.dot(spec, vs, whole=False)
     d_numpy = fast.dot(spec, vs, kernel=False)
+    np.testing.assert_array_equal(fast.dot(spec, vs, kernel=INTEGER_STEP), d_numpy)
     assert d_whole.dtype == d_numpy.dtype
     np.testing.assert_array_equal(d_step, d_numpy)
     np.testing.assert_array_equal(d_whole, d_numpy)
@@ -173,3 +176,40 @@ def test_branch_free_rounding_is_round_to(fmt, rounding, overflow):
     want = np.where(totals == 0, 0, want)
     bad = np.flatnonzero(got != want)
     assert bad.size == 0, (totals[bad[:5]], lsbs[bad[:5]], got[bad[:5]], want[bad[:5]])
+
+
+_SIDE_CASES = [(a, b, scale, block)
+               for a, b in (("e4m3", "e5m2"), ("e3m2", "e2m3"), ("e2m1", "int8"))
+               for scale, block in ((None, None), ("e8m0", 32), ("ue4m3", 16))]
+_SIDE_CASES.append(("fp16", "bf16", None, None))      # scales go with MX element formats
+
+
+@pytest.mark.parametrize("specials", ["ieee", "none"])
+@pytest.mark.parametrize("a_format,b_format,scale,block", _SIDE_CASES)
+def test_fused_table_sides_are_the_operands(a_format, b_format, scale, block, specials):
+    """The kernel's sides looked up from the codes (fused.table_sides) == the sides of
+    Operands.of, field for field: every code of A and B, every scale code, a batch."""
+    rng = np.random.default_rng(len(a_format) + 3 * len(b_format))
+    fa, fb = formats.get(a_format), formats.get(b_format)
+    k, m, n = 128, 40, 24
+    a = rng.integers(0, 1 << fa.bits, (2, m, k)).astype(fa.code_dtype)
+    b = rng.integers(0, 1 << fb.bits, (2, k, n)).astype(fb.code_dtype)
+    a.reshape(-1)[:min(a.size, 1 << fa.bits)] = np.arange(min(a.size, 1 << fa.bits))
+    b.reshape(-1)[:min(b.size, 1 << fb.bits)] = np.arange(min(b.size, 1 << fb.bits))
+    kw = {}
+    if scale is not None:
+        sa = rng.integers(0, 256, (2, m, k // block)).astype(np.uint8)
+        sa.reshape(-1)[:256] = np.arange(256)
+        kw = dict(scale_format=scale, block=block, a_scale=sa,
+                  b_scale=rng.integers(0, 256, (2, k // block, n)).astype(np.uint8))
+    vs = vectors.VectorSet(a=a, b=b, a_format=a_format, b_format=b_format, **kw)
+    spec = UnitSpec(name="sides", a_format=a_format, b_format=b_format, scale_format=scale,
+                    block=block, k=32, frac_bits=13, acc_format="fp32", d_format="fp32",
+                    specials=specials)
+    ops = Operands.of(spec, vs)
+    for bi in range(2):
+        want = fused.sides(ops, bi)
+        got = fused.table_sides(spec, vs, bi)
+        for w, g, side in zip(want, got, "ab", strict=True):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w, err_msg=side)
