@@ -1,8 +1,9 @@
 """Test-suite setup: the tests folder is importable (for helpers such as mmasim_adapter), the
 run's header names the version of every peer the suite compares with, ``quick_cxx`` builds
-Verilated models at -O0 where a module asks for it, and ``cluster`` is a two-worker Dask
-cluster on the loopback address."""
+Verilated models at -O0 where a module asks for it, ``cluster`` is a two-worker Dask
+cluster on the loopback address, and the files run longest first."""
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -20,6 +21,27 @@ from mxsim import versions  # noqa: E402
 
 def pytest_report_header(config) -> list[str]:
     return [f"peers: {versions.describe()}"]
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """The longest files first (tests/file_durations.json, made by tests/file_durations.py),
+    each file's tests kept together and in their order: the two workers of ``make test`` take
+    whole files in this order, so a long file never starts last."""
+    record = Path(__file__).with_name("file_durations.json")
+    if not record.is_file():
+        return
+    seconds = json.loads(record.read_text())
+    root = Path(str(config.rootpath))
+    first: dict[str, int] = {}
+    for i, item in enumerate(items):
+        first.setdefault(_file_of(item, root), i)
+    items.sort(key=lambda item: (-seconds.get(_file_of(item, root), 0.0),
+                                 first[_file_of(item, root)]))
+
+
+def _file_of(item, root: Path) -> str:
+    path = Path(str(item.path))
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.as_posix()
 
 
 @pytest.fixture(scope="module")
