@@ -7,12 +7,14 @@
    since MMA-Sim materialises every (m, n, k) product, with the faster of 1 and torch's default
    thread count on a sample); the outputs are compared bit for bit.
 2. The same through the command line (``mxsim run``), start-up and file I/O included (best of
-   two runs, after one that fills numba's on-disk cache), and the CLI's fixed cost (``mxsim
-   run`` on 64 dots); then ``mxsim run`` on 8192 x 8192 dots (``--cli-big``), against
-   MMA-Sim's rate measured in step 1.
+   two runs, after one that fills numba's on-disk cache; the files in /dev/shm where there is
+   one), and the CLI's fixed cost (``mxsim run`` on 64 dots); then ``mxsim run`` on 8192 x 8192
+   dots (``--cli-big``), with the output in /dev/shm and on the disk, against MMA-Sim's rate
+   measured in step 1.
 3. ``exact`` and ``blackwell-mxf8f6f4`` (a block-scaled preset) throughput, and
-   ``hopper-wgmma`` on the numpy fallback (no numba) and on the step kernel with its numpy
-   passes (the engine before the whole-dot kernel), against the whole-dot kernel.
+   ``hopper-wgmma`` on the numpy fallback (a process without numba: numpy's float64 step,
+   ``fast.wide``), on numpy's integer step (the fallback before it) and on the step kernel with
+   its numpy passes (the engine before the whole-dot kernel), against the whole-dot kernel.
 4. The ceiling: the step's arithmetic alone (products, maximum, alignment, exact sum; no
    rounding, no special values, no I/O) in a bare numba loop on the same operands and cores.
 5. Products/s in-process at K = 16 .. 4096 (``--json`` writes every row and the sweep).
@@ -36,6 +38,7 @@ from _timing import best_of, versions_line  # benchmarks/ is on sys.path when ru
 
 from mxsim import presets, vectors
 from mxsim.engine import fast
+from mxsim.engine.fast.paths import INTEGER_STEP
 
 
 def _mmasim(vs, tile: int):
@@ -88,7 +91,11 @@ def main() -> int:
     agree = np.array_equal(d_ours, d_theirs)
     rows.append(("hopper-wgmma, in-process", vs.num_dots, t_ours, t_theirs, agree))
 
-    with tempfile.TemporaryDirectory() as tmp:
+    # The command line's files live in memory (tmpfs) where the machine has one: on the shared
+    # disk a 64-256 MB write took 0.02-0.9 s from one run to the next (the kernel's write-back
+    # of other work), which is the disk's time, not mxsim's; --cli-big also times the disk.
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    with tempfile.TemporaryDirectory(dir=shm) as tmp:
         src, dst = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
         tiny_src, tiny_dst = Path(tmp) / "tiny.npz", Path(tmp) / "tiny_out.npz"
         vectors.save(vs, src)
@@ -110,9 +117,19 @@ def main() -> int:
                                    k=32, with_c=False, seed=3)
             vectors.save(big, src)
             t_big, _ = best_of(2, lambda: cli(src, dst))
-            big_ok = np.array_equal(vectors.load(dst, allow_large=True).d, fast.dot(spec, big))
-            rows.append((f"hopper-wgmma, `mxsim run` (CLI), {args.cli_big} x {args.cli_big}",
-                         big.num_dots, t_big, t_theirs * big.num_dots / vs.num_dots, big_ok))
+            d_big = fast.dot(spec, big)
+            big_ok = np.array_equal(vectors.load(dst, allow_large=True).d, d_big)
+            where = "tmpfs" if shm else "disk"
+            rows.append((f"hopper-wgmma, `mxsim run` (CLI), {args.cli_big} x {args.cli_big}, "
+                         f"files on {where}", big.num_dots, t_big,
+                         t_theirs * big.num_dots / vs.num_dots, big_ok))
+            with tempfile.TemporaryDirectory() as disk:
+                out_disk = Path(disk) / "out.npz"
+                t_disk, _ = best_of(2, lambda: cli(src, out_disk))
+                disk_ok = np.array_equal(vectors.load(out_disk, allow_large=True).d, d_big)
+            rows.append((f"hopper-wgmma, `mxsim run` (CLI), {args.cli_big} x {args.cli_big}, "
+                         "output on disk", big.num_dots, t_disk,
+                         t_theirs * big.num_dots / vs.num_dots, disk_ok))
 
     for name, kw in (("exact", dict(a_format="e4m3", scale_format="e8m0")),
                      ("blackwell-mxf8f6f4", dict(a_format="e4m3", scale_format="e8m0"))):
@@ -122,12 +139,16 @@ def main() -> int:
         t2, _ = best_of(2, lambda s=spec2, v=vs2: fast.dot(s, v))
         rows.append((f"{name}, in-process (K=32, MX scales)", vs2.num_dots, t2, None, None))
 
-    # The numpy fallback (what runs without numba) against the kernel, on the same 1M dots.
+    # The numpy fallback (what runs without numba: a process that cannot import it) against
+    # the kernel, on the same 1M dots; and numpy's integer step, the fallback before fast.wide.
     vs3 = vs.subset(slice(0, max(1, (1 << 20) // args.n)))
     t_kernel, d_kernel = best_of(2, lambda: fast.dot(spec, vs3))
-    t_numpy, d_numpy = best_of(1, lambda: fast.dot(spec, vs3, kernel=False))
+    t_numpy, d_numpy = _without_numba(vs3)
     rows.append(("hopper-wgmma, numpy fallback (no numba)", vs3.num_dots, t_numpy, None,
                  np.array_equal(d_numpy, d_kernel)))
+    t_int, d_int = best_of(1, lambda: fast.dot(spec, vs3, kernel=INTEGER_STEP))
+    rows.append(("hopper-wgmma, numpy integer step (before)", vs3.num_dots, t_int, None,
+                 np.array_equal(d_int, d_kernel)))
     t_step, d_step = best_of(2, lambda: fast.dot(spec, vs, whole=False))
     rows.append(("hopper-wgmma, step kernel + numpy passes (before)", vs.num_dots, t_step, None,
                  np.array_equal(d_step, d_ours)))
@@ -162,6 +183,39 @@ def main() -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=1) + "\n")
     return 0
+
+
+_NO_NUMBA = """
+import sys, time
+sys.modules["numba"] = None              # as where numba is not installed
+from mxsim import presets, vectors
+from mxsim.engine import fast
+vs = vectors.load(sys.argv[1], allow_large=True)
+spec = presets.get("hopper-wgmma").spec_for(vs)
+assert fast.path(spec)["path"] == "numpy"
+fast.dot(spec, vs.subset(slice(0, 8)))
+best = None
+for _ in range(2):
+    t = time.perf_counter()
+    d = fast.dot(spec, vs)
+    best = min(best or 1e9, time.perf_counter() - t)
+vectors.save(vs.with_result(d, d_format="fp32", producer="bench"), sys.argv[2])
+print(best)
+"""
+
+
+def _without_numba(vs) -> tuple[float, np.ndarray]:
+    """Seconds (best of two) and D of ``hopper-wgmma`` on ``vs`` in a process without numba."""
+    # The command line's files live in memory (tmpfs) where the machine has one: on the shared
+    # disk a 64-256 MB write took 0.02-0.9 s from one run to the next (the kernel's write-back
+    # of other work), which is the disk's time, not mxsim's; --cli-big also times the disk.
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    with tempfile.TemporaryDirectory(dir=shm) as tmp:
+        src, dst = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
+        vectors.save(vs, src)
+        done = subprocess.run([sys.executable, "-c", _NO_NUMBA, str(src), str(dst)],
+                              check=True, capture_output=True, text=True)
+        return float(done.stdout.split()[-1]), vectors.load(dst, allow_large=True).d
 
 
 def _bare_loop(a_sig, a_lsb, a_e, b_sig, b_lsb, b_e, out):

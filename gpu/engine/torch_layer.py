@@ -14,7 +14,9 @@ rounds), ``fp8-block`` (DeepSeek-V3: 1 x 128 and 128 x 128). Every configuration
 runs ``torch._scaled_mm`` (a refusal is recorded with torch's message) and
 ``mxsim.torch.scaled_mm(..., engine=...)`` on the same CUDA tensors, and their output bits are
 compared on the device. One configuration failing does not lose the others; the summary is
-rewritten after each.
+rewritten after each. Before the first, every configuration runs once on a small draw
+(``warmup_s``; ``--no-warmup`` leaves it out), so that each configuration's seconds are its
+own and not the process's start-up.
 
 Written to ``--out``: ``torch_layer.json`` (per configuration: shapes, seed, sha256 of
 torch's and of mxsim's output bits, mismatches, times, the first mismatching entries) and
@@ -279,6 +281,30 @@ def _previous(out: Path, shape: tuple[int, int, int], seed: int
     return done, arrays
 
 
+def warm_up(torch: Any, grans: Any, k: int, engine: str, device: str) -> None:
+    """Every configuration of the scale granularities ``grans`` once, torch._scaled_mm and
+    mxsim.torch.scaled_mm, on a 256 x ``k`` x 256 draw of seed 1: CUDA's, cuBLAS's and the
+    kernels' start-up (their compilation included) before the first timed configuration."""
+    import mxsim.torch as mt
+    x, b = activations(1, range(256), k), weights(1, k, range(256 // TILE))
+    for gran in grans:
+        ops = torch_operands(torch, *quantise(x, b, gran), gran, device)
+        for out, g, fast in configs():
+            if g != gran:
+                continue
+            try:
+                real_scaled_mm(torch, *ops, getattr(torch, out), fast)
+            except Exception:                          # noqa: BLE001 (recorded when timed)
+                pass
+            try:
+                mt.scaled_mm(*ops, out_dtype=getattr(torch, out), use_fast_accum=fast,
+                             engine=engine)
+            except Exception:                          # noqa: BLE001 (recorded when timed)
+                pass
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every configuration on one draw; the summary and sample written after each."""
     import torch
@@ -306,6 +332,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             summary[f"quantise_{gran}_error"] = _first_line(exc)
         summary[f"quantise_{gran}_s"] = round(time.perf_counter() - t0, 3)
     del x, b
+    if args.warmup:
+        t0 = time.perf_counter()
+        warm_up(torch, [g for g in GRANULARITIES if g in ops], k, args.engine, args.device)
+        summary["warmup_s"] = round(time.perf_counter() - t0, 3)
     for cfg in configs():
         name = key(*cfg)
         if name in done:
@@ -433,6 +463,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true",
                    help="keep the finished configurations of an earlier run of the same draw "
                         "in --out and run the rest")
+    p.add_argument("--no-warmup", dest="warmup", action="store_false",
+                   help="time the first configuration with CUDA's and the kernels' start-up "
+                        "in it (by default every configuration runs once first on a 256 x K x "
+                        "256 draw, timed apart as warmup_s)")
     p.add_argument("--budget", type=float, default=480.0, metavar="SEC",
                    help="skip configurations started after this many seconds "
                         "(default: %(default)s)")
