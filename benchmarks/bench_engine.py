@@ -86,7 +86,7 @@ def main() -> int:
           + ", ".join(f"{t}: {sample.num_dots / s:.3g} dots/s" for t, s in speeds.items())
           + f" on {sample.num_dots:,} dots)", flush=True)
     fast.dot(spec, vs.subset(slice(0, 8), slice(0, 8)))              # compile / warm up
-    t_ours, d_ours = best_of(2, lambda: fast.dot(spec, vs))
+    t_ours, d_ours = best_of(3, lambda: fast.dot(spec, vs))
     t_theirs, d_theirs = best_of(1, lambda: _mmasim(vs, args.mmasim_tile))
     agree = np.array_equal(d_ours, d_theirs)
     rows.append(("hopper-wgmma, in-process", vs.num_dots, t_ours, t_theirs, agree))
@@ -142,7 +142,7 @@ def main() -> int:
     # The numpy fallback (what runs without numba: a process that cannot import it) against
     # the kernel, on the same 1M dots; and numpy's integer step, the fallback before fast.wide.
     vs3 = vs.subset(slice(0, max(1, (1 << 20) // args.n)))
-    t_kernel, d_kernel = best_of(2, lambda: fast.dot(spec, vs3))
+    t_kernel, d_kernel = best_of(3, lambda: fast.dot(spec, vs3))
     t_numpy, d_numpy = _without_numba(vs3)
     rows.append(("hopper-wgmma, numpy fallback (no numba)", vs3.num_dots, t_numpy, None,
                  np.array_equal(d_numpy, d_kernel)))
