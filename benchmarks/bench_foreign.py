@@ -10,7 +10,8 @@ driving it through examples/rtl/mxsim_unit/mxsim_unit.toml. With --coproc, the h
 example-1 unit at K = 32 (examples/rtl/mxfp8_coproc/mxfp8_coproc_k32.toml) runs through the
 foreign backends too. Every path checks every output against the engine (and the foreign ones
 every declared timing rule); the rates are the simulation loop alone (stimulus, engine and
-model are prepared before and checked after), as `mxsim verify` reports them.
+model are prepared before and checked after), as `mxsim verify` reports them. The builds and
+the harnesses' trace and result files are in /dev/shm where the machine has one.
 
 Each path is printed against its peer (a foreign path against the generated-RTL path of the
 same kind; the generated paths against generated cocotb) and against the ceiling of its design:
@@ -125,7 +126,10 @@ def main() -> None:
                                seed=2)
     print(versions_line())
     designs = []
-    with tempfile.TemporaryDirectory() as tmp:
+    # The builds and the harnesses' files live in memory (tmpfs) where the machine has one: on
+    # the shared disk a write of a few MB waited on the kernel's write-back of other work.
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    with tempfile.TemporaryDirectory(dir=shm) as tmp:
         tmp = Path(tmp)
         (tmp / "mx_dot.v").write_text(verilog.generate(spec, ua))
         shutil.copy(MAP, tmp / MAP.name)

@@ -148,8 +148,11 @@ def _tables(spec: UnitSpec, vs: VectorSet) -> tuple | None:
 def _looked_up(table: npt.NDArray, codes: npt.NDArray, fmt_name: str) -> npt.NDArray:
     """(5, rows, K) int32 fields of ``codes`` (rows, K), bits above the format ignored."""
     mask = (1 << formats.get(fmt_name).bits) - 1
-    idx = np.ascontiguousarray(codes).astype(np.intp) & mask
-    return np.stack([t[idx] for t in table])
+    idx = np.bitwise_and(np.ascontiguousarray(codes), mask, dtype=np.intp)
+    out = np.empty((5,) + idx.shape, np.int32)
+    for plane, t in zip(out, table, strict=True):
+        np.take(t, idx, out=plane)
+    return out
 
 
 def _fold(side: npt.NDArray, scale: npt.NDArray, block: int) -> None:
