@@ -16,11 +16,11 @@ __all__ = ["INTEGER_STEP", "NUMPY_SLOWDOWN", "kernel_applies", "kernel_available
            "step_kernels", "use_kernel"]
 
 #: How much slower the numpy fallback is than the compiled kernels, as said to the user:
-#: hopper-wgmma, 1M dots of K = 32, numba 0.68, 2 shared cores, 2026-12-06, against the
-#: whole-dot kernel: 43.0x, 46.4x and 50.3x in three runs of ``python benchmarks/bench_engine.py``
-#: (the last two are docs/data/bench_engine_2026-12-06.json and _run2.json, the third after the
-#: kernel's branch-free rounding). It was 10-20x against the step kernel.
-NUMPY_SLOWDOWN = "45-50x"
+#: hopper-wgmma, 1M dots of K = 32, numba 0.68, 2 shared cores, 2026-12-06, the fallback in a
+#: process without numba (fast.wide) against the whole-dot kernel: 4.7x in
+#: docs/data/bench_engine_2026-12-06_run3.json (``python benchmarks/bench_engine.py``). Before
+#: fast.wide the fallback was numpy's integer step, 43-50x slower in three runs.
+NUMPY_SLOWDOWN = "about 5x"
 
 
 #: ``kernel=INTEGER_STEP`` computes every fused step with :mod:`.alignment`'s integer terms
