@@ -4,13 +4,14 @@
 #   bash benchmarks/gpu_issue39.sh "$OUT" speed    # bench_gpu_engine, the integer ceiling,
 #                                                  # the Llama layer (10 configurations)
 #   bash benchmarks/gpu_issue39.sh "$OUT" check    # python -m gpu.engine.check (every case)
+#   bash benchmarks/gpu_issue39.sh "$OUT" torch    # the Llama layer alone (after a change to it)
 #
 # Each step writes its record (and its console output) under OUT; a step that runs past its
 # timeout leaves what it wrote. The records are committed as they come back (tests/data/ and
 # docs/data/), and docs/performance.md is computed from them by benchmarks/performance.py.
 set -u
-out=${1:?usage: gpu_issue39.sh OUT speed|check}
-part=${2:?usage: gpu_issue39.sh OUT speed|check}
+out=${1:?usage: gpu_issue39.sh OUT speed|check|torch}
+part=${2:?usage: gpu_issue39.sh OUT speed|check|torch}
 export PYTHONPATH=.
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/device.csv"
@@ -23,11 +24,15 @@ case $part in
     timeout 250 python3 -m gpu.engine.torch_layer --out "$out/torch" --budget 200 \
       > "$out/torch_layer.txt" 2>&1
     ;;
+  torch)
+    timeout 250 python3 -m gpu.engine.torch_layer --out "$out/torch" --budget 200 \
+      > "$out/torch_layer.txt" 2>&1
+    ;;
   check)
     timeout 500 python3 -m gpu.engine.check --out "$out/engine" > "$out/engine_check.txt" 2>&1
     ;;
   *)
-    echo "gpu_issue39.sh: error: the part is speed or check, not $part" >&2
+    echo "gpu_issue39.sh: error: the part is speed, check or torch, not $part" >&2
     exit 2
     ;;
 esac

@@ -281,12 +281,17 @@ def _previous(out: Path, shape: tuple[int, int, int], seed: int
     return done, arrays
 
 
-def warm_up(torch: Any, grans: Any, k: int, engine: str, device: str) -> None:
+def warm_up(torch: Any, grans: Any, shape: tuple[int, int, int], engine: str,
+            device: str) -> None:
     """Every configuration of the scale granularities ``grans`` once, torch._scaled_mm and
-    mxsim.torch.scaled_mm, on a 256 x ``k`` x 256 draw of seed 1: CUDA's, cuBLAS's and the
-    kernels' start-up (their compilation included) before the first timed configuration."""
+    mxsim.torch.scaled_mm, on an M x 512 x N draw of seed 1 (``shape`` is the layer's M, K,
+    N; K = 512 is the shortest every granularity takes): CUDA's, cuBLAS's and the kernels'
+    start-up (their compilation included) and the memory pools' growth to the output's size,
+    before the first timed configuration."""
     import mxsim.torch as mt
-    x, b = activations(1, range(256), k), weights(1, k, range(256 // TILE))
+    m, k, n = shape
+    k = min(k, 512)
+    x, b = activations(1, range(m), k), weights(1, k, range(n // TILE))
     for gran in grans:
         ops = torch_operands(torch, *quantise(x, b, gran), gran, device)
         for out, g, fast in configs():
@@ -334,8 +339,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     del x, b
     if args.warmup:
         t0 = time.perf_counter()
-        warm_up(torch, [g for g in GRANULARITIES if g in ops], k, args.engine, args.device)
+        warm_up(torch, [g for g in GRANULARITIES if g in ops], (m, k, n), args.engine,
+                args.device)
         summary["warmup_s"] = round(time.perf_counter() - t0, 3)
+        summary["warmup_shape"] = f"{m} x {min(k, 512)} x {n}"
     for cfg in configs():
         name = key(*cfg)
         if name in done:
@@ -465,8 +472,8 @@ def _parser() -> argparse.ArgumentParser:
                         "in --out and run the rest")
     p.add_argument("--no-warmup", dest="warmup", action="store_false",
                    help="time the first configuration with CUDA's and the kernels' start-up "
-                        "in it (by default every configuration runs once first on a 256 x K x "
-                        "256 draw, timed apart as warmup_s)")
+                        "in it (by default every configuration runs once first on an M x 512 x "
+                        "N draw, timed apart as warmup_s)")
     p.add_argument("--budget", type=float, default=480.0, metavar="SEC",
                    help="skip configurations started after this many seconds "
                         "(default: %(default)s)")

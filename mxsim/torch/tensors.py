@@ -150,8 +150,8 @@ def to_torch(bits: npt.NDArray[np.uint32], dtype: Any, device: Any) -> Any:
     elif name == "float64":
         out = torch.from_numpy(bits.view(np.float32).astype(np.float64))
     elif name in ("bfloat16", "float16"):
-        codes = bf16_rne(bits) if name == "bfloat16" else fp16_rne(bits)
-        out = torch.from_numpy(codes.view(np.int16).copy()).view(getattr(torch, name))
+        codes = bf16_rne(bits) if name == "bfloat16" else fp16_rne(bits)    # a new array
+        out = torch.from_numpy(codes.view(np.int16)).view(getattr(torch, name))
     else:
         raise UnitError(f"Output dtype must be one of {', '.join(OUT_DTYPES)}, not {name}")
     return out.reshape(shape).to(device)

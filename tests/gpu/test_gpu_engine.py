@@ -74,9 +74,9 @@ def test_engine_check_bad_arguments_exit_2(tmp_path, capsys):
 
 
 #: The issue-39 runs on an H100: chain.cu's whole-dot kernels (plain path included), then
-#: with the sides packed on the device (pack.cu).
+#: with the sides packed on the device (pack.cu), then with block-wise scales' FMA in fma.cu.
 H100 = [engine_check.SUMMARY.parents[2] / "h100" / name / "engine_check.json"
-        for name in ("2026-12-06-engine", "2026-12-06-engine-pack")]
+        for name in ("2026-12-06-engine", "2026-12-06-engine-pack", "2026-12-06-engine-fma")]
 
 
 @pytest.mark.parametrize("summary", H100, ids=lambda p: p.parent.name)

@@ -153,12 +153,13 @@ def test_torch_layer_h200_sample_replays_bit_for_bit():
 
 
 @pytest.mark.parametrize("run", ["2026-12-06-torch", "2026-12-06-torch-pack",
-                                 "2026-12-06-torch-block"])
+                                 "2026-12-06-torch-block", "2026-12-06-torch-warm"])
 def test_torch_layer_h100_whole_dot_run_replays_bit_for_bit(run):
     """The H100 runs with the whole-dot kernels (issue 39; the second with the sides packed on
     the device; the third the block-wise configurations again with fma.cu, the others resumed
-    from the second): the same configurations, the same output hashes as the H200 run, and
-    the sample replays on the CPU."""
+    from the second; the fourth all of them after the tool's warm-up): the same
+    configurations, the same output hashes as the H200 run, and the sample replays on the
+    CPU."""
     h100 = REAL.parents[1] / "h100" / run
     summary = json.loads((h100 / "torch_layer.json").read_text())
     old = json.loads((REAL / "torch_layer.json").read_text())
