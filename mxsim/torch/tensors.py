@@ -110,7 +110,8 @@ def fp16_rne(bits: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint16]:
     return fmt.encode(bits.view(np.float32), "rne", saturate=False).astype(np.uint16)
 
 
-def bf16_rne(bits: npt.NDArray[np.uint32], exact: bool = False) -> npt.NDArray[np.uint16]:
+def bf16_rne(bits: npt.NDArray[np.uint32], exact: bool = False,
+             kernel: bool | None = None) -> npt.NDArray[np.uint16]:
     """BF16 codes of FP32 bit patterns, rounded once to nearest even (IEEE overflow to Inf;
     NaN as :meth:`~mxsim.formats.Format.encode` gives it: 0x7FC0 with the sign; a GPU's
     conversion may give another NaN code, which mxsim does not model).
@@ -118,10 +119,16 @@ def bf16_rne(bits: npt.NDArray[np.uint32], exact: bool = False) -> npt.NDArray[n
     BF16 is FP32's top half, so for a non-NaN the rounding is an integer add on the bits:
     ``(b + 0x7FFF + lsb) >> 16``, where ``lsb`` is bit 16 (ties go to the even half; a carry
     into the exponent is the next binade, or Inf). ``exact=True`` calls ``encode`` on every
-    value instead (the twin the tests hold equal)."""
+    value instead (the twin the tests hold equal). ``kernel`` chooses the code, never the
+    result: None runs the formula compiled (:mod:`._bf16`, numba) for 65,536 values or more
+    where numba is installed, True for any size, False in numpy."""
     fmt = formats.get("bf16")
     if exact:
         return fmt.encode(bits.view(np.float32), "rne", saturate=False).astype(np.uint16)
+    if (kernel or (kernel is None and np.size(bits) >= 1 << 16)) and isinstance(
+            bits, np.ndarray) and _numba_installed():
+        from . import _bf16
+        return _bf16.rne(bits)
     # In uint32: no non-NaN pattern overflows (-Inf, 0xFF800000, is the largest), and a NaN's
     # wrapped sum is replaced below.
     bits = np.asarray(bits, np.uint32)
@@ -136,6 +143,14 @@ def bf16_rne(bits: npt.NDArray[np.uint32], exact: bool = False) -> npt.NDArray[n
         # encode's NaN: the quiet NaN 0x7FC0 with the input's sign
         out[nan] = (0x7FC0 | (bits[nan] >> np.uint32(16)) & 0x8000).astype(np.uint16)
     return out
+
+
+def _numba_installed() -> bool:
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def to_torch(bits: npt.NDArray[np.uint32], dtype: Any, device: Any) -> Any:

@@ -158,7 +158,15 @@ def test_bf16_output_rounding_fast_equals_exact():
                       0x7FC00001, 0xFFC12345], np.uint32)
     bits = np.concatenate([bits, edges])
     quiet = ~(((bits & 0x7FFFFFFF) > 0x7F800000) & ((bits & 0x00400000) == 0))   # no sNaN
-    np.testing.assert_array_equal(bf16_rne(bits[quiet]), bf16_rne(bits[quiet], exact=True))
+    exact = bf16_rne(bits[quiet], exact=True)
+    np.testing.assert_array_equal(bf16_rne(bits[quiet], kernel=False), exact)
+    np.testing.assert_array_equal(bf16_rne(bits[quiet], kernel=True), exact)
+    # Every NaN (signalling ones included): the compiled formula's codes are numpy's.
+    nans = np.concatenate([bits, rng.integers(0x7F800001, 0x80000000, 4096, dtype=np.uint64)
+                           .astype(np.uint32) | np.uint32(0x80000000) * rng.integers(
+                               0, 2, 4096, dtype=np.uint32)])
+    np.testing.assert_array_equal(bf16_rne(nans, kernel=True), bf16_rne(nans, kernel=False))
+    assert bf16_rne(bits[:64].reshape(8, 8)[:, :3], kernel=True).shape == (8, 3)
 
 
 @pytest.mark.parametrize("name,unit", [
