@@ -31,8 +31,9 @@ __all__ = ["applies", "dot", "plan"]
 _CHUNK_PRODUCTS = 1 << 22       # products per kernel call (a share of the rows)
 # The kernel's blocks of dots: every instruction of the chain runs over a block before the
 # next, so one instruction's slices of A (rows) and B (columns) stay in cache at any K.
-# Measured on 2 cores (benchmarks/bench_engine.py's K sweep): 128 columns is fastest up to
-# K = 512, 32 at K = 4096 (a block's columns of B stay in cache across the instructions).
+# Tried by hand on the 2-core machine at the K sweep's shapes (benchmarks/bench_engine.py;
+# no record of the tries): 16 rows by 128 columns was fastest up to K = 512, 32 columns at
+# K = 4096 (fewer of B's columns per instruction stay in cache together).
 _TILE_COLUMNS, _TILE_COLUMNS_LONG_K, _LONG_K = 128, 32, 1024
 _TILE_ROWS = 16
 _THREADS = os.cpu_count() or 1
