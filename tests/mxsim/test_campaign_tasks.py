@@ -280,3 +280,27 @@ def test_the_docs_cluster_specs_parse(tmp_path):
         (tmp_path / f"{i}.toml").write_text(text)
         kinds.append(load_cluster_spec(tmp_path / f"{i}.toml").kind)
     assert kinds == ["slurm", "lsf"]
+
+
+def test_local_workers_drop_only_the_heartbeat_failure_record():
+    """The worker preload drops distributed's heartbeat-failure record (a scheduler closed
+    by a stopped client) and passes every other record of the worker's logger."""
+    import logging
+    import signal
+
+    from mxsim.campaign import workerinit
+    log = logging.getLogger("distributed.worker")
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    log.addHandler(handler)
+    before, sigint = list(log.filters), signal.getsignal(signal.SIGINT)
+    try:
+        workerinit.dask_setup(None)
+        log.error("Failed to communicate with scheduler during heartbeat.")
+        log.error("Compute Failed")
+    finally:
+        log.removeHandler(handler)
+        log.filters[:] = before
+        signal.signal(signal.SIGINT, sigint)       # the preload ignores SIGINT
+    assert seen == ["Compute Failed"]
