@@ -2,8 +2,9 @@
 
 The twins in test_engine.py and test_fused.py run it as the numpy path (``kernel=False``)
 against the reference engine and the kernels; here it meets the kernel's ``step_sums`` directly,
-sum, LSB and flags, on sides drawn from every code of the element and scale formats (zeros,
-subnormals, NaN, Inf, scales 2**-127 and 2**127), every alignment mode, raw and normalised
+sum, LSB and flags, on sides drawn from the finite codes of the element formats with zeros,
+the largest codes, NaN and Inf added, and scale codes from 2**-127 to 2**127 and NaN (E8M0)
+or from 0 to the largest (UE4M3); every alignment mode, raw and normalised
 products, accumulators with specials, and ties; and its bounds: it declines what float64 cannot
 hold exactly, and the engine's results stay the same.
 """
@@ -93,8 +94,10 @@ def test_wide_step_sums_are_the_kernels(a_fmt, b_fmt, scale, align, seed):
 
 @pytest.mark.parametrize("align", _ALIGNS)
 def test_wide_rounds_ties_and_every_shift(align):
-    """One product against 2**-s for every shift s of 0..70 around the step's LSB, with the
-    maximum set by a second product: halves, quarters, odd and even kept values."""
+    """Every row's product m * 2**-10 (28 FP16 significands m) against every column's 2**-s
+    (s = 0..24; 2**-24 is FP16's least subnormal), with the maximum set by a second product of
+    +-2**15, at frac_bits 0, 3, 10 and 24: each term lands from well above the step's LSB to
+    past its last kept bit, on halves, quarters, odd and even kept values."""
     fmt = formats.get("fp16")
     sig = np.arange(1024, 2048, 37)                       # normal FP16 significands
     codes_a, codes_b = [], []
@@ -106,15 +109,13 @@ def test_wide_rounds_ties_and_every_shift(align):
                             * (1 if s <= 24 else 0) + (1 if s > 24 else 0),
                             fmt.encode(np.float64(-1.0 if m % 2 else 1.0), "rne")])
     a = Operand.of(fmt, np.array(codes_a, np.uint16).reshape(-1, 2))
-    b_codes = np.array(codes_b, np.uint16)
+    b = Operand.of(fmt, np.ascontiguousarray(np.array(codes_b, np.uint16).T))   # (2, 840)
     for frac_bits in (0, 3, 10, 24):
-        for j in range(0, len(b_codes), 97):
-            b = Operand.of(fmt, b_codes[j].reshape(2, 1))
-            args = (None, frac_bits, align, False, -30, True)
-            want = _kernels.step_sums(a, None, _kernels.prepare_b(b, None), *args)
-            got = wide.step_sums(a, None, wide.prepare_b(b, None), *args)
-            for w, x in zip(want, got, strict=True):
-                np.testing.assert_array_equal(x, w)
+        args = (None, frac_bits, align, False, -30, True)
+        want = _kernels.step_sums(a, None, _kernels.prepare_b(b, None), *args)
+        got = wide.step_sums(a, None, wide.prepare_b(b, None), *args)
+        for w, x in zip(want, got, strict=True):
+            np.testing.assert_array_equal(x, w)
 
 
 def _directed(a_codes, b_codes, fmt="e4m3"):
