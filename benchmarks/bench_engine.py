@@ -13,7 +13,7 @@
    measured in step 1.
 3. ``exact`` and ``blackwell-mxf8f6f4`` (a block-scaled preset) throughput, and
    ``hopper-wgmma`` on the numpy fallback (a process without numba: numpy's float64 step,
-   ``fast.wide``), on numpy's integer step (the fallback before it) and on the step kernel with
+   ``engine.wide``), on numpy's integer step (the fallback before it) and on the step kernel with
    its numpy passes (the engine before the whole-dot kernel), against the whole-dot kernel.
 4. The ceiling: the step's arithmetic alone (products, maximum, alignment, exact sum; no
    rounding, no special values, no I/O) in a bare numba loop on the same operands and cores.
@@ -137,7 +137,7 @@ def main() -> int:
         rows.append((f"{name}, in-process (K=32, MX scales)", vs2.num_dots, t2, None, None))
 
     # The numpy fallback (what runs without numba: a process that cannot import it) against
-    # the kernel, on the same 1M dots; and numpy's integer step, the fallback before fast.wide.
+    # the kernel, on the same 1M dots; and numpy's integer step, the fallback before engine.wide.
     vs3 = vs.subset(slice(0, max(1, (1 << 20) // args.n)))
     t_kernel, d_kernel = best_of(3, lambda: fast.dot(spec, vs3))
     t_numpy, d_numpy = _without_numba(vs3)

@@ -89,12 +89,12 @@ def _engine_rows() -> list[list[str]]:
         ["CPU engine before (step kernel + numpy passes)", f"{_n(step['dots_per_s'])} dots/s",
          f"whole-dot kernel {ours['dots_per_s'] / step['dots_per_s']:.2f}x", "-", "-", "-",
          src],
-        ["CPU engine, numpy fallback (no numba: fast.wide)", f"{_n(npy['dots_per_s'])} dots/s",
+        ["CPU engine, numpy fallback (no numba: engine.wide)", f"{_n(npy['dots_per_s'])} dots/s",
          f"{e['numpy_slowdown']:.1f}x slower than the kernel on the same {e['numpy_dots']:,} "
          "dots", "-", "-", "within 5x of the kernel", src],
         ["CPU engine, numpy integer step (the fallback before)",
          f"{_n(integer['dots_per_s'])} dots/s",
-         f"fast.wide {npy['dots_per_s'] / integer['dots_per_s']:.1f}x", "-", "-", "-", src],
+         f"engine.wide {npy['dots_per_s'] / integer['dots_per_s']:.1f}x", "-", "-", "-", src],
     ]
 
 

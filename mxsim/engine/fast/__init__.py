@@ -6,8 +6,8 @@ FP32 by :func:`mxsim.formats.round_to`). Its twin, :mod:`mxsim.engine.reference`
 same with Python fractions; a test holds them equal.
 
 Modules: ``operands`` (exact fields of the codes), ``alignment`` (a step's terms aligned to
-its LSB), ``step`` (one fused step over rows, compiled kernel or numpy), ``wide`` (numpy's
-fused step in exact float64, the fallback without numba), ``tree`` (reduction
+its LSB), ``step`` (one fused step over rows, compiled kernel or numpy: without numba,
+:mod:`mxsim.engine.wide`'s exact float64 sums), ``tree`` (reduction
 trees), ``sums`` (an instruction's terms summed exactly), ``chain`` (instructions chained along
 K), ``scales`` (FP32 arithmetic and scale epilogues), ``exact`` (the exact unit), ``paths``
 (which code runs), ``dispatch`` (:func:`dot`), ``status`` (:func:`exception_flags`, the IEEE

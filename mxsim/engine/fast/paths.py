@@ -9,22 +9,22 @@ from __future__ import annotations
 import numpy as np
 
 from ...spec import UnitSpec
-from .. import _kernels
-from . import wide
+from .. import _kernels, wide
 
 __all__ = ["INTEGER_STEP", "NUMPY_SLOWDOWN", "kernel_applies", "kernel_available", "path",
            "step_kernels", "use_kernel"]
 
 #: How much slower the numpy fallback is than the compiled kernels, as said to the user:
 #: hopper-wgmma, 1M dots of K = 32, numba 0.68, 2 shared cores, 2026-12-06, the fallback in a
-#: process without numba (fast.wide) against the whole-dot kernel: 4.7x in
+#: process without numba (engine.wide) against the whole-dot kernel: 4.7x in
 #: docs/data/bench_engine_2026-12-06_run3.json (``python benchmarks/bench_engine.py``). Before
-#: fast.wide the fallback was numpy's integer step, 43-50x slower in three runs.
+#: engine.wide the fallback was numpy's integer step, 43-50x slower in three runs.
 NUMPY_SLOWDOWN = "about 5x"
 
 
 #: ``kernel=INTEGER_STEP`` computes every fused step with :mod:`.alignment`'s integer terms
-#: (no compiled kernel, no :mod:`.wide`): the slowest numpy path, for tests and benchmarks.
+#: (no compiled kernel, no :mod:`mxsim.engine.wide`): the slowest numpy path, for tests and
+#: benchmarks.
 INTEGER_STEP = "integer-step"
 
 
@@ -52,10 +52,10 @@ def step_kernels(spec: UnitSpec, kernel, xp=np):
     arrays of module ``xp``, or None (:mod:`.alignment`'s integer step).
 
     ``kernel`` is True (numpy: the numba kernel where it applies and numba is installed, else
-    :mod:`.wide`), False (numpy: :mod:`.wide`, the numpy fallback), :data:`INTEGER_STEP`
-    (numpy: the integer step, for the tests that hold the three equal), or such a module
-    itself (the GPU engine passes ``mxsim.engine.gpu.kernels`` for CuPy arrays); other array
-    modules run the integer step unless given one."""
+    :mod:`mxsim.engine.wide`), False (numpy: ``wide``, the numpy fallback),
+    :data:`INTEGER_STEP` (numpy: the integer step, for the tests that hold the three equal),
+    or such a module itself (the GPU engine passes ``mxsim.engine.gpu.kernels`` for CuPy
+    arrays); other array modules run the integer step unless given one."""
     if not kernel_applies(spec) or kernel is INTEGER_STEP:
         return None
     if xp is np:

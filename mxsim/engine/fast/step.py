@@ -73,8 +73,8 @@ def step(spec: UnitSpec, ops: Operands, a: Operand, b: Operand, sa: Operand | No
     ``acc_codes`` are the accumulator's codes in ``acc_in`` (None: no accumulator; ``ZERO``:
     +0 everywhere; an :class:`Operand`: a C already read). ``b_side`` is B prepared by the
     module ``kernels`` (see :func:`.paths.step_kernels`: the compiled kernel, or numpy's
-    :mod:`.wide`, which declines data outside its bounds); None, or a decline, computes the
-    step with :mod:`.alignment`'s integer terms.
+    :mod:`mxsim.engine.wide`, which declines data outside its bounds); None, or a decline,
+    computes the step with :mod:`.alignment`'s integer terms.
     """
     acc_fmt = formats.get(spec.acc_format)
     zero_acc = acc_codes is ZERO

@@ -1,4 +1,4 @@
-"""numpy's float64 step (fast.wide) == the compiled step kernel == the integer step, bit for bit.
+"""numpy's float64 step (engine.wide) == the compiled step kernel == the integer step, bit for bit.
 
 The twins in test_engine.py and test_fused.py run it as the numpy path (``kernel=False``)
 against the reference engine and the kernels; here it meets the kernel's ``step_sums`` directly,
@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 from mxsim import formats, presets, vectors
-from mxsim.engine import _kernels, fast
-from mxsim.engine.fast import wide
+from mxsim.engine import _kernels, fast, wide
 from mxsim.engine.fast.operands import Operand
 from mxsim.engine.fast.paths import INTEGER_STEP
 

@@ -3,7 +3,7 @@
 :func:`step_sums` returns what the compiled kernel's (``engine._kernels.step_sums``) does, for
 the numpy path (no numba, or ``kernel=False``): per dot the step's largest alignment exponent,
 every term rounded to the step's LSB as the spec's ``Align`` says, the exact sum, and the
-special-value flags. Where :mod:`.alignment` builds (rows, terms, columns) integer temporaries
+special-value flags. Where ``fast.alignment`` builds (rows, terms, columns) integer temporaries
 and shifts each term, this loops over the step's K positions and works on (rows, columns)
 arrays that stay in cache, with a term's rounding to the step's LSB done by float64 arithmetic
 that is exact by construction:
@@ -18,7 +18,7 @@ that is exact by construction:
 
 :func:`step_sums` checks those bounds on the data it is given (significand widths, exponent
 range, and the largest aligned term from each side's ratio of value to alignment exponent) and
-returns None where they do not hold; the caller then uses :mod:`.alignment`'s integer step.
+returns None where they do not hold; the caller then uses ``fast.alignment``'s integer step.
 tests/mxsim/engine/test_wide.py holds it equal to both, on random and adversarial data.
 """
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from .._kernels import INF, NAN, ZERO, side
+from ._kernels import INF, NAN, ZERO, side
 
 __all__ = ["Side", "prepare_b", "step_sums"]
 
@@ -57,7 +57,7 @@ class Side:
 
     @classmethod
     def of(cls, op, scale, transpose: bool) -> Side:
-        """The side of an :class:`~.operands.Operand` (``scale``: its block scales or None),
+        """The side of an :class:`~.fast.operands.Operand` (``scale``: its block scales or None),
         K position first: ``transpose`` for A's (rows, g), not for B's (g, N)."""
         sign, sig, lsb, e, flag = side(op, scale, transpose)
         nonzero = sig != 0
