@@ -90,7 +90,7 @@ def step(spec: UnitSpec, ops: Operands, a: Operand, b: Operand, sa: Operand | No
         nan, pinf, ninf = ((flags & bit) != 0 for bit in (1, 2, 4)) if specials else (None,) * 3
         return finish(spec, acc_fmt, codes, q == 0, (flags & 8) != 0, nan, pinf, ninf,
                       specials)
-    if zero_acc:       # numpy's step reads +0 codes (the kernels' zero_acc)
+    if zero_acc:       # the integer step reads +0 codes (the kernels' zero_acc)
         acc = Operand.of(acc_in, xp_of(a.sig).zeros((a.sig.shape[0], b.sig.shape[1]),
                                                     acc_in.code_dtype))
     sign, sig, lsb, align_e, nan, pinf, ninf = step_terms(spec, ops, a, b, sa, sb)
@@ -187,9 +187,6 @@ def step_all_rows(spec: UnitSpec, ops: Operands, bi: int, idx: npt.NDArray,
         rows_per = max(1, _CHUNK_DOTS // n if kernel
                        else _CHUNK_TERMS // max(1, n * index_count(idx)))
     out = xp.empty((m, n), formats.get(spec.acc_format).code_dtype)
-
-    if acc is ZERO and not kernel:
-        acc = xp.zeros((m, n), acc_in.code_dtype)
 
     def chunk(r0: int) -> None:
         rows = slice(r0, min(m, r0 + rows_per))
