@@ -62,7 +62,7 @@ class Side:
         sign, sig, lsb, e, flag = side(op, scale, transpose)
         nonzero = sig != 0
         mag = np.abs(sig).astype(np.float64)
-        top = int(np.abs(sig).max(initial=0))
+        top = int(mag.max(initial=0))
         hi = int(np.where(nonzero, np.maximum(np.abs(lsb), np.abs(e)), 0).max(initial=0))
         ratio = float(np.where(nonzero, np.ldexp(mag, lsb - e), 0.0).max(initial=0.0))
         return cls(np.ldexp(np.where(sign == 1, -mag, mag), lsb),

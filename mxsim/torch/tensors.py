@@ -125,8 +125,9 @@ def bf16_rne(bits: npt.NDArray[np.uint32], exact: bool = False,
     fmt = formats.get("bf16")
     if exact:
         return fmt.encode(bits.view(np.float32), "rne", saturate=False).astype(np.uint16)
+    from ..engine.fast import kernel_available  # numba can be imported
     if (kernel or (kernel is None and np.size(bits) >= 1 << 16)) and isinstance(
-            bits, np.ndarray) and _numba_installed():
+            bits, np.ndarray) and kernel_available():
         from . import _bf16
         return _bf16.rne(bits)
     # In uint32: no non-NaN pattern overflows (-Inf, 0xFF800000, is the largest), and a NaN's
@@ -143,14 +144,6 @@ def bf16_rne(bits: npt.NDArray[np.uint32], exact: bool = False,
         # encode's NaN: the quiet NaN 0x7FC0 with the input's sign
         out[nan] = (0x7FC0 | (bits[nan] >> np.uint32(16)) & 0x8000).astype(np.uint16)
     return out
-
-
-def _numba_installed() -> bool:
-    try:
-        import numba  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def to_torch(bits: npt.NDArray[np.uint32], dtype: Any, device: Any) -> Any:

@@ -16,6 +16,7 @@ import numpy.typing as npt
 from ... import formats
 from ...spec import Specials, UnitSpec
 from ...vectors import VectorSet
+from .._kernels import INF, NAN, ZERO
 
 __all__ = ["Operand", "Operands", "code_table", "index_count", "special_codes"]
 
@@ -153,10 +154,6 @@ def special_codes(fmt: formats.Format, nan, pinf, ninf, codes) -> npt.NDArray:
     return np.where(nan | (pinf & ninf), fmt.code_of_nan, codes).astype(fmt.code_dtype)
 
 
-# Operand flag bits, as the compiled kernels (engine._kernels) number them.
-_NAN, _INF, _ZERO = 1, 2, 4
-
-
 @functools.cache
 def code_table(fmt_name: str, finite: bool, scale: bool = False) -> npt.NDArray | None:
     """The fields of every code of a format of at most 16 bits, as :meth:`Operand.of` gives
@@ -170,10 +167,10 @@ def code_table(fmt_name: str, finite: bool, scale: bool = False) -> npt.NDArray 
     op = Operand.of(fmt, np.arange(1 << fmt.bits).astype(fmt.code_dtype), finite)
     if scale:
         out = np.zeros((4, 256), np.int64)
-        out[:, :1 << fmt.bits] = (op.sig, op.lsb, op.e, op.nan * _NAN | op.zero * _ZERO)
+        out[:, :1 << fmt.bits] = (op.sig, op.lsb, op.e, op.nan * NAN | op.zero * ZERO)
     else:
         out = np.stack([op.sign, op.sig, op.lsb, op.e,
-                        op.nan * _NAN | op.inf * _INF | op.zero * _ZERO])
+                        op.nan * NAN | op.inf * INF | op.zero * ZERO])
     out = out.astype(np.int32)
     out.flags.writeable = False
     return out

@@ -173,10 +173,9 @@ def plain_path(spec, a, b) -> bool:
             and wa[1] + wb[1] + spec.frac_bits <= 31)
 
 
-@functools.cache
 def code_table(fmt_name: str, finite: bool, scale: bool = False) -> np.ndarray | None:
-    """:func:`mxsim.engine.fast.operands.code_table`: the fields of every code, which the
-    device packing looks terms up in (imported when first asked for)."""
+    """:func:`mxsim.engine.fast.operands.code_table` (cached there): the fields of every code,
+    which the device packing looks terms up in (imported when first asked for)."""
     from ..fast.operands import code_table as table
     return table(fmt_name, finite, scale)
 
