@@ -34,7 +34,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _timing import best_of, versions_line  # benchmarks/ is on sys.path when run as a script
+from _timing import best_of, memory_dir, versions_line  # benchmarks/ is on sys.path
 
 from mxsim import presets, vectors
 from mxsim.engine import fast
@@ -91,7 +91,7 @@ def main() -> int:
     agree = np.array_equal(d_ours, d_theirs)
     rows.append(("hopper-wgmma, in-process", vs.num_dots, t_ours, t_theirs, agree))
 
-    shm = _memory_dir()
+    shm = memory_dir()
     with tempfile.TemporaryDirectory(dir=shm) as tmp:
         src, dst = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
         tiny_src, tiny_dst = Path(tmp) / "tiny.npz", Path(tmp) / "tiny_out.npz"
@@ -182,14 +182,6 @@ def main() -> int:
     return 0
 
 
-def _memory_dir() -> str | None:
-    """/dev/shm where the machine has a writable one (else None: the temporary directory).
-    The command line's files live in memory: on the shared disk a 64-256 MB write took
-    0.02-0.9 s from one run to the next (the kernel's write-back of other work), which is the
-    disk's time, not mxsim's; --cli-big also times the disk."""
-    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-
-
 _NO_NUMBA = """
 import sys, time
 sys.modules["numba"] = None              # as where numba is not installed
@@ -211,7 +203,7 @@ print(best)
 
 def _without_numba(vs) -> tuple[float, np.ndarray]:
     """Seconds (best of two) and D of ``hopper-wgmma`` on ``vs`` in a process without numba."""
-    with tempfile.TemporaryDirectory(dir=_memory_dir()) as tmp:
+    with tempfile.TemporaryDirectory(dir=memory_dir()) as tmp:
         src, dst = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
         vectors.save(vs, src)
         done = subprocess.run([sys.executable, "-c", _NO_NUMBA, str(src), str(dst)],

@@ -37,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _timing import versions_line  # noqa: E402
+from _timing import memory_dir, versions_line  # noqa: E402
 
 from mxsim import presets, units, vectors  # noqa: E402
 from mxsim.microarch import MicroArch  # noqa: E402
@@ -126,10 +126,7 @@ def main() -> None:
                                seed=2)
     print(versions_line())
     designs = []
-    # The builds and the harnesses' files live in memory (tmpfs) where the machine has one: on
-    # the shared disk a write of a few MB waited on the kernel's write-back of other work.
-    shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-    with tempfile.TemporaryDirectory(dir=shm) as tmp:
+    with tempfile.TemporaryDirectory(dir=memory_dir()) as tmp:   # builds and harness files
         tmp = Path(tmp)
         (tmp / "mx_dot.v").write_text(verilog.generate(spec, ua))
         shutil.copy(MAP, tmp / MAP.name)

@@ -15,18 +15,20 @@ part=${2:?usage: gpu_issue39.sh OUT speed|check|torch}
 export PYTHONPATH=.
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/device.csv"
+torch_layer() {
+  timeout 250 python3 -m gpu.engine.torch_layer --out "$out/torch" --budget 200 \
+    > "$out/torch_layer.txt" 2>&1
+}
 case $part in
   speed)
     timeout 220 python3 benchmarks/bench_gpu_engine.py --json "$out/bench_gpu_engine.json" \
       > "$out/bench_gpu_engine.txt" 2>&1
     timeout 90 python3 benchmarks/gpu_int_ceiling.py --json "$out/gpu_int_ceiling.json" \
       > "$out/gpu_int_ceiling.txt" 2>&1
-    timeout 250 python3 -m gpu.engine.torch_layer --out "$out/torch" --budget 200 \
-      > "$out/torch_layer.txt" 2>&1
+    torch_layer
     ;;
   torch)
-    timeout 250 python3 -m gpu.engine.torch_layer --out "$out/torch" --budget 200 \
-      > "$out/torch_layer.txt" 2>&1
+    torch_layer
     ;;
   check)
     timeout 500 python3 -m gpu.engine.check --out "$out/engine" > "$out/engine_check.txt" 2>&1
