@@ -12,6 +12,13 @@
 set -u
 out=${1:?usage: gpu_issue39.sh OUT speed|check|torch}
 part=${2:?usage: gpu_issue39.sh OUT speed|check|torch}
+case $part in
+  speed|check|torch) ;;
+  *)
+    echo "gpu_issue39.sh: error: the part is speed, check or torch, not $part" >&2
+    exit 2
+    ;;
+esac
 export PYTHONPATH=.
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/device.csv"
@@ -32,10 +39,6 @@ case $part in
     ;;
   check)
     timeout 500 python3 -m gpu.engine.check --out "$out/engine" > "$out/engine_check.txt" 2>&1
-    ;;
-  *)
-    echo "gpu_issue39.sh: error: the part is speed, check or torch, not $part" >&2
-    exit 2
     ;;
 esac
 echo "exit codes written; files:"; find "$out" -type f | sort

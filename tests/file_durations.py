@@ -23,14 +23,20 @@ _LINE = re.compile(r"\s*([\d.]+)s (?:call|setup|teardown)\s+([^:\s]+)::")
 
 def main(log: str) -> int:
     per_file: collections.Counter[str] = collections.Counter()
-    for line in Path(log).read_text().splitlines():
+    try:
+        text = Path(log).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"error: cannot read {log} ({exc.strerror if isinstance(exc, OSError) else exc}); "
+              "give the log of a pytest run with --durations=0", file=sys.stderr)
+        return 2
+    for line in text.splitlines():
         m = _LINE.match(line)
         if m:
             per_file[m.group(2)] += float(m.group(1))
     if not per_file:
         print(f"error: {log} has no --durations=0 lines; run pytest with --durations=0",
               file=sys.stderr)
-        return 1
+        return 2
     OUT.write_text(json.dumps({f: round(s, 1) for f, s in per_file.most_common()}, indent=0)
                    + "\n")
     print(f"wrote {OUT}: {len(per_file)} files, {sum(per_file.values()):.0f} s in all")
