@@ -164,14 +164,37 @@ def _run(body: Callable[[], int], debug: bool) -> int:
         print("mxsim: error: out of memory; use a smaller vector set or run on a machine with "
               "more memory", file=sys.stderr)
         return 2
-    except Exception as exc:        # the last resort: a bug in mxsim, and never exit 1
-        if debug:
-            traceback.print_exc()
-        lines = str(exc).strip().splitlines()
-        what = lines[0][:200] if lines else ""
-        print(f"mxsim: internal error: {type(exc).__name__}{': ' + what if what else ''} "
-              f"(please report it; rerun with --debug for the traceback)", file=sys.stderr)
-        return 3
+    except Exception as exc:
+        stop = _stopping(exc)
+        if stop is None:
+            return _last_resort(exc, debug)
+        print(f"mxsim: {stopped_by(stop)}", file=sys.stderr)
+        return exit_status(stop)
+
+
+def _stopping(exc: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or stop signal that ``exc`` was raised while unwinding from, if any: a
+    signal that lands in a clean-up (a ``ZipFile`` closing its member) leaves the next
+    clean-up to fail over the half-closed object ("Can't close the ZIP file while there is an
+    open writing handle"), and that failure is the signal's, not a bug to report."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _last_resort(exc: BaseException, debug: bool) -> int:
+    """A bug in mxsim, said in one line (its traceback only with ``debug``), and never exit 1."""
+    if debug:
+        traceback.print_exc()
+    lines = str(exc).strip().splitlines()
+    what = lines[0][:200] if lines else ""
+    print(f"mxsim: internal error: {type(exc).__name__}{': ' + what if what else ''} "
+          f"(please report it; rerun with --debug for the traceback)", file=sys.stderr)
+    return 3
 
 
 class Parser(argparse.ArgumentParser):

@@ -470,3 +470,38 @@ def test_the_build_cache_sweeps_only_abandoned_temporaries(tmp_path):
     with build_cache.locked(tmp_path / "bulk-b.lock"):            # a build in progress
         build_cache.sweep(tmp_path)
     assert sorted(p.name for p in tmp_path.rglob("*.tmp-*")) == ["bulk-b.tmp-456"]
+
+
+class _FailsToClose:
+    """A ZipFile whose member a signal cut short as ``ZipFile.open`` made it (its
+    ``_writing`` flag set, no handle returned to close): its ``__exit__`` fails."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        raise ValueError("Can't close the ZIP file while there is an open writing handle on "
+                         "it. Close the writing handle before closing the zip.")
+
+
+def test_a_clean_up_that_fails_after_a_stop_signal_is_the_signal(capsys):
+    """D-SIG-TERM/vectors-gen once exited 3, "internal error: ValueError: Can't close the ZIP
+    file while there is an open writing handle": SIGTERM had landed as np.savez opened a
+    member, and ZipFile's own ``__exit__`` then failed over the half-closed member. A failure
+    raised while unwinding from a stop signal is the signal's: 143, one line."""
+    def body() -> int:
+        with _FailsToClose():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        return 0
+
+    def bug() -> int:
+        try:
+            raise KeyError("x")
+        except KeyError:
+            raise ValueError("a bug while handling another error") from None
+
+    assert run_command(body) == 143
+    assert capsys.readouterr().err == "mxsim: terminated (SIGTERM)\n"
+    assert run_command(bug) == 3
+    assert "internal error: ValueError" in capsys.readouterr().err
