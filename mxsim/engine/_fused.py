@@ -22,12 +22,13 @@ import numpy as np
 from .. import _numba
 from ..formats.rounding import compiled_rounding
 
-__all__ = ["chain_rows", "round_sums"]
+__all__ = ["chain_rows", "pack_rows", "round_sums"]
 
 NAN, INF, ZERO = 1, 2, 4        # operand flag bits (as in _kernels)
 _RB = np.zeros(1, np.uint64)    # the random bits of a rounding that is never stochastic
 _kernel = None
 _sums = None
+_pack = None
 round_one = None
 
 
@@ -330,7 +331,7 @@ def _chain_loop(a, b, a_special, b_special, c, has_c, bounds, k_inst, n_inst, pr
     total = np.empty((rows, tile), np.int64)
     tot, slsb, flg = np.empty(tile, np.int64), np.empty(tile, np.int64), np.empty(tile, np.int64)
     special = np.empty((rows, tile), np.bool_)
-    n = b.shape[1]
+    n = b.shape[2]
     for j0 in range(0, n, tile):
         nj = min(n, j0 + tile) - j0
         for i0 in range(r0, r1, rows):
@@ -347,10 +348,10 @@ def _chain_loop(a, b, a_special, b_special, c, has_c, bounds, k_inst, n_inst, pr
                         for x in range(nj):
                             total[y, x] = _add_round(pp, total[y, x], d[y, x])
                     d_zero = True
+                ai, bi = a[inst], b[inst]
                 for y in range(ni):
-                    _instruction(a, b, i0 + y, j0, nj, inst * k_inst, bounds, d[y], d_zero,
-                                 special[y], cfg, mag, neg, lsb, pa, pc, move, acc[y], tot,
-                                 slsb, flg)
+                    _instruction(ai, bi, i0 + y, j0, nj, 0, bounds, d[y], d_zero, special[y],
+                                 cfg, mag, neg, lsb, pa, pc, move, acc[y], tot, slsb, flg)
                 d_zero = False
             for y in range(ni):
                 for x in range(nj):
@@ -384,6 +385,83 @@ def _build():
     return numba.njit(cache=_numba.cache(), nogil=True)(_chain_loop)
 
 
+def _pack_term(table, stable, c, sc, signed, inst, tt, x, out):
+    # One term's fields (table row c, scale row sc folded in) into out[inst, :, x, tt];
+    # whether it is a NaN or an Inf. No scales: stable is None, a branch numba prunes as it
+    # compiles (a branch on a flag, even never taken, makes the loops 3 times slower).
+    sign, sig, lsb, e, f = table[0, c], table[1, c], table[2, c], table[3, c], table[4, c]
+    if stable is not None:
+        sig *= stable[0, sc]
+        lsb += stable[1, sc]
+        e += stable[2, sc]
+        f |= stable[3, sc]
+    if signed:                       # without a branch on the data's signs
+        sig, sign = sig - 2 * sig * sign, sign - sign
+    out[inst, 0, x, tt], out[inst, 1, x, tt], out[inst, 2, x, tt] = sign, sig, lsb
+    out[inst, 3, x, tt], out[inst, 4, x, tt] = e, f
+    return (f & (NAN | INF)) != 0
+
+
+def _pack_loop(codes, mask, table, scodes, stable, block, k_inst, signed, by_column, r0, r1,
+               out, special):
+    # Rows r0..r1 of a side, (K / k_inst, 5, rows, k_inst) int32, from codes (rows, K), or
+    # (K, rows) when by_column (B as stored: its columns in groups of 64, each group down K).
+    n_inst = out.shape[0]
+    if not by_column:
+        for i in range(r0, r1):
+            sp = False
+            for inst in range(n_inst):
+                for tt in range(k_inst):
+                    t = inst * k_inst + tt
+                    sc = 0
+                    if scodes is not None:
+                        sc = scodes[i, t // block]
+                    sp |= _pack_term(table, stable, codes[i, t] & mask, sc, signed, inst, tt,
+                                     i, out)
+            special[i] = sp
+        return
+    for i0 in range(r0, r1, 64):
+        i1 = min(r1, i0 + 64)
+        for i in range(i0, i1):
+            special[i] = False
+        for inst in range(n_inst):
+            for tt in range(k_inst):
+                t = inst * k_inst + tt
+                for i in range(i0, i1):
+                    sc = 0
+                    if scodes is not None:
+                        sc = scodes[t // block, i]
+                    if _pack_term(table, stable, codes[t, i] & mask, sc, signed, inst, tt, i,
+                                  out):
+                        special[i] = True
+
+
+def _build_pack():
+    global _pack_term
+    numba = _numba.load()
+    _pack_term = numba.njit(cache=_numba.cache(), inline="always")(
+        getattr(_pack_term, "py_func", _pack_term))
+    return numba.njit(cache=_numba.cache(), nogil=True)(_pack_loop)
+
+
+def pack_rows(codes, mask: int, table, scodes, stable, block: int, k_inst: int, signed: bool,
+              by_column: bool, r0: int, r1: int, out, special) -> None:
+    """Rows ``r0:r1`` of one side of :func:`chain_rows` looked up from its codes: ``out``
+    (K / k_inst, 5, rows, k_inst) int32 and ``special`` (rows,) bool, whether a row holds a
+    NaN or an Inf. ``codes`` (rows, K), or (K, rows) with ``by_column``, bits above ``mask``
+    ignored; ``table`` (5, codes) the fields of each code (``fast.operands.code_table``);
+    ``scodes`` the block scales' codes shaped as ``codes`` with K / ``block`` and ``stable``
+    their (4, 256) fields, or None; ``signed``: the signs folded into the significands (the
+    sign plane 0), as ``fast.fused.dot`` does for a raw RZ unit. Releases the GIL."""
+    global _pack
+    if _pack is None:
+        _pack = _build_pack()
+    if scodes is None:
+        stable, block = None, 1
+    _pack(codes, mask, table, scodes, stable, block, k_inst, signed, by_column, r0, r1, out,
+          special)
+
+
 def _round_sums_loop(p, totals, lsbs, out):
     for x in range(totals.shape[0]):
         out[x] = _round_sum(p, totals[x], lsbs[x])
@@ -413,16 +491,17 @@ def chain_rows(a, b, a_special, b_special, c, bounds, k_inst: int, n_inst: int,
                out) -> None:
     """Rows ``r0:r1`` of D into ``out`` (int64 codes of d_format), each dot computed whole.
 
-    ``a`` (5, M, K) and ``b`` (5, N, K) are int32 sides (``_kernels.side``, scales
-    folded in); ``a_special``/``b_special`` say which rows/columns hold a NaN or Inf; ``c``
-    (M, N) int64 codes of d_format or None; ``bounds`` the steps' K offsets in an instruction
-    of ``k_inst``, ``n_inst`` instructions; ``promote`` the spec's promote_every or 0;
-    ``cfg`` (frac_bits, align code, normalized, e_zero, signed: the sides carry signed
-    significands and no NaN/Inf, columns per block, quick: the step sums round by
-    :func:`_round_sum`, rows per block); ``pa``/``pc``/``pp`` the rounding
-    parameters of the step sums (acc_format), the conversion and the promotion (d_format);
-    ``move``: how many bits wider d_format's mantissa is where the conversion only moves
-    fields (-1: it rounds). Releases the GIL."""
+    ``a`` (K / k_inst, 5, M, k_inst) and ``b`` (K / k_inst, 5, N, k_inst) are int32 sides
+    (``_kernels.side``, scales folded in) by instruction (:func:`pack_rows`), so that one
+    instruction's slice of every row is one piece whatever K is; ``a_special``/``b_special``
+    say which rows/columns hold a NaN or Inf; ``c`` (M, N) int64 codes of d_format or None;
+    ``bounds`` the steps' K offsets in an instruction of ``k_inst``, ``n_inst`` instructions;
+    ``promote`` the spec's promote_every or 0; ``cfg`` (frac_bits, align code, normalized,
+    e_zero, signed: the sides carry signed significands and no NaN/Inf, columns per block,
+    quick: the step sums round by :func:`_round_sum`, rows per block); ``pa``/``pc``/``pp``
+    the rounding parameters of the step sums (acc_format), the conversion and the
+    promotion (d_format); ``move``: how many bits wider d_format's mantissa is where the
+    conversion only moves fields (-1: it rounds). Releases the GIL."""
     global _kernel
     if _kernel is None:
         _kernel = _build()

@@ -30,11 +30,10 @@ __all__ = ["applies", "dot", "plan"]
 
 _CHUNK_PRODUCTS = 1 << 22       # products per kernel call (a share of the rows)
 # The kernel's blocks of dots: every instruction of the chain runs over a block before the
-# next, so one instruction's slices of A (rows) and B (columns) stay in cache at any K.
-# Tried by hand on the 2-core machine at the K sweep's shapes (benchmarks/bench_engine.py;
-# no record of the tries): 16 rows by 128 columns was fastest up to K = 512, 32 columns at
-# K = 4096 (fewer of B's columns per instruction stay in cache together).
-_TILE_COLUMNS, _TILE_COLUMNS_LONG_K, _LONG_K = 128, 32, 1024
+# next, so one instruction's slices of A (rows) and B (columns), each one piece in memory
+# (packed_sides), stay in cache at any K. Tried by hand on the 2-core machine at the K sweep's
+# shapes (benchmarks/bench_engine.py; no record of the tries): 16 rows by 128 columns.
+_TILE_COLUMNS = 128
 _TILE_ROWS = 16
 _THREADS = os.cpu_count() or 1
 
@@ -78,7 +77,7 @@ def plan(spec: UnitSpec, k: int) -> dict:
         promote=min(spec.promote_every, k // spec.k + 1) if spec.promote_every else 0,
         cfg=np.array([spec.frac_bits, _kernels.ALIGN_CODES[spec.align.value],
                       spec.product is Product.NORMALIZED, spec.e_zero, 0,
-                      _TILE_COLUMNS if k <= _LONG_K else _TILE_COLUMNS_LONG_K,
+                      _TILE_COLUMNS,
                       _quick(acc_fmt, spec.acc_rounding), _TILE_ROWS], np.int64),
         pa=rounding_params(acc_fmt, spec.acc_rounding, spec.overflow),
         pc=rounding_params(d_fmt, spec.acc_rounding, spec.overflow),
@@ -114,29 +113,10 @@ def sides(ops: Operands, bi: int) -> tuple[npt.NDArray, npt.NDArray]:
     return a, b
 
 
-def table_sides(spec: UnitSpec, vs: VectorSet, bi: int
-                ) -> tuple[npt.NDArray, npt.NDArray] | None:
-    """:func:`sides` of batch entry ``bi`` looked up from the codes in :func:`code_table`
-    (the fields :class:`Operand` gives, so the same arrays) and the block scales folded in per
-    block: a few passes over int32 where :meth:`Operands.of` makes dozens over int64. None
-    for operands above 16 bits, scales above 8, or a spec that upcasts."""
-    tables = _tables(spec, vs)
-    if tables is None:
-        return None
-    ta, tb, ts = tables
-    nb = int(np.prod(vs.batch_shape, dtype=np.int64))
-    m, n, k = vs.m, vs.n, vs.k
-    a = _looked_up(ta, vs.a.reshape(nb, m, k)[bi], vs.a_format)
-    b = _looked_up(tb, vs.b.reshape(nb, k, n)[bi].T, vs.b_format)
-    if ts is not None:
-        _fold(a, ts[:, vs.a_scale.reshape(nb, m, -1)[bi]], vs.block)
-        _fold(b, ts[:, vs.b_scale.reshape(nb, -1, n)[bi].T], vs.block)
-    return a, b
-
-
 def _tables(spec: UnitSpec, vs: VectorSet) -> tuple | None:
-    """The code tables of A, B and the scales (None for no scales), or None where
-    :func:`table_sides` does not apply."""
+    """The code tables of A, B and the scales (None for no scales), or None where the
+    kernel's sides cannot be looked up from the codes (operands above 16 bits, scales above
+    8, a spec that upcasts): :meth:`Operands.of` makes them then."""
     finite = spec.specials is Specials.NONE
     ta, tb = code_table(vs.a_format, finite), code_table(vs.b_format, finite)
     ts = None if vs.scale_format is None else code_table(vs.scale_format, finite, True)
@@ -146,25 +126,59 @@ def _tables(spec: UnitSpec, vs: VectorSet) -> tuple | None:
     return ta, tb, ts
 
 
-def _looked_up(table: npt.NDArray, codes: npt.NDArray, fmt_name: str) -> npt.NDArray:
-    """(5, rows, K) int32 fields of ``codes`` (rows, K), bits above the format ignored."""
-    mask = (1 << formats.get(fmt_name).bits) - 1
-    idx = np.bitwise_and(np.ascontiguousarray(codes), mask, dtype=np.intp)
-    out = np.empty((5,) + idx.shape, np.int32)
-    for plane, t in zip(out, table, strict=True):
-        np.take(t, idx, out=plane)
-    return out
+def packed_sides(spec: UnitSpec, vs: VectorSet, bi: int, signed: bool, run=map
+                 ) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray, npt.NDArray] | None:
+    """Batch entry ``bi``'s A and B as the kernel reads them, looked up from the codes in
+    :func:`code_table` by the compiled ``_fused.pack_rows``: (K / spec.k, 5, rows, spec.k)
+    int32 (:func:`sides` by instruction), and whether each row of A and column of B holds a
+    NaN or an Inf; ``signed`` folds the signs into the significands. ``run`` maps the row
+    chunks (a thread pool's ``map``). None where :func:`_tables` is None."""
+    from .. import _fused
+    tables = _tables(spec, vs)
+    if tables is None:
+        return None
+    ta, tb, ts = tables
+    nb = int(np.prod(vs.batch_shape, dtype=np.int64))
+    m, n, k, ki = vs.m, vs.n, vs.k, spec.k
+    jobs = []
+    for codes, table, scales, rows, fmt, by_col in (
+            (vs.a.reshape(nb, m, k)[bi], ta, vs.a_scale, m, vs.a_format, False),
+            (vs.b.reshape(nb, k, n)[bi], tb, vs.b_scale, n, vs.b_format, True)):
+        out = np.empty((k // ki, 5, rows, ki), np.int32)
+        special = np.empty(rows, np.bool_)
+        sc = None if ts is None else np.ascontiguousarray(
+            scales.reshape((nb, -1, n) if by_col else (nb, m, -1))[bi])
+        step = max(64, -(-rows // (2 * _THREADS)))
+        jobs += [(np.ascontiguousarray(codes), (1 << formats.get(fmt).bits) - 1, table, sc,
+                  ts, vs.block or 1, ki, signed, by_col, r0, min(rows, r0 + step), out, special)
+                 for r0 in range(0, rows, step)]
+    list(run(lambda job: _fused.pack_rows(*job), jobs))
+    return jobs[0][-2], jobs[-1][-2], jobs[0][-1], jobs[-1][-1]
 
 
-def _fold(side: npt.NDArray, scale: npt.NDArray, block: int) -> None:
-    """Fold (4, rows, K / block) scale fields into a side, as ``_kernels.side`` does: the
-    significands multiply, the exponents add, NaN and zero flags join."""
-    rows, k = side.shape[1:]
-    blocks = side.reshape(5, rows, k // block, block)
-    blocks[1] *= scale[0][..., None]
-    blocks[2] += scale[1][..., None]
-    blocks[3] += scale[2][..., None]
-    blocks[4] |= scale[3][..., None]
+def _entry_sides(spec: UnitSpec, vs: VectorSet, ops: Operands | None, bi: int, signed: bool,
+                 run) -> tuple:
+    """A, B and their NaN/Inf rows for the kernel (:func:`packed_sides`): looked up from the
+    codes, or from ``ops`` (:func:`sides`) where that is given; ``signed`` folds the signs
+    (from ``ops``, only where no operand holds a NaN or an Inf)."""
+    if ops is None:
+        return packed_sides(spec, vs, bi, signed, run)
+    a, b = sides(ops, bi)
+    special = [((x[4] & (_kernels.NAN | _kernels.INF)) != 0).any(axis=1) for x in (a, b)]
+    if signed and not (special[0].any() or special[1].any()):
+        for x in (a, b):
+            x[1] = np.where(x[0] == 1, -x[1], x[1])
+            x[0] = 0
+    return _by_instruction(a, spec.k), _by_instruction(b, spec.k), *special
+
+
+def _by_instruction(side: npt.NDArray, k_inst: int) -> npt.NDArray:
+    """A side (5, rows, K) as (K / k_inst, 5, rows, k_inst): one instruction's slice of every
+    row in one piece, so a long chain reads each instruction's operands as K = k_inst does
+    (rows K apart in memory fall into the same few cache sets)."""
+    planes, rows, k = side.shape
+    return np.ascontiguousarray(
+        side.reshape(planes, rows, k // k_inst, k_inst).transpose(2, 0, 1, 3))
 
 
 def dot(spec: UnitSpec, vs: VectorSet, kernel=True) -> npt.NDArray | None:
@@ -187,28 +201,22 @@ def dot(spec: UnitSpec, vs: VectorSet, kernel=True) -> npt.NDArray | None:
     out = np.empty((nb, m, n), formats.get(spec.d_format).code_dtype)
     # Row chunks of whole blocks, at least two per thread where there are rows enough.
     rows = max(1, _CHUNK_PRODUCTS // max(1, n * vs.k), min(_TILE_ROWS, -(-m // (2 * _THREADS))))
-    for bi in range(nb):
-        a, b = sides(ops, bi) if ops is not None else table_sides(spec, vs, bi)
-        special = [((x[4] & (_kernels.NAN | _kernels.INF)) != 0).any(axis=1) for x in (a, b)]
-        cfg = args["cfg"].copy()
-        if cfg[1] == 0 and not cfg[2] and not (special[0].any() or special[1].any()):
-            # Raw products, RZ, no NaN or Inf: signs folded into the significands.
-            for x in (a, b):
-                x[1] = np.where(x[0] == 1, -x[1], x[1])
-                x[0] = 0
-            cfg[4] = 1
-        c = None if vs.c is None else np.ascontiguousarray(
-            vs.c.reshape(nb, m, n)[bi], np.int64)
+    # Raw products, RZ, and no NaN or Inf in the operands: signs folded into the
+    # significands (cfg[4]), tried first and given up where an operand holds a NaN or an Inf.
+    may_sign = args["cfg"][1] == 0 and not args["cfg"][2]
+    with ThreadPoolExecutor(_THREADS) as pool:
+        for bi in range(nb):
+            cfg = args["cfg"].copy()
+            a, b, *special = _entry_sides(spec, vs, ops, bi, may_sign, pool.map)
+            cfg[4] = may_sign and not (special[0].any() or special[1].any())
+            if may_sign and not cfg[4] and ops is None:
+                a, b, *special = _entry_sides(spec, vs, ops, bi, False, pool.map)
+            c = None if vs.c is None else np.ascontiguousarray(
+                vs.c.reshape(nb, m, n)[bi], np.int64)
 
-        def run(r0: int, a=a, b=b, special=special, c=c, bi=bi, cfg=cfg) -> None:
-            _fused.chain_rows(a, b, *special, c, **{**args, "cfg": cfg}, r0=r0,
-                              r1=min(m, r0 + rows), out=out[bi])
+            def run(r0: int, a=a, b=b, special=special, c=c, bi=bi, cfg=cfg) -> None:
+                _fused.chain_rows(a, b, *special, c, **{**args, "cfg": cfg}, r0=r0,
+                                  r1=min(m, r0 + rows), out=out[bi])
 
-        starts = range(0, m, rows)
-        if len(starts) > 1 and _THREADS > 1:
-            with ThreadPoolExecutor(_THREADS) as pool:
-                list(pool.map(run, starts))
-        else:
-            for r0 in starts:
-                run(r0)
+            list(pool.map(run, range(0, m, rows)))
     return out.reshape(vs.out_shape)

@@ -6,6 +6,8 @@ units it is for on their own terms: drawn specs of consecutive steps, C in the f
 with promotion, and every preset spec it applies to.
 """
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,7 +16,7 @@ from hypothesis import strategies as st
 from mxsim import formats, presets, vectors
 from mxsim.engine import fast
 from mxsim.engine.fast import fused
-from mxsim.engine.fast.operands import Operands
+from mxsim.engine.fast.operands import INF, NAN, Operands
 from mxsim.engine.fast.paths import INTEGER_STEP
 from mxsim.spec import UnitSpec
 
@@ -186,12 +188,14 @@ _SIDE_CASES.append(("fp16", "bf16", None, None))      # scales go with MX elemen
 
 @pytest.mark.parametrize("specials", ["ieee", "none"])
 @pytest.mark.parametrize("a_format,b_format,scale,block", _SIDE_CASES)
-def test_fused_table_sides_are_the_operands(a_format, b_format, scale, block, specials):
-    """The kernel's sides looked up from the codes (fused.table_sides) == the sides of
-    Operands.of, field for field: every code of A and B, every scale code, a batch."""
+def test_fused_packed_sides_are_the_operands(a_format, b_format, scale, block, specials):
+    """The kernel's sides looked up from the codes (fused.packed_sides, compiled) == the
+    sides of Operands.of by instruction, field for field, with and without the signs folded
+    in, and the rows that hold a NaN or an Inf: every code of A and B, every scale code, a
+    batch, rows and columns in several chunks and column groups."""
     rng = np.random.default_rng(len(a_format) + 3 * len(b_format))
     fa, fb = formats.get(a_format), formats.get(b_format)
-    k, m, n = 128, 40, 24
+    k, m, n = 128, 150, 130
     a = rng.integers(0, 1 << fa.bits, (2, m, k)).astype(fa.code_dtype)
     b = rng.integers(0, 1 << fb.bits, (2, k, n)).astype(fb.code_dtype)
     a.reshape(-1)[:min(a.size, 1 << fa.bits)] = np.arange(min(a.size, 1 << fa.bits))
@@ -207,9 +211,16 @@ def test_fused_table_sides_are_the_operands(a_format, b_format, scale, block, sp
                     block=block, k=32, frac_bits=13, acc_format="fp32", d_format="fp32",
                     specials=specials)
     ops = Operands.of(spec, vs)
-    for bi in range(2):
-        want = fused.sides(ops, bi)
-        got = fused.table_sides(spec, vs, bi)
-        for w, g, side in zip(want, got, "ab", strict=True):
-            assert g.dtype == w.dtype
-            np.testing.assert_array_equal(g, w, err_msg=side)
+    for bi, signed in itertools.product(range(2), (False, True)):
+        *got, special_a, special_b = fused.packed_sides(spec, vs, bi, signed)
+        for w, g, special, side in zip(fused.sides(ops, bi), got, (special_a, special_b), "ab",
+                                       strict=True):
+            np.testing.assert_array_equal(
+                special, ((w[4] & (NAN | INF)) != 0).any(axis=1), err_msg=side)
+            if signed:
+                w[1] = np.where(w[0] == 1, -w[1], w[1])
+                w[0] = 0
+            rows = w.shape[1]
+            w = w.reshape(5, rows, k // spec.k, spec.k).transpose(2, 0, 1, 3)
+            assert g.dtype == w.dtype and g.shape == w.shape
+            np.testing.assert_array_equal(g, w, err_msg=f"{side} signed={signed}")
