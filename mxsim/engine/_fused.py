@@ -156,24 +156,40 @@ def _signed_tile(a, b, i, j0, nj, lo, hi, acc, pacc, zero_acc, frac_bits, e_zero
                  slsb, flg):
     # _step_tile for a raw RZ unit whose sides carry signed significands (sign 0) and no NaN
     # or Inf (fast.fused.dot checks): the products' signs are their own, no flags per term.
-    # Indices that the compiler can prove non-negative (numba wraps negative ones, a test on
-    # every access that keeps these loops from being vectorised).
+    # B comes by instruction as (5, k_inst, N) (its columns along the rows), so the loops run
+    # over the tile's columns, long and contiguous, with one term of A fixed: the compiler
+    # vectorises them, where a loop over one step's K terms is too short to pay.
+    # Unsigned indices, which the compiler can prove non-negative (numba wraps negative ones,
+    # a test on every access that keeps these loops from being vectorised).
     lo, hi = np.uint64(max(lo, 0)), np.uint64(max(hi, 0))
-    for x in range(nj):
-        j = j0 + x
-        emax = floor
-        for t in range(lo, hi):
-            p = np.int64(a[1, i, t]) * b[1, j, t]
-            emax = max(emax, e_zero if p == 0 else a[3, i, t] + b[3, j, t])
-        cs, csig, clsb, cf = 0, 0, 0, 0
-        if not zero_acc:
-            cs, csig, clsb, ce, cf = _decode(pacc, acc[x])
-            emax = max(emax, e_zero if csig == 0 else ce)
-        step_lsb = emax - frac_bits
-        total = 0
-        for t in range(lo, hi):
-            p = np.int64(a[1, i, t]) * b[1, j, t]
-            shift = step_lsb - (a[2, i, t] + b[2, j, t])
+    uj0, unj = np.uint64(j0), np.uint64(nj)
+    for x in range(unj):
+        slsb[x] = floor
+    for t in range(lo, hi):
+        if a[1, i, t] == 0:                      # every product 0: e_zero
+            for x in range(unj):
+                slsb[x] = max(slsb[x], e_zero)
+        else:
+            ae = a[3, i, t]
+            for x in range(unj):
+                bj = uj0 + x
+                slsb[x] = max(slsb[x], e_zero if b[1, t, bj] == 0 else ae + b[3, t, bj])
+    if not zero_acc:
+        for x in range(unj):
+            _, csig, _, ce, _ = _decode(pacc, acc[x])
+            slsb[x] = max(slsb[x], e_zero if csig == 0 else ce)
+    for x in range(unj):
+        slsb[x] -= frac_bits
+        tot[x] = 0
+    for t in range(lo, hi):
+        asig = np.int64(a[1, i, t])
+        if asig == 0:
+            continue
+        alsb = a[2, i, t]
+        for x in range(unj):
+            bj = uj0 + x
+            p = asig * b[1, t, bj]
+            shift = slsb[x] - (alsb + b[2, t, bj])
             m = abs(p)
             if shift <= 0:
                 v = m << (-shift)
@@ -181,17 +197,17 @@ def _signed_tile(a, b, i, j0, nj, lo, hi, acc, pacc, zero_acc, frac_bits, e_zero
                 v = 0
             else:
                 v = m >> shift
-            total += -v if p < 0 else v
+            tot[x] += -v if p < 0 else v
+    for x in range(unj):
         flags = 0
         if not zero_acc:
+            cs, csig, clsb, _, cf = _decode(pacc, acc[x])
             if csig != 0:
-                total += align_one(np.int64(csig), cs, step_lsb - clsb, 0)
+                tot[x] += align_one(np.int64(csig), cs, slsb[x] - clsb, 0)
             if cf & NAN:
                 flags = 1
             elif cf & INF:
                 flags = 4 if cs == 1 else 2
-        tot[x] = total
-        slsb[x] = step_lsb
         flg[x] = flags
 
 
@@ -235,6 +251,19 @@ def _finish(pa, total, lsb, flags, quick):
     if (code & mask) == 0:
         code = code & mask
     return _specials(pa, code, (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0)
+
+
+def _finish_quick(pa, tot, slsb, flg, acc, nj):
+    # _finish(..., quick) of a tile's sums, one loop of selects the compiler vectorises.
+    mask = (np.int64(1) << pa[9]) - 1
+    inf, sbit, nan = pa[12], np.int64(1) << pa[9], pa[14]
+    for x in range(np.uint64(nj)):
+        code = _round_sum(pa, tot[x], slsb[x])
+        code = code & mask if (code & mask) == 0 else code
+        f = flg[x]
+        code = inf if (f & 2) != 0 else code
+        code = inf | sbit if (f & 4) != 0 else code
+        acc[x] = nan if (f & 1) != 0 or (f & 6) == 6 else code
 
 
 def _exact_sum2(sx, gx, lx, sy, gy, ly):
@@ -311,8 +340,11 @@ def _instruction(a, b, i, j0, nj, off, bounds, d, d_zero, special, cfg, mag, neg
         else:
             _step_tile(a, b, i, j0, nj, off + bounds[s], off + bounds[s + 1], acc, pa, False,
                        special, cfg, mag, neg, lsb, tot, slsb, flg)
-        for x in range(nj):
-            acc[x] = _finish(pa, tot[x], slsb[x], flg[x], cfg[6] != 0)
+        if cfg[6] != 0:
+            _finish_quick(pa, tot, slsb, flg, acc, nj)
+        else:
+            for x in range(nj):
+                acc[x] = _finish(pa, tot[x], slsb[x], flg[x], False)
     for x in range(nj):
         d[x] = _convert(pa, pc, move, acc[x])
 
@@ -331,7 +363,7 @@ def _chain_loop(a, b, a_special, b_special, c, has_c, bounds, k_inst, n_inst, pr
     total = np.empty((rows, tile), np.int64)
     tot, slsb, flg = np.empty(tile, np.int64), np.empty(tile, np.int64), np.empty(tile, np.int64)
     special = np.empty((rows, tile), np.bool_)
-    n = b.shape[2]
+    n = b.shape[3] if cfg[4] else b.shape[2]      # signed: B by instruction is (5, k, N)
     for j0 in range(0, n, tile):
         nj = min(n, j0 + tile) - j0
         for i0 in range(r0, r1, rows):
@@ -364,8 +396,8 @@ def _build():
     """Compile the kernel with numba, its helpers inlined; once per process (then cached on
     disk). The helpers are module globals, not closures, for numba's cache (see _kernels)."""
     global round_one, align_one, _round, _decode, _specials, _products, _aligned, \
-        _term_flags, _step_tile, _signed_tile, _finish, _exact_sum2, _bits, _window, \
-        _add_round, _convert, _instruction, _round_sum, _clz
+        _term_flags, _step_tile, _signed_tile, _finish, _finish_quick, _exact_sum2, _bits, \
+        _window, _add_round, _convert, _instruction, _round_sum, _clz
     from . import _kernels
     numba = _numba.load()
     from numba.cpython.unsafe.numbers import leading_zeros as _clz
@@ -379,9 +411,10 @@ def _build():
     # The loops are compiled apart (LLVM still inlines them where it pays): numba's own
     # inlining of whole loop nests makes slower code.
     call = numba.njit(cache=_numba.cache())
-    _products, _aligned, _term_flags, _signed_tile, _step_tile, _instruction = (
+    _products, _aligned, _term_flags, _signed_tile, _step_tile, _finish_quick, _instruction = (
         call(getattr(f, "py_func", f)) for f in (
-            _products, _aligned, _term_flags, _signed_tile, _step_tile, _instruction))
+            _products, _aligned, _term_flags, _signed_tile, _step_tile, _finish_quick,
+            _instruction))
     return numba.njit(cache=_numba.cache(), nogil=True)(_chain_loop)
 
 

@@ -131,7 +131,8 @@ def packed_sides(spec: UnitSpec, vs: VectorSet, bi: int, signed: bool, run=map
     """Batch entry ``bi``'s A and B as the kernel reads them, looked up from the codes in
     :func:`code_table` by the compiled ``_fused.pack_rows``: (K / spec.k, 5, rows, spec.k)
     int32 (:func:`sides` by instruction), and whether each row of A and column of B holds a
-    NaN or an Inf; ``signed`` folds the signs into the significands. ``run`` maps the row
+    NaN or an Inf; ``signed`` folds the signs into the significands and gives B as
+    (K / spec.k, 5, spec.k, N), as the kernel's signed steps read it. ``run`` maps the row
     chunks (a thread pool's ``map``). None where :func:`_tables` is None."""
     from .. import _fused
     tables = _tables(spec, vs)
@@ -145,6 +146,8 @@ def packed_sides(spec: UnitSpec, vs: VectorSet, bi: int, signed: bool, run=map
             (vs.a.reshape(nb, m, k)[bi], ta, vs.a_scale, m, vs.a_format, False),
             (vs.b.reshape(nb, k, n)[bi], tb, vs.b_scale, n, vs.b_format, True)):
         out = np.empty((k // ki, 5, rows, ki), np.int32)
+        if signed and by_col:
+            out = np.empty((k // ki, 5, ki, rows), np.int32).transpose(0, 1, 3, 2)
         special = np.empty(rows, np.bool_)
         sc = None if ts is None else np.ascontiguousarray(
             scales.reshape((nb, -1, n) if by_col else (nb, m, -1))[bi])
@@ -153,7 +156,8 @@ def packed_sides(spec: UnitSpec, vs: VectorSet, bi: int, signed: bool, run=map
                   ts, vs.block or 1, ki, signed, by_col, r0, min(rows, r0 + step), out, special)
                  for r0 in range(0, rows, step)]
     list(run(lambda job: _fused.pack_rows(*job), jobs))
-    return jobs[0][-2], jobs[-1][-2], jobs[0][-1], jobs[-1][-1]
+    b = jobs[-1][-2]
+    return jobs[0][-2], b.transpose(0, 1, 3, 2) if signed else b, jobs[0][-1], jobs[-1][-1]
 
 
 def _entry_sides(spec: UnitSpec, vs: VectorSet, ops: Operands | None, bi: int, signed: bool,
@@ -165,11 +169,13 @@ def _entry_sides(spec: UnitSpec, vs: VectorSet, ops: Operands | None, bi: int, s
         return packed_sides(spec, vs, bi, signed, run)
     a, b = sides(ops, bi)
     special = [((x[4] & (_kernels.NAN | _kernels.INF)) != 0).any(axis=1) for x in (a, b)]
+    a, b_by = _by_instruction(a, spec.k), _by_instruction(b, spec.k)
     if signed and not (special[0].any() or special[1].any()):
-        for x in (a, b):
-            x[1] = np.where(x[0] == 1, -x[1], x[1])
-            x[0] = 0
-    return _by_instruction(a, spec.k), _by_instruction(b, spec.k), *special
+        for x in (a, b_by):
+            x[:, 1] = np.where(x[:, 0] == 1, -x[:, 1], x[:, 1])
+            x[:, 0] = 0
+        b_by = np.ascontiguousarray(b_by.transpose(0, 1, 3, 2))
+    return a, b_by, *special
 
 
 def _by_instruction(side: npt.NDArray, k_inst: int) -> npt.NDArray:
