@@ -255,10 +255,14 @@ def _finish(pa, total, lsb, flags, quick):
 
 def _finish_quick(pa, tot, slsb, flg, acc, nj):
     # _finish(..., quick) of a tile's sums, one loop of selects the compiler vectorises.
+    # The parameters as a tuple: values the compiler keeps out of the loop, where an array's
+    # could change with each store to acc (the two might overlap).
+    q = (pa[0], pa[1], pa[2], pa[3], pa[4], pa[5], pa[6], pa[7], pa[8], pa[9], pa[10], pa[11],
+         pa[12], pa[13], pa[14], pa[15], pa[16])
     mask = (np.int64(1) << pa[9]) - 1
     inf, sbit, nan = pa[12], np.int64(1) << pa[9], pa[14]
     for x in range(np.uint64(nj)):
-        code = _round_sum(pa, tot[x], slsb[x])
+        code = _round_sum(q, tot[x], slsb[x])
         code = code & mask if (code & mask) == 0 else code
         f = flg[x]
         code = inf if (f & 2) != 0 else code
