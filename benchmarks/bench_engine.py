@@ -8,9 +8,10 @@
    thread count on a sample); the outputs are compared bit for bit.
 2. The same through the command line (``mxsim run``), start-up and file I/O included (best of
    two runs, after one that fills numba's on-disk cache; the files in /dev/shm where there is
-   one), and the CLI's fixed cost (``mxsim run`` on 64 dots); then ``mxsim run`` on 8192 x 8192
-   dots (``--cli-big``), with the output in /dev/shm and on the disk, against MMA-Sim's rate
-   measured in step 1.
+   one), and the CLI's fixed cost (``mxsim run`` on 64 dots) beside numba's own (its import
+   and the first call of a trivial cached function, in a fresh process); then ``mxsim run``
+   on 8192 x 8192 dots (``--cli-big``), with the output in /dev/shm and on the disk, against
+   MMA-Sim's rate measured in step 1.
 3. ``exact`` and ``blackwell-mxf8f6f4`` (a block-scaled preset) throughput, and
    ``hopper-wgmma`` on the numpy fallback (a process without numba: numpy's float64 step,
    ``engine.wide``), on numpy's integer step (the fallback before it) and on the step kernel with
@@ -104,6 +105,7 @@ def main() -> int:
             return subprocess.run(cmd, check=True, capture_output=True)
         cli(tiny_src, tiny_dst)                        # numba's on-disk cache filled
         t_start, _ = best_of(3, lambda: cli(tiny_src, tiny_dst))
+        t_numba = _numba_floor()
         t_cli, _ = best_of(2, lambda: cli(src, dst))
         cli_ok = np.array_equal(vectors.load(dst).d, d_ours)
         rows.append(("hopper-wgmma, `mxsim run` (CLI)", vs.num_dots, t_cli, t_theirs, cli_ok))
@@ -161,7 +163,8 @@ def main() -> int:
         ratio = f"{t_peer / t:7.1f}" if t_peer else f"{'-':>7}"
         print(f"{what:48} {dots:>10} {dots / t:14.3e} {peer} {ratio}  "
               f"{'-' if ok is None else ok}")
-    print(f"\nCLI start-up (`mxsim run` on 64 dots, numba's cache warm): {t_start:.2f} s; "
+    print(f"\nCLI start-up (`mxsim run` on 64 dots, numba's cache warm): {t_start:.2f} s, "
+          f"of which numba's own import and first cached call {t_numba:.2f} s; "
           f"CLI / MMA-Sim on {vs.num_dots:,} dots: {t_theirs / t_cli:.1f}x; numpy fallback "
           f"{t_numpy / t_kernel:.1f}x slower than the kernel; in-process / ceiling "
           f"{t_ceiling / t_ours:.2f}")
@@ -172,6 +175,7 @@ def main() -> int:
         out = dict(command="python benchmarks/bench_engine.py --json " + str(args.json),
                    versions=versions_line().lstrip("# "), cpus=os.cpu_count(),
                    mmasim_threads=torch.get_num_threads(), cli_startup_s=t_start,
+                   numba_floor_s=t_numba,
                    numpy_slowdown=t_numpy / t_kernel, numpy_dots=vs3.num_dots,
                    rows=[dict(what=w, dots=d, seconds=t, dots_per_s=d / t,
                               mmasim_dots_per_s=None if tp is None else d / tp,
@@ -209,6 +213,30 @@ def _without_numba(vs) -> tuple[float, np.ndarray]:
         done = subprocess.run([sys.executable, "-c", _NO_NUMBA, str(src), str(dst)],
                               check=True, capture_output=True, text=True)
         return float(done.stdout.split()[-1]), vectors.load(dst, allow_large=True).d
+
+
+_NUMBA_FLOOR = """
+import time
+t = time.perf_counter()
+import numba
+@numba.njit(cache=True)
+def one(x):
+    return x + 1
+one(1)
+print(time.perf_counter() - t)
+"""
+
+
+def _numba_floor() -> float:
+    """Seconds (best of three fresh processes) that numba itself costs any command that
+    uses a compiled kernel: its import and the first call of a trivial function from its
+    on-disk cache (which starts its compiler), measured apart from mxsim."""
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "floor.py").write_text(_NUMBA_FLOOR)
+        runs = [float(subprocess.run([sys.executable, "floor.py"], cwd=tmp, check=True,
+                                     capture_output=True, text=True).stdout)
+                for _ in range(4)]
+    return min(runs[1:])                  # the first fills the cache
 
 
 def _bare_loop(a_sig, a_lsb, a_e, b_sig, b_lsb, b_e, out):

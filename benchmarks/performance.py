@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "performance.md"
 PLOT = ROOT / "docs" / "img" / "performance.svg"
 DATA = ROOT / "docs" / "data"
-ENGINE = DATA / "bench_engine_2026-12-06_run3.json"
+ENGINE = DATA / "bench_engine_2026-12-06_run4.json"
 #: Four runs on H100 machines: run 1 at commit 12e8bf1, run 2 with the whole-dot kernels
 #: final (the same arithmetic), run 3 with the sides packed on the device (pack.cu), run 4
 #: with fma.cu and the CPU changes of the same session (benchmarks/gpu_issue39.sh); the table
@@ -303,7 +303,8 @@ def figures() -> dict[str, str]:
                              + _rtl_rows()),
         "perf:ksweep": _sweep_table(),
         "perf:cpu": f"{e['versions']}; {e['cpus']} CPUs; MMA-Sim on {e['mmasim_threads']} "
-                    f"torch threads; `mxsim run` start-up {e['cli_startup_s']:.2f} s",
+                    f"torch threads; `mxsim run` start-up {e['cli_startup_s']:.2f} s, of which "
+                    f"numba's own import and first cached call {e['numba_floor_s']:.2f} s",
         "perf:gpu": f"{g['device']}; {g['versions']}",
         "perf:gpu-runs": "; ".join(_gpu_run(path) for path in GPU_RUNS),
         "perf:imad": (f"{_n(_load(GPU_INT)['imad_per_s'])} int32 multiply-adds/s"
