@@ -24,14 +24,17 @@ tests/mxsim/engine/test_wide.py holds it equal to both, on random and adversaria
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from .. import formats
+from ..formats import Rounding
 from ._kernels import INF, NAN, ZERO, side
 
-__all__ = ["Side", "prepare_b", "step_sums"]
+__all__ = ["Side", "prepare_b", "round_sums", "step_sums"]
 
 #: Largest |exponent| (LSB or alignment exponent) of an operand this path takes: products
 #: then lie within 2**±502 and a term's quotient within 2**±1006, inside float64's normal range.
@@ -203,3 +206,54 @@ def _all_neg_zero(a: Side, b: Side, acc):
     if acc is not None:
         out &= (acc.sig == 0) & (acc.sign == 1)
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _checked(fmt_name: str, rounding: Rounding, overflow) -> None:
+    """round_to's own checks of the arguments (one zero rounded), so that :func:`round_sums`
+    refuses what it refuses; once per combination."""
+    formats.round_to(formats.get(fmt_name), False, 0, np.uint64(0), False, rounding, overflow)
+
+
+def round_sums(fmt: formats.Format, q: npt.NDArray, lsb: npt.NDArray, rounding: Rounding,
+               overflow) -> npt.NDArray:
+    """``formats.round_to(fmt, q < 0, lsb, |q|, False, rounding, overflow)`` of step sums
+    ``q`` (int64) at LSB exponents ``lsb``, by float64 where that is exact: RZ or RNE into a
+    float format of at most 52 mantissa bits, ``|q| <= 2**53`` (so ``q * 2**lsb`` is a float64
+    exactly while its exponent is in float64's normal range), a result whose exponent before
+    rounding is at least ``fmt.emin`` (no subnormal) and after it below ``fmt.emax`` (no
+    overflow, whatever the largest significand at emax). Rounding the float64's bits at
+    ``fmt``'s precision is then ``round_to``'s: RZ clears the low bits, RNE adds half an LSB
+    less one plus the kept LSB first, and a carry moves into the exponent field as it should.
+    Every other sum goes to ``round_to``. tests/mxsim/engine/test_wide.py holds the two equal.
+    """
+    _checked(fmt.name, rounding, overflow)
+    q = np.asarray(q, np.int64)
+    lsb = np.broadcast_to(np.asarray(lsb, np.int64), q.shape)
+    if fmt.kind != "float" or fmt.man_bits > 52 or rounding not in (Rounding.RZ, Rounding.RNE):
+        return formats.round_to(fmt, q < 0, lsb, np.abs(q).view(np.uint64), False, rounding,
+                                overflow)
+    # Exponents far outside float64's range are clipped: the value is then Inf or below
+    # float64's normal range (|q| <= 2**53), which the exponent tests below refuse.
+    with np.errstate(over="ignore", under="ignore"):
+        x = np.ldexp(q.astype(np.float64), np.clip(lsb, -1100, 1100).astype(np.int32))
+    bits = x.view(np.uint64)
+    drop = np.uint64(52 - fmt.man_bits)
+    e0 = ((bits >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64) - 1023
+    if rounding is Rounding.RNE and drop:
+        half = (np.uint64(1) << (drop - np.uint64(1))) - np.uint64(1)
+        bits = bits + half + ((bits >> drop) & np.uint64(1))
+    bits = bits & ~((np.uint64(1) << drop) - np.uint64(1))
+    e1 = ((bits >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64) - 1023
+    man = (bits >> drop) & np.uint64((1 << fmt.man_bits) - 1)
+    code = ((bits >> np.uint64(63)) << np.uint64(fmt.sign_shift)) | (
+        (e1 + fmt.bias).astype(np.uint64) << np.uint64(fmt.man_bits)) | man
+    ok = (e0 >= fmt.emin) & (e1 < fmt.emax) & (np.abs(q).view(np.uint64) <= np.uint64(1 << 53))
+    zero = q == 0
+    code = np.where(zero, np.uint64(0), code)
+    rest = ~(ok | zero)
+    if rest.any():
+        code[rest] = formats.round_to(fmt, q[rest] < 0, lsb[rest],
+                                      np.abs(q[rest]).view(np.uint64), False, rounding,
+                                      overflow)
+    return code.astype(fmt.code_dtype)

@@ -16,7 +16,7 @@ import numpy.typing as npt
 from ... import formats
 from ...formats import Rounding
 from ...spec import Align, Product, UnitSpec, ZeroSign
-from .. import _kernels
+from .. import _kernels, wide
 from ..exactsum import exact_sums
 from ..xp import of as xp_of
 from .alignment import align_terms, step_terms
@@ -27,6 +27,11 @@ __all__ = ["ZERO", "by_rows", "codes_of", "finish", "step", "step_all_rows"]
 
 _CHUNK_TERMS = 1 << 21          # products materialised at once (bounds memory to ~100 MB)
 _CHUNK_DOTS = 1 << 15           # dots per compiled-kernel call
+# Dots per call of numpy's float64 step (engine.wide): twice the kernel's, so that its numpy
+# calls are long enough for two threads to overlap (they hold the GIL between calls). Tried
+# by hand on the 2-core machine (1M dots of hopper-wgmma, no record of the tries): 2**15
+# dots ran slower on two threads than on one, 2**16 and 2**17 faster, 2**18 slower.
+_WIDE_CHUNK_DOTS = 1 << 16
 _THREADS = os.cpu_count() or 1
 _GPU_CHUNK_TERMS = 1 << 26      # products materialised at once on a GPU (numpy-style step)
 
@@ -84,8 +89,11 @@ def step(spec: UnitSpec, ops: Operands, a: Operand, b: Operand, sa: Operand | No
         spec.product is Product.NORMALIZED, spec.e_zero, zero_acc)
     if sums is not None:
         q, step_lsb, flags = sums
-        codes = formats.round_to(acc_fmt, q < 0, step_lsb, np.abs(q).astype(np.uint64), False,
-                                 spec.acc_rounding, spec.overflow)
+        if kernels is wide:          # numpy throughout: float64's rounding where it is exact
+            codes = wide.round_sums(acc_fmt, q, step_lsb, spec.acc_rounding, spec.overflow)
+        else:
+            codes = formats.round_to(acc_fmt, q < 0, step_lsb, np.abs(q).astype(np.uint64),
+                                     False, spec.acc_rounding, spec.overflow)
         specials = bool((flags & 7).any())
         nan, pinf, ninf = ((flags & bit) != 0 for bit in (1, 2, 4)) if specials else (None,) * 3
         return finish(spec, acc_fmt, codes, q == 0, (flags & 8) != 0, nan, pinf, ninf,
@@ -184,7 +192,8 @@ def step_all_rows(spec: UnitSpec, ops: Operands, bi: int, idx: npt.NDArray,
     if xp is not np:
         rows_per = m if kernel else max(1, _GPU_CHUNK_TERMS // max(1, n * index_count(idx)))
     else:
-        rows_per = max(1, _CHUNK_DOTS // n if kernel
+        chunk_dots = _WIDE_CHUNK_DOTS if kernels is wide else _CHUNK_DOTS
+        rows_per = max(1, chunk_dots // n if kernel
                        else _CHUNK_TERMS // max(1, n * index_count(idx)))
     out = xp.empty((m, n), formats.get(spec.acc_format).code_dtype)
 

@@ -16,6 +16,7 @@ from mxsim import formats, presets, vectors
 from mxsim.engine import _kernels, fast, wide
 from mxsim.engine.fast.operands import Operand
 from mxsim.engine.fast.paths import INTEGER_STEP
+from mxsim.errors import MxsimError
 
 pytest.importorskip("numba")
 
@@ -197,3 +198,67 @@ def test_wide_is_the_numpy_path_for_presets(monkeypatch, name, opts, family):
     assert calls and all(c is not None for c in calls)
     np.testing.assert_array_equal(got, fast.dot(spec, vs))
     np.testing.assert_array_equal(got, fast.dot(spec, vs, kernel=INTEGER_STEP))
+
+
+_ROUND_FORMATS = ("fp32", "e8m13", "tf32", "bf16", "fp16", "e5m2", "e4m3", "e3m2", "e2m1")
+
+
+def _sums(fmt: formats.Format, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Step sums and LSB exponents around every edge of ``fmt``: any width up to 2**53 and
+    beyond, ties, carries into the next binade, the subnormal and overflow boundaries."""
+    n = 4000
+    width = rng.integers(0, 56, n)
+    q = (rng.integers(0, 1 << 62, n, dtype=np.int64) >> (62 - np.minimum(width, 62)))
+    lsb = rng.integers(fmt.emin - fmt.man_bits - 70, fmt.emax + 8, n)
+    # Ties and all-ones below the cut: sig 1..., then 10...0 or 11...1 under man_bits + 1 bits
+    w = rng.integers(fmt.man_bits + 2, 54, n // 4)
+    head = rng.integers(1 << fmt.man_bits, 1 << (fmt.man_bits + 1), n // 4)
+    rest = w - fmt.man_bits - 1
+    tie = (head << rest) | (np.int64(1) << (rest - 1))
+    ones = (head << rest) | ((np.int64(1) << rest) - 1)
+    # The binade at emin and at emax: LSB exponents that put the top bit there
+    top = rng.integers(0, 54, n // 4)
+    sig = (np.int64(1) << top) | rng.integers(0, 1 << 20, n // 4) % np.maximum(
+        np.int64(1) << top, 1)
+    at_min = fmt.emin - top + rng.integers(-2, 2, n // 4)
+    at_max = fmt.emax - top + rng.integers(-1, 2, n // 4)
+    # Past 2**53, where a float64 would round first: one above a tie, which it rounds onto it
+    wide_w = rng.integers(max(54, fmt.man_bits + 4), 63, n // 4)
+    wide_head = rng.integers(1 << fmt.man_bits, 1 << (fmt.man_bits + 1), n // 4)
+    wide_rest = wide_w - fmt.man_bits - 1
+    past = (wide_head << wide_rest) | (np.int64(1) << (wide_rest - 1)) | 1
+    q = np.concatenate([q, tie, ones, sig, sig, past, [0, 1, (1 << 53) - 1, 1 << 53,
+                                                        (1 << 53) + 1, (1 << 62), -(1 << 63)]])
+    lsb = np.concatenate([lsb, rng.integers(fmt.emin - 60, fmt.emax - 50, 2 * (n // 4)),
+                          at_min, at_max, rng.integers(fmt.emin, fmt.emax + 1, n // 4) - wide_w,
+                          [0, 5000, 0, 0, 0, 0, -5000]])
+    lsb = lsb[:len(q)] if len(lsb) >= len(q) else np.concatenate(
+        [lsb, np.zeros(len(q) - len(lsb), np.int64)])
+    q = np.where(rng.random(len(q)) < 0.5, -q, q)
+    return q.astype(np.int64), lsb.astype(np.int64)
+
+
+@pytest.mark.parametrize("fmt_name", _ROUND_FORMATS)
+@pytest.mark.parametrize("rounding", ["rz", "rne"])
+@pytest.mark.parametrize("overflow", ["inf", "saturate", "ieee"])
+def test_wide_rounding_of_step_sums_is_round_to(fmt_name, rounding, overflow):
+    """The float64 rounding of step sums (wide.round_sums) == formats.round_to, code for code,
+    on every edge: ties, carries into the next binade and into the exponent, sums at the
+    subnormal and overflow boundaries (which it leaves to round_to), widths to 2**53 and past
+    it, and int64's most negative value."""
+    fmt = formats.get(fmt_name)
+    rng = np.random.default_rng(len(fmt_name) * 7 + len(rounding) + len(overflow))
+    q, lsb = _sums(fmt, rng)
+    mode = formats.Rounding.of(rounding)
+    mag = np.abs(q).view(np.uint64)
+    if overflow != "saturate" and not (fmt.has_inf or fmt.has_nan):
+        with pytest.raises(MxsimError, match="overflow must saturate"):
+            formats.round_to(fmt, q < 0, lsb, mag, False, mode, overflow)
+        with pytest.raises(MxsimError, match="overflow must saturate"):
+            wide.round_sums(fmt, q, lsb, mode, overflow)
+        return
+    got = wide.round_sums(fmt, q, lsb, mode, overflow)
+    want = formats.round_to(fmt, q < 0, lsb, mag, False, mode, overflow)
+    assert got.dtype == want.dtype
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, [(int(q[i]), int(lsb[i]), int(got[i]), int(want[i])) for i in bad[:5]]
