@@ -19,7 +19,12 @@ that is exact by construction:
 :func:`step_sums` checks those bounds on the data it is given (significand widths, exponent
 range, and the largest aligned term from each side's ratio of value to alignment exponent) and
 returns None where they do not hold; the caller then uses ``fast.alignment``'s integer step.
-tests/mxsim/engine/test_wide.py holds it equal to both, on random and adversarial data.
+Where tighter bounds hold (24 significand bits together, exponents within ``LIMIT32``, sums
+below ``2**23``: ``hopper-wgmma``'s FP8 steps among them) the same arithmetic runs in float32,
+half the bytes per pass. :func:`round_sums` rounds the step sums to the accumulator's format
+through float64's own bits where that is exact (RZ and RNE, normal results), instead of
+``formats.round_to``'s dozens of integer passes. tests/mxsim/engine/test_wide.py holds all of
+it equal to the kernel, the integer step and ``round_to``, on random and adversarial data.
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ __all__ = ["Side", "prepare_b", "round_sums", "step_sums"]
 #: Largest |exponent| (LSB or alignment exponent) of an operand this path takes: products
 #: then lie within 2**±502 and a term's quotient within 2**±1006, inside float64's normal range.
 LIMIT = 250
+#: The same for float32 (:func:`_fits32`): products' LSBs within 2**-60, a term's after
+#: scaling within 2**-120, above float32's smallest subnormal (2**-149).
+LIMIT32 = 30
 _NONE = -(1 << 20)       # the alignment exponent of a zero operand (never the maximum)
 _ROUND = {"rz": np.trunc, "rd": np.floor, "rne": np.rint}
 
@@ -56,7 +64,12 @@ class Side:
     special: npt.NDArray[np.bool_]      # per row / column: some term is NaN or Inf
     sig_bits: int                       # the widest significand's bit length
     ratio: float                        # max |value| / 2**e over non-zero values
-    fits: bool                          # every non-zero value's exponents within LIMIT
+    span: int                           # max |LSB exponent| and |e| over non-zero values
+
+    @functools.cached_property
+    def val32(self) -> npt.NDArray[np.float32]:
+        """:attr:`val` in float32 (exact where :func:`_fits32` holds)."""
+        return self.val.astype(np.float32)
 
     @classmethod
     def of(cls, op, scale, transpose: bool) -> Side:
@@ -71,7 +84,7 @@ class Side:
         return cls(np.ldexp(np.where(sign == 1, -mag, mag), lsb),
                    np.where(nonzero, e, _NONE).astype(np.int32), sign, flag,
                    (~nonzero).any(axis=0), ((flag & (NAN | INF)) != 0).any(axis=0),
-                   top.bit_length(), ratio, hi <= LIMIT)
+                   top.bit_length(), ratio, hi)
 
 
 def prepare_b(b, sb) -> Side:
@@ -81,7 +94,7 @@ def prepare_b(b, sb) -> Side:
 
 def _fits(a: Side, b: Side, acc, frac_bits: int, e_zero: int, jam: int) -> bool:
     """Whether float64 computes this step exactly (see the module's notes)."""
-    if not (a.fits and b.fits and abs(e_zero) <= LIMIT and 0 <= frac_bits <= 60):
+    if not (max(a.span, b.span) <= LIMIT and abs(e_zero) <= LIMIT and 0 <= frac_bits <= 60):
         return False
     if a.sig_bits + b.sig_bits > 53:
         return False
@@ -97,6 +110,25 @@ def _fits(a: Side, b: Side, acc, frac_bits: int, e_zero: int, jam: int) -> bool:
     return a.val.shape[0] * term + 2 * unit + 1 < 2.0 ** 52
 
 
+def _fits32(a: Side, b: Side, acc, frac_bits: int, e_zero: int, jam: int) -> bool:
+    """Whether float32 computes this step exactly too (with :func:`_fits`): significands of
+    24 bits together, exponents within ``LIMIT32`` (products' LSBs, and the terms' after
+    scaling, stay above float32's smallest subnormal), an accumulator's exponents within
+    twice that, and sums below ``2**23``. An e_zero far below the data only decides dots whose
+    terms are all zero (their scale is clipped)."""
+    if not (max(a.span, b.span) <= LIMIT32 and e_zero <= 2 * LIMIT32 and 0 <= frac_bits <= 40
+            and a.sig_bits + b.sig_bits <= 24):
+        return False
+    # The accumulator's term is scaled and rounded in float64 (exact under _fits), so only
+    # its exponent matters here: within 2 * LIMIT32, its dots' scale is never clipped.
+    if acc is not None and int(np.where(acc.sig != 0, np.abs(acc.e), 0).max(initial=0)) \
+            > 2 * LIMIT32:
+        return False
+    unit = 2.0 ** (frac_bits + jam)
+    term = max(a.ratio * b.ratio, 2.0) * unit + 1
+    return a.val.shape[0] * term + 2 * unit + 1 < 2.0 ** 23
+
+
 def step_sums(a, sa, b_side: Side, acc, frac_bits: int, align: str, normalized: bool,
               e_zero: int, zero_acc: bool = False):
     """(sum, lsb, flags) per dot of one fused step, as ``engine._kernels.step_sums`` computes
@@ -108,7 +140,13 @@ def step_sums(a, sa, b_side: Side, acc, frac_bits: int, align: str, normalized: 
         return None
     emax = _emax(a_side, b_side, acc, normalized, e_zero, zero_acc)
     base = emax - (frac_bits + jam)
-    total = _aligned_sum(a_side, b_side, acc, np.ldexp(1.0, -base), align)
+    if _fits32(a_side, b_side, acc, frac_bits, e_zero, jam):
+        # Half the bytes per pass. Only dots whose products are all zero have a base below
+        # -120 (e_zero's); their terms are zero at any finite scale.
+        scale = np.ldexp(np.float32(1.0), np.clip(-base, -126, 120).astype(np.int32))
+        total = _aligned_sum(a_side, b_side, acc, scale, align, True)
+    else:
+        total = _aligned_sum(a_side, b_side, acc, np.ldexp(1.0, -base), align, False)
     q = total.astype(np.int64)
     flags = np.zeros(q.shape, np.int64)
     if a_side.special.any() or b_side.special.any() or (
@@ -145,15 +183,18 @@ def _emax(a: Side, b: Side, acc, normalized: bool, e_zero: int, zero_acc: bool):
     return emax
 
 
-def _aligned_sum(a: Side, b: Side, acc, scale, align: str):
+def _aligned_sum(a: Side, b: Side, acc, scale, align: str, single: bool):
     """Every term times ``scale`` (2**-base), rounded to an integer as ``align`` says, summed
-    (float64; exact under :func:`_fits`)."""
+    (float64, exact under :func:`_fits`; float32 where ``single``, exact under
+    :func:`_fits32`)."""
     r, n = scale.shape
-    total = np.zeros((r, n), np.float64)
-    tmp = np.empty((r, n), np.float64)
+    dt = np.float32 if single else np.float64
+    a_val, b_val = (a.val32, b.val32) if single else (a.val, b.val)
+    total = np.zeros((r, n), dt)
+    tmp = np.empty((r, n), dt)
     rnd = _ROUND.get(align)
     for t in range(a.val.shape[0]):
-        np.multiply(a.val[t][:, None], b.val[t][None, :], out=tmp)
+        np.multiply(a_val[t][:, None], b_val[t][None, :], out=tmp)
         np.multiply(tmp, scale, out=tmp)
         if rnd is None:
             _jam(tmp)
@@ -238,20 +279,22 @@ def round_sums(fmt: formats.Format, q: npt.NDArray, lsb: npt.NDArray, rounding: 
     with np.errstate(over="ignore", under="ignore"):
         x = np.ldexp(q.astype(np.float64), np.clip(lsb, -1100, 1100).astype(np.int32))
     bits = x.view(np.uint64)
-    drop = np.uint64(52 - fmt.man_bits)
-    e0 = ((bits >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64) - 1023
+    u = np.uint64
+    drop, top = u(52 - fmt.man_bits), u((1 << 63) - 1)
+    mag = bits & top
+    # Biased exponent fields of float64, before and after rounding: the tests in those terms.
+    ok = mag >= u((fmt.emin + 1023) << 52)
     if rounding is Rounding.RNE and drop:
-        half = (np.uint64(1) << (drop - np.uint64(1))) - np.uint64(1)
-        bits = bits + half + ((bits >> drop) & np.uint64(1))
-    bits = bits & ~((np.uint64(1) << drop) - np.uint64(1))
-    e1 = ((bits >> np.uint64(52)) & np.uint64(0x7FF)).astype(np.int64) - 1023
-    man = (bits >> drop) & np.uint64((1 << fmt.man_bits) - 1)
-    code = ((bits >> np.uint64(63)) << np.uint64(fmt.sign_shift)) | (
-        (e1 + fmt.bias).astype(np.uint64) << np.uint64(fmt.man_bits)) | man
-    ok = (e0 >= fmt.emin) & (e1 < fmt.emax) & (np.abs(q).view(np.uint64) <= np.uint64(1 << 53))
-    zero = q == 0
-    code = np.where(zero, np.uint64(0), code)
-    rest = ~(ok | zero)
+        mag += ((u(1) << (drop - u(1))) - u(1)) + ((mag >> drop) & u(1))
+    mag >>= drop
+    ok &= mag < u((fmt.emax + 1023) << fmt.man_bits)
+    ok &= np.abs(q).view(np.uint64) <= u(1 << 53)
+    ok |= q == 0                 # float64's +0 and -0 give the code 0 below
+    # float64's exponent field rebiased to fmt's (wrapping below zero, which ok refuses)
+    code = (mag - u((1023 - fmt.bias) << fmt.man_bits)) | (
+        (bits >> u(63)) << u(fmt.sign_shift))
+    code[q == 0] = 0
+    rest = ~ok
     if rest.any():
         code[rest] = formats.round_to(fmt, q[rest] < 0, lsb[rest],
                                       np.abs(q[rest]).view(np.uint64), False, rounding,

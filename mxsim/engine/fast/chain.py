@@ -20,7 +20,7 @@ from ...vectors import VectorSet
 from ..xp import of as xp_of
 from . import fused
 from .adders import add_round, convert
-from .operands import Operand, Operands
+from .operands import Operand, Operands, is_nan
 from .step import ZERO, by_rows, codes_of, step_all_rows
 from .sums import products_cancel
 from .tree import tree_all_rows
@@ -61,7 +61,7 @@ def chain_dot(spec: UnitSpec, vs: VectorSet, kernel: bool = True,
         d = codes_of(_chain_entry(spec, ops, bi, vs.k, d, kernel, trace), d_fmt, m, n,
                      xp_of(vs.a))
         out[bi] = by_rows(lambda x, d_fmt=d_fmt: np.where(
-            d_fmt.classify(x) == int(formats.Class.NAN), spec.d_nan, x).astype(d_fmt.code_dtype), d)
+            is_nan(d_fmt, x), spec.d_nan, x).astype(d_fmt.code_dtype), d)
     return out.reshape(vs.batch_shape + (m, n))
 
 

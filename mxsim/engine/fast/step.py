@@ -27,10 +27,10 @@ __all__ = ["ZERO", "by_rows", "codes_of", "finish", "step", "step_all_rows"]
 
 _CHUNK_TERMS = 1 << 21          # products materialised at once (bounds memory to ~100 MB)
 _CHUNK_DOTS = 1 << 15           # dots per compiled-kernel call
-# Dots per call of numpy's float64 step (engine.wide): twice the kernel's, so that its numpy
-# calls are long enough for two threads to overlap (they hold the GIL between calls). Tried
-# by hand on the 2-core machine (1M dots of hopper-wgmma, no record of the tries): 2**15
-# dots ran slower on two threads than on one, 2**16 and 2**17 faster, 2**18 slower.
+# Dots per call of numpy's float64 step (engine.wide), on one thread: its numpy calls hold
+# the GIL between them, and two threads ran it slower than one at every chunk size tried by
+# hand on the 2-core machine (1M dots of hopper-wgmma, 2**14 to 2**16 dots a chunk; no record
+# of the tries), where 2**16 was fastest.
 _WIDE_CHUNK_DOTS = 1 << 16
 _THREADS = os.cpu_count() or 1
 _GPU_CHUNK_TERMS = 1 << 26      # products materialised at once on a GPU (numpy-style step)
@@ -52,10 +52,11 @@ def codes_of(d, fmt: formats.Format, m: int, n: int, xp=np) -> npt.NDArray | Ope
 
 def finish(spec: UnitSpec, fmt: formats.Format, codes, exact_zero, all_neg_zero, nan, pinf,
            ninf, specials: bool) -> npt.NDArray:
-    """The sign of zero results (per the spec), then NaN and Inf where the terms force them."""
+    """The sign of zero results (per the spec), then NaN and Inf where the terms force them.
+    ``exact_zero`` and ``all_neg_zero`` are not read for +0 zeros (they may be None)."""
     mask = (1 << fmt.sign_shift) - 1
     if spec.zero_sign is ZeroSign.POSITIVE:
-        codes = np.where((codes & mask) == 0, codes & mask, codes).astype(codes.dtype)
+        codes = np.where((codes & mask) == 0, 0, codes).astype(codes.dtype)
     elif spec.zero_sign is ZeroSign.C:
         # IEEE 754 6.3: an exact zero sum is -0 only when rounding toward -Inf (the chain
         # passes C through where the products alone sum to zero).
@@ -94,10 +95,12 @@ def step(spec: UnitSpec, ops: Operands, a: Operand, b: Operand, sa: Operand | No
         else:
             codes = formats.round_to(acc_fmt, q < 0, step_lsb, np.abs(q).astype(np.uint64),
                                      False, spec.acc_rounding, spec.overflow)
-        specials = bool((flags & 7).any())
+        specials = bool(flags.any()) and bool((flags & 7).any())
         nan, pinf, ninf = ((flags & bit) != 0 for bit in (1, 2, 4)) if specials else (None,) * 3
-        return finish(spec, acc_fmt, codes, q == 0, (flags & 8) != 0, nan, pinf, ninf,
-                      specials)
+        # What finish reads of the zeros (none for +0 zeros): passes over every dot.
+        positive = spec.zero_sign is ZeroSign.POSITIVE
+        return finish(spec, acc_fmt, codes, None if positive else q == 0,
+                      None if positive else (flags & 8) != 0, nan, pinf, ninf, specials)
     if zero_acc:       # the integer step reads +0 codes (the kernels' zero_acc)
         acc = Operand.of(acc_in, xp_of(a.sig).zeros((a.sig.shape[0], b.sig.shape[1]),
                                                     acc_in.code_dtype))
@@ -206,8 +209,9 @@ def step_all_rows(spec: UnitSpec, ops: Operands, bi: int, idx: npt.NDArray,
         out[rows] = step(spec, ops, a, b, sa, sb, acc_rows, acc_in, b_side, kernels)
 
     starts = range(0, m, rows_per)
-    if kernel and len(starts) > 1 and _THREADS > 1 and xp is np:
-        # The kernel and most numpy calls release the GIL: row chunks run side by side.
+    if kernel and len(starts) > 1 and _THREADS > 1 and xp is np and kernels is not wide:
+        # The compiled kernel releases the GIL: row chunks run side by side (numpy's float64
+        # step holds it between its many short calls, and runs faster on one thread).
         with ThreadPoolExecutor(_THREADS) as pool:
             list(pool.map(chunk, starts))
     else:

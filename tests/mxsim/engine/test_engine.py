@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from mxsim import formats, presets, spec, vectors
 from mxsim.engine import fast, reference
+from mxsim.engine.fast.operands import is_nan
 from mxsim.engine.fast.paths import INTEGER_STEP
 from mxsim.errors import UnitError
 from mxsim.spec import UnitSpec, ZeroSign
@@ -467,3 +468,20 @@ def test_engine_random_specs_signed_zeros(spec, c, n_inst, seed):
         neg = 1 << formats.get(spec.d_format).sign_shift if _neg_zero_expected(spec, c) else 0
         np.testing.assert_array_equal(d[all_neg], neg)
         np.testing.assert_array_equal(d[all_pos], 0)
+
+
+@pytest.mark.parametrize("name", formats.ELEMENT_FORMATS + ("fp16", "bf16", "tf32", "fp32",
+                                                             "e8m13"))
+def test_is_nan_is_classify(name):
+    """operands.is_nan (one comparison for IEEE-style formats) == classify's NAN, on every code
+    of the formats of 16 bits or fewer and on 200,000 random codes with Inf, the largest code
+    and NaN of the wider ones."""
+    fmt = formats.get(name)
+    if fmt.bits <= 16:
+        codes = np.arange(1 << fmt.bits).astype(fmt.code_dtype)
+    else:
+        rng = np.random.default_rng(len(name))
+        codes = rng.integers(0, 1 << fmt.bits, 200_000, dtype=np.uint64).astype(fmt.code_dtype)
+        codes[:3] = [fmt.code_of_inf, (1 << fmt.bits) - 1, fmt.code_of_nan]
+    want = fmt.classify(codes) == int(formats.Class.NAN)
+    np.testing.assert_array_equal(is_nan(fmt, codes), want)

@@ -262,3 +262,62 @@ def test_wide_rounding_of_step_sums_is_round_to(fmt_name, rounding, overflow):
     assert got.dtype == want.dtype
     bad = np.flatnonzero(got != want)
     assert bad.size == 0, [(int(q[i]), int(lsb[i]), int(got[i]), int(want[i])) for i in bad[:5]]
+
+
+def _acc_near(rng, shape, span: int):
+    """FP32 accumulator codes of values of 8-bit significands whose LSB and alignment
+    exponents are within +-span, zeros and -0 among them."""
+    f = formats.get("fp32")
+    vals = np.ldexp(rng.integers(-255, 256, shape).astype(np.float64),
+                    rng.integers(-span, span - 8, shape))
+    vals = np.where(rng.random(shape) < 0.1, 0.0, vals)
+    vals = np.where(rng.random(shape) < 0.05, -0.0, vals)
+    return Operand.of(f, f.encode(vals, "rz").astype(np.uint32))
+
+
+@pytest.mark.parametrize("align", _ALIGNS)
+@pytest.mark.parametrize("a_fmt,b_fmt", [("e4m3", "e5m2"), ("fp16", "e4m3"), ("e2m1", "e3m2"),
+                                         ("fp16", "fp16")])
+def test_wide_float32_steps_are_float64_and_the_kernels(monkeypatch, a_fmt, b_fmt, align):
+    """Where its bounds hold (wide._fits32), the step runs in float32: the same sums, LSBs
+    and flags as in float64 and as the kernel's, at every alignment mode, raw and normalised
+    products, with and without an accumulator, e_zero from far below the data (the dots whose
+    products are all zero: their scale is clipped) to 2 * LIMIT32, frac_bits up to where the
+    sums' bound reaches 2**23, FP16 subnormals (products' LSBs at 2**-48); and it declines
+    one past each bound."""
+    rng = np.random.default_rng([len(align), len(a_fmt), len(b_fmt)])
+    used = []
+    real = wide._aligned_sum
+    monkeypatch.setattr(wide, "_aligned_sum",
+                        lambda *x: used.append(x[-1]) or real(*x))
+    for trial in range(24):
+        normalized = bool(trial % 2)
+        acc_kind = trial % 3
+        a, b, _, _, _ = _step_args(rng, a_fmt, b_fmt, None, None, 6, 32, 9, 0.0)
+        acc = _acc_near(rng, (6, 9), 2 * wide.LIMIT32) if acc_kind == 2 else None
+        zero_acc = acc_kind == 1
+        e_zero = int(rng.choice([-133, -30, 0, 25, 2 * wide.LIMIT32]))
+        frac_bits = int(rng.integers(0, 18))
+        args = (acc, frac_bits, align, normalized, e_zero, zero_acc)
+        want = _kernels.step_sums(a, None, _kernels.prepare_b(b, None), *args)
+        used.clear()
+        got = wide.step_sums(a, None, wide.prepare_b(b, None), *args)
+        single = used[0]
+        with monkeypatch.context() as m:
+            m.setattr(wide, "_fits32", lambda *x: False)
+            got64 = wide.step_sums(a, None, wide.prepare_b(b, None), *args)
+        for w, x, y, what in zip(want, got, got64, ("sum", "lsb", "flags"), strict=True):
+            np.testing.assert_array_equal(x, w, err_msg=f"{what}, {args}, float32={single}")
+            np.testing.assert_array_equal(y, w, err_msg=f"{what}, {args}, float64")
+        if frac_bits <= 8:
+            assert single, f"float32 declined {args}"
+    a, b, _, _, _ = _step_args(rng, a_fmt, b_fmt, None, None, 6, 32, 9, 0.0)
+    side_a, side_b = wide.Side.of(a, None, True), wide.prepare_b(b, None)
+    assert wide._fits32(side_a, side_b, None, 8, -133, 0)
+    assert not wide._fits32(side_a, side_b, None, 8, 2 * wide.LIMIT32 + 1, 0)
+    assert not wide._fits32(side_a, side_b, None, 30, -133, 0)     # sums past 2**23
+    far = _acc_near(rng, (6, 9), wide.LIMIT32)
+    far.e[0, 0], far.sig[0, 0] = 2 * wide.LIMIT32 + 1, 1 << 23
+    assert not wide._fits32(side_a, side_b, far, 8, -133, 0)       # the accumulator's
+    monkeypatch.setattr(wide, "LIMIT32", max(side_a.span, side_b.span) - 1)
+    assert not wide._fits32(side_a, side_b, None, 8, -133, 0)
