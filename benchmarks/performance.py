@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "performance.md"
 PLOT = ROOT / "docs" / "img" / "performance.svg"
 DATA = ROOT / "docs" / "data"
-ENGINE = DATA / "bench_engine_2026-12-06_run4.json"
+ENGINE = DATA / "bench_engine_2026-12-06_run5.json"
 #: Four runs on H100 machines: run 1 at commit 12e8bf1, run 2 with the whole-dot kernels
 #: final (the same arithmetic), run 3 with the sides packed on the device (pack.cu), run 4
 #: with fma.cu and the CPU changes of the same session (benchmarks/gpu_issue39.sh); the table

@@ -16,11 +16,12 @@ __all__ = ["INTEGER_STEP", "NUMPY_SLOWDOWN", "kernel_applies", "kernel_available
 
 #: How much slower the numpy fallback is than the compiled kernels, as said to the user:
 #: hopper-wgmma, 1M dots of K = 32, numba 0.68, 2 shared cores, 2026-12-06, the fallback in a
-#: process without numba (engine.wide) against the whole-dot kernel: 9.9x in
-#: docs/data/bench_engine_2026-12-06_run4.json (``python benchmarks/bench_engine.py``), 4.7x in
-#: run3, before the kernel's vectorised column loops. Before engine.wide the fallback was
-#: numpy's integer step, 43-50x slower in three runs.
-NUMPY_SLOWDOWN = "about 10x"
+#: process without numba (engine.wide) against the whole-dot kernel: 4.4x in
+#: docs/data/bench_engine_2026-12-06_run5.json (``python benchmarks/bench_engine.py``); 9.9x in
+#: run4, after the kernel's vectorised column loops and before the fallback's float32 step and
+#: float64 rounding; 4.7x in run3. Before engine.wide the fallback was numpy's integer step,
+#: 43-50x slower in three runs.
+NUMPY_SLOWDOWN = "about 5x"
 
 
 #: ``kernel=INTEGER_STEP`` computes every fused step with :mod:`.alignment`'s integer terms
