@@ -372,11 +372,18 @@ def _chain_loop(a, b, a_special, b_special, c, has_c, bounds, k_inst, n_inst, pr
         nj = min(n, j0 + tile) - j0
         for i0 in range(r0, r1, rows):
             ni = min(r1, i0 + rows) - i0
-            for y in range(ni):
-                for x in range(nj):
-                    d[y, x] = c[i0 + y, j0 + x] if has_c else 0
-                    special[y, x] = a_special[i0 + y] or b_special[j0 + x]
-                    total[y, x] = d[y, x]
+            # What the block's dots start from: C (without it, the first step reads a +0
+            # accumulator and d is not read), C as the separate total under promotion, and
+            # which dots meet a NaN or Inf operand (read off the plain path only).
+            if has_c or promote:
+                for y in range(ni):
+                    for x in range(nj):
+                        d[y, x] = c[i0 + y, j0 + x] if has_c else 0
+                        total[y, x] = d[y, x]
+            if not cfg[4]:
+                for y in range(ni):
+                    for x in range(nj):
+                        special[y, x] = a_special[i0 + y] or b_special[j0 + x]
             d_zero = promote != 0 or not has_c
             for inst in range(n_inst):
                 if promote and inst and inst % promote == 0:

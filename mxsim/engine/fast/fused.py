@@ -181,7 +181,7 @@ def _entry_sides(spec: UnitSpec, vs: VectorSet, ops: Operands | None, bi: int, s
 def _by_instruction(side: npt.NDArray, k_inst: int) -> npt.NDArray:
     """A side (5, rows, K) as (K / k_inst, 5, rows, k_inst): one instruction's slice of every
     row in one piece, so a long chain reads each instruction's operands as K = k_inst does
-    (rows K apart in memory fall into the same few cache sets)."""
+    (as :func:`packed_sides` lays them out)."""
     planes, rows, k = side.shape
     return np.ascontiguousarray(
         side.reshape(planes, rows, k // k_inst, k_inst).transpose(2, 0, 1, 3))
