@@ -11,6 +11,7 @@ in tests.
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import io
 import pstats
@@ -22,11 +23,25 @@ from mxsim import presets, vectors  # noqa: E402
 from mxsim.engine import fast  # noqa: E402
 from mxsim.engine.fast import step  # noqa: E402
 
-GROUPS = {"float64 step (engine.wide)": "mxsim/engine/wide.py",
-          "rounding of the step sums (formats.rounding)": "mxsim/formats/rounding.py"}
+_ROUNDING = ("round_sums", "_checked")
+
+
+def _rounding(key: tuple) -> bool:
+    """A cProfile key (file, line, function) of the rounding of the step sums: numpy's
+    general rounding, or engine.wide's float64 one."""
+    return key[0].endswith("mxsim/formats/rounding.py") or (
+        key[0].endswith("mxsim/engine/wide.py") and key[2] in _ROUNDING)
+
+
+GROUPS = {
+    "float64 step (engine.wide)":
+        lambda key: key[0].endswith("mxsim/engine/wide.py") and key[2] not in _ROUNDING,
+    "rounding of the step sums (formats.rounding, wide.round_sums)": _rounding,
+}
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args()
     step._THREADS = 1                    # one thread: cProfile sees only the main thread
     vs = vectors.generate("normal", a_format="e4m3", m=256, n=4096, k=32, with_c=False, seed=1)
     spec = presets.get("hopper-wgmma").spec_for(vs)
@@ -40,12 +55,11 @@ def main() -> int:
     total = stats.total_tt
     print(f"hopper-wgmma, {vs.num_dots:,} dots of K = 32, numpy fallback, one thread, "
           f"under cProfile: {total:.3f} s")
-    for name, path in GROUPS.items():
-        # Own time of the functions in the file, and of the numpy calls they make.
-        own = sum(v[2] for k, v in stats.stats.items() if k[0].endswith(path))
+    for name, member in GROUPS.items():
+        # Own time of the group's functions, and of the built-in (numpy) calls they make.
+        own = sum(v[2] for k, v in stats.stats.items() if member(k))
         called = sum(t for k, v in stats.stats.items() for caller, (_, _, t, _) in v[4].items()
-                     if caller[0].endswith(path) and not k[0].endswith(path)
-                     and k[0] == "~")
+                     if member(caller) and k[0] == "~")
         print(f"  {name}: {own + called:.3f} s")
     out = io.StringIO()
     pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(20)

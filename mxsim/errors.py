@@ -174,9 +174,9 @@ def _run(body: Callable[[], int], debug: bool) -> int:
 
 def _stopping(exc: BaseException) -> KeyboardInterrupt | None:
     """The Ctrl-C or stop signal that ``exc`` was raised while unwinding from, if any: a
-    signal that lands in a clean-up (a ``ZipFile`` closing its member) leaves the next
-    clean-up to fail over the half-closed object ("Can't close the ZIP file while there is an
-    open writing handle"), and that failure is the signal's, not a bug to report."""
+    signal that lands mid-operation (a ``ZipFile`` opening a member) can leave a clean-up to
+    fail over the half-made object ("Can't close the ZIP file while there is an open writing
+    handle"), and that failure is the signal's, not a bug to report."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         if isinstance(exc, KeyboardInterrupt):

@@ -103,11 +103,16 @@ def _fits(a: Side, b: Side, acc, frac_bits: int, e_zero: int, jam: int) -> bool:
         if int(acc.sig.max(initial=0)).bit_length() > 53 or int(np.where(
                 live, np.maximum(np.abs(acc.lsb), np.abs(acc.e)), 0).max(initial=0)) > LIMIT:
             return False
-    # A term's aligned magnitude is at most ratio_a * ratio_b * 2**(frac_bits + jam), plus one
-    # from rounding up (a normalised product's, or the accumulator's, below 2**(f + jam + 1)).
+    return _sum_bound(a, b, frac_bits, jam) < 2.0 ** 52
+
+
+def _sum_bound(a: Side, b: Side, frac_bits: int, jam: int) -> float:
+    """A bound on a step's aligned sum: each term's magnitude is at most ratio_a * ratio_b *
+    2**(frac_bits + jam), plus one from rounding up (a normalised product's, or the
+    accumulator's, below 2**(f + jam + 1))."""
     unit = 2.0 ** (frac_bits + jam)
     term = max(a.ratio * b.ratio, 2.0) * unit + 1
-    return a.val.shape[0] * term + 2 * unit + 1 < 2.0 ** 52
+    return a.val.shape[0] * term + 2 * unit + 1
 
 
 def _fits32(a: Side, b: Side, acc, frac_bits: int, e_zero: int, jam: int) -> bool:
@@ -124,9 +129,7 @@ def _fits32(a: Side, b: Side, acc, frac_bits: int, e_zero: int, jam: int) -> boo
     if acc is not None and int(np.where(acc.sig != 0, np.abs(acc.e), 0).max(initial=0)) \
             > 2 * LIMIT32:
         return False
-    unit = 2.0 ** (frac_bits + jam)
-    term = max(a.ratio * b.ratio, 2.0) * unit + 1
-    return a.val.shape[0] * term + 2 * unit + 1 < 2.0 ** 23
+    return _sum_bound(a, b, frac_bits, jam) < 2.0 ** 23
 
 
 def step_sums(a, sa, b_side: Side, acc, frac_bits: int, align: str, normalized: bool,
@@ -289,11 +292,12 @@ def round_sums(fmt: formats.Format, q: npt.NDArray, lsb: npt.NDArray, rounding: 
     mag >>= drop
     ok &= mag < u((fmt.emax + 1023) << fmt.man_bits)
     ok &= np.abs(q).view(np.uint64) <= u(1 << 53)
-    ok |= q == 0                 # float64's +0 and -0 give the code 0 below
+    zero = q == 0
+    ok |= zero                   # float64's +0 and -0 give the code 0 below
     # float64's exponent field rebiased to fmt's (wrapping below zero, which ok refuses)
     code = (mag - u((1023 - fmt.bias) << fmt.man_bits)) | (
         (bits >> u(63)) << u(fmt.sign_shift))
-    code[q == 0] = 0
+    code[zero] = 0
     rest = ~ok
     if rest.any():
         code[rest] = formats.round_to(fmt, q[rest] < 0, lsb[rest],

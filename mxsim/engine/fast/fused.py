@@ -141,7 +141,7 @@ def packed_sides(spec: UnitSpec, vs: VectorSet, bi: int, signed: bool, run=map
     ta, tb, ts = tables
     nb = int(np.prod(vs.batch_shape, dtype=np.int64))
     m, n, k, ki = vs.m, vs.n, vs.k, spec.k
-    jobs = []
+    jobs, outs, specials = [], [], []
     for codes, table, scales, rows, fmt, by_col in (
             (vs.a.reshape(nb, m, k)[bi], ta, vs.a_scale, m, vs.a_format, False),
             (vs.b.reshape(nb, k, n)[bi], tb, vs.b_scale, n, vs.b_format, True)):
@@ -149,6 +149,8 @@ def packed_sides(spec: UnitSpec, vs: VectorSet, bi: int, signed: bool, run=map
         if signed and by_col:
             out = np.empty((k // ki, 5, ki, rows), np.int32).transpose(0, 1, 3, 2)
         special = np.empty(rows, np.bool_)
+        outs.append(out)
+        specials.append(special)
         sc = None if ts is None else np.ascontiguousarray(
             scales.reshape((nb, -1, n) if by_col else (nb, m, -1))[bi])
         step = max(64, -(-rows // (2 * _THREADS)))
@@ -156,8 +158,8 @@ def packed_sides(spec: UnitSpec, vs: VectorSet, bi: int, signed: bool, run=map
                   ts, vs.block or 1, ki, signed, by_col, r0, min(rows, r0 + step), out, special)
                  for r0 in range(0, rows, step)]
     list(run(lambda job: _fused.pack_rows(*job), jobs))
-    b = jobs[-1][-2]
-    return jobs[0][-2], b.transpose(0, 1, 3, 2) if signed else b, jobs[0][-1], jobs[-1][-1]
+    a, b = outs
+    return a, b.transpose(0, 1, 3, 2) if signed else b, *specials
 
 
 def _entry_sides(spec: UnitSpec, vs: VectorSet, ops: Operands | None, bi: int, signed: bool,
